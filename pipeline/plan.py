@@ -1,0 +1,282 @@
+"""Turn a composed configuration into validated points and tasks, before any compute.
+
+Every refusal is a :class:`~pipeline.errors.ConfigError` whose message names the offending
+key and value. Nothing here touches the file system, Ray or MLflow.
+"""
+from __future__ import annotations
+
+import itertools
+import keyword
+import math
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import sim
+from sim.policies import ENGINE_POLICIES, INIT_CHOICES, POLICIES, STOCHASTIC_ENGINES
+
+from pipeline.errors import ConfigError
+from pipeline.formulas import evaluate, evaluation_order, parse
+
+#: model parameters and their types; any other name in ``axes``/``params`` is an auxiliary
+#: variable and must be used by some formula
+MODEL_PARAMS: dict[str, type] = {
+    "n_servers": int,
+    "lam": float,
+    "d": int,
+    "events": int,
+}
+#: names a sweep may write for a model parameter
+ALIASES: dict[str, str] = {"N": "n_servers"}
+BACKENDS = ("ray", "serial")
+
+
+@dataclass(frozen=True)
+class Point:
+    point_id: int
+    policy: str
+    values: dict  # parameter name -> int | float
+
+    def label(self) -> str:
+        inner = " ".join(f"{k}={_fmt(v)}" for k, v in self.values.items() if k != "events")
+        return f"{self.policy} {inner}"
+
+
+@dataclass
+class Plan:
+    sweep: str
+    root_seed: int
+    points: list[Point]
+    tasks: list[dict]
+    #: every parameter column, in a stable order (model parameters first)
+    param_columns: list[str]
+    #: the parameters that vary across the grid (axes and what derives from them)
+    varying: list[str] = field(default_factory=list)
+    param_types: dict[str, type] = field(default_factory=dict)
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _canon(name: str, where: str) -> str:
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+        raise ConfigError(f"{where}: {name!r} is not a valid parameter name")
+    return ALIASES.get(name, name)
+
+
+def _int_at_least(cfg: dict, key: str, lo: int) -> int:
+    section, _, leaf = key.rpartition(".")
+    node = cfg
+    for part in filter(None, section.split(".")):
+        node = node.get(part, {})
+    v = node.get(leaf)
+    if not (_is_number(v) and float(v).is_integer()) or v < lo:
+        raise ConfigError(f"{key}={v!r} must be an integer >= {lo}")
+    return int(v)
+
+
+def seed_for(root_seed: int, point_id: int, engine: str, replication: int) -> int:
+    """The task's 63-bit seed: independent of worker count and execution order."""
+    key = (point_id, zlib.crc32(engine.encode()), replication)
+    words = np.random.SeedSequence(root_seed, spawn_key=key).generate_state(2, dtype=np.uint32)
+    return int((int(words[0]) << 32 | int(words[1])) & (2**63 - 1))
+
+
+def check_top_level(cfg: dict) -> None:
+    """Checks of everything outside ``axes``/``params``."""
+    from pipeline.config import Config
+
+    known = set(Config.__dataclass_fields__)
+    for key in cfg:
+        if key not in known:
+            raise ConfigError(f"{key}={cfg[key]!r} is not a configuration key; valid keys: {', '.join(sorted(known))}")
+    name = cfg.get("name")
+    if not isinstance(name, str) or not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ConfigError(f"name={name!r} must be a non-empty name without slashes")
+    _int_at_least(cfg, "replications", 1)
+    _int_at_least(cfg, "seed", 0)
+    engines = cfg.get("engines") or []
+    if not engines:
+        raise ConfigError(f"engines={engines!r}: name at least one of {', '.join(sim.ENGINES)}")
+    for e in engines:
+        if e not in ENGINE_POLICIES:
+            raise ConfigError(f"engines: {e!r} is unknown; valid engines: {', '.join(sim.ENGINES)}")
+    policies = cfg.get("policies") or []
+    if not policies:
+        raise ConfigError(f"policies={policies!r}: name at least one of {', '.join(POLICIES)}")
+    for p in policies:
+        if p not in POLICIES:
+            raise ConfigError(f"policies: {p!r} is unknown; valid policies: {', '.join(POLICIES)}")
+    for e in engines:
+        for p in policies:
+            if p not in ENGINE_POLICIES[e]:
+                raise ConfigError(
+                    f"policies: {p!r} is not served by engine {e!r}; "
+                    f"{e!r} serves: {', '.join(ENGINE_POLICIES[e])}"
+                )
+    if len(set(engines)) != len(engines) or len(set(policies)) != len(policies):
+        raise ConfigError(f"engines={engines!r} / policies={policies!r}: each may appear once")
+    run = cfg.get("run", {})
+    if run.get("init") not in INIT_CHOICES:
+        raise ConfigError(f"run.init={run.get('init')!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
+    _int_at_least(cfg, "run.n_batches", 2)
+    _int_at_least(cfg, "run.max_level", 1)
+    ex = cfg.get("execution", {})
+    if ex.get("backend") not in BACKENDS:
+        raise ConfigError(f"execution.backend={ex.get('backend')!r} is unknown; valid: {', '.join(BACKENDS)}")
+    if ex.get("num_cpus") is not None:
+        _int_at_least(cfg, "execution.num_cpus", 1)
+    _int_at_least(cfg, "execution.max_retries", 0)
+    for key in ("min_task_seconds", "events_per_second"):
+        v = ex.get(key)
+        if not _is_number(v) or not v > 0:
+            raise ConfigError(f"execution.{key}={v!r} must be a positive number")
+
+
+def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[str, str]]:
+    axes_in = cfg.get("axes") or {}
+    params_in = cfg.get("params") or {}
+    if not isinstance(axes_in, dict):
+        raise ConfigError(f"axes={axes_in!r} must be a mapping of name -> list of values")
+    if not isinstance(params_in, dict):
+        raise ConfigError(f"params={params_in!r} must be a mapping of name -> value or formula")
+    axes: dict[str, list] = {}
+    for raw, values in axes_in.items():
+        name = _canon(raw, f"axes.{raw}")
+        if name in axes:
+            raise ConfigError(f"axes.{raw}: {name!r} is given twice")
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(f"axes.{raw}={values!r} must be a non-empty list of numbers")
+        for v in values:
+            if not _is_number(v) or not math.isfinite(v):
+                raise ConfigError(f"axes.{raw}: value {v!r} is not a finite number")
+        if len(set(values)) != len(values):
+            raise ConfigError(f"axes.{raw}={list(values)!r} repeats a value")
+        axes[name] = list(values)
+    constants: dict[str, float] = {}
+    formulas: dict[str, str] = {}
+    for raw, value in params_in.items():
+        name = _canon(raw, f"params.{raw}")
+        if name in axes:  # an axis overrides a constant of the same name (e.g. the defaults)
+            continue
+        if name in constants or name in formulas:
+            raise ConfigError(f"params.{raw}: {name!r} is given twice")
+        if isinstance(value, str):
+            formulas[name] = value
+        elif _is_number(value) and math.isfinite(value):
+            constants[name] = value
+        else:
+            raise ConfigError(f"params.{raw}={value!r} must be a number or a formula string")
+    return axes, constants, formulas
+
+
+def _coerce(name: str, value, where: str):
+    kind = MODEL_PARAMS.get(name, float)
+    if kind is int:
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ConfigError(f"{where}: {name}={value!r} must be an integer (wrap the formula in ceil() or floor())")
+            value = int(value)
+        return int(value)
+    return float(value)
+
+
+def make_plan(cfg: dict) -> Plan:
+    """Validate ``cfg`` (a plain dict of the composed config) and expand it into tasks."""
+    check_top_level(cfg)
+    axes, constants, formulas = _split_inputs(cfg)
+    order, _ = evaluation_order(formulas, set(axes) | set(constants), ALIASES)
+
+    used_by_formulas: set[str] = set()
+    for key, expr in formulas.items():
+        used_by_formulas |= {ALIASES.get(n, n) for n in parse(f"params.{key}", expr)}
+    for name in list(axes) + list(constants) + list(formulas):
+        if name not in MODEL_PARAMS and name not in used_by_formulas:
+            where = "axes" if name in axes else "params"
+            raise ConfigError(
+                f"{where}.{name} is not a model parameter and no formula uses it; "
+                f"model parameters: {', '.join(MODEL_PARAMS)}"
+            )
+
+    policies: list[str] = list(cfg["policies"])
+    engines: list[str] = list(cfg["engines"])
+    replications = int(cfg["replications"])
+    root_seed = int(cfg["seed"])
+    run = cfg["run"]
+
+    needed = {"n_servers", "lam"}
+    if "pod" in policies:
+        needed.add("d")
+    if any(e in STOCHASTIC_ENGINES for e in engines):
+        needed.add("events")
+    defined = set(axes) | set(constants) | set(formulas)
+    for name in sorted(needed - defined):
+        raise ConfigError(f"params.{name} is required (policies={policies}, engines={engines}) but not given")
+
+    names = [n for n in MODEL_PARAMS if n in defined] + [n for n in (list(axes) + list(constants) + order) if n not in MODEL_PARAMS]
+    names = list(dict.fromkeys(names))
+    varying = set(axes)
+    for key in order:  # a formula varies when it uses something that varies
+        uses = {ALIASES.get(n, n) for n in parse(f"params.{key}", formulas[key])}
+        if uses & varying:
+            varying.add(key)
+
+    points: list[Point] = []
+    tasks: list[dict] = []
+    axis_names = list(axes)
+    combos = list(itertools.product(*(axes[a] for a in axis_names))) if axis_names else [()]
+    pid = 0
+    for policy in policies:
+        for combo in combos:
+            values: dict = {}
+            values.update(constants)
+            values.update(dict(zip(axis_names, combo)))
+            where = "point " + ", ".join(f"{a}={_fmt(v)}" for a, v in zip(axis_names, combo)) if axis_names else "params"
+            for key in order:
+                scope = dict(values)
+                if "n_servers" in scope:
+                    scope["N"] = scope["n_servers"]
+                values[key] = evaluate(key, formulas[key], scope)
+            values = {n: _coerce(n, values[n], where) for n in names}
+            point = Point(pid, policy, values)
+            points.append(point)
+            for engine in engines:
+                reps = replications if engine in STOCHASTIC_ENGINES else 1
+                for rep in range(reps):
+                    task = {
+                        "engine": engine,
+                        "policy": policy,
+                        **{k: values[k] for k in MODEL_PARAMS if k in values},
+                        "seed": seed_for(root_seed, pid, engine, rep) if engine in STOCHASTIC_ENGINES else 0,
+                        "init": run["init"],
+                        "n_batches": int(run["n_batches"]),
+                        "max_level": int(run["max_level"]),
+                    }
+                    try:
+                        sim.check_task(task)
+                    except ValueError as exc:
+                        raise ConfigError(f"{where} (policy={policy}, engine={engine}): {exc}") from None
+                    task["_meta"] = {
+                        "task_id": f"p{pid:05d}-{engine}-r{rep:03d}",
+                        "point_id": pid,
+                        "replication": rep,
+                        "params": dict(values),
+                    }
+                    tasks.append(task)
+            pid += 1
+    types = {n: (int if MODEL_PARAMS.get(n, float) is int else float) for n in names}
+    return Plan(
+        sweep=cfg["name"],
+        root_seed=root_seed,
+        points=points,
+        tasks=tasks,
+        param_columns=names,
+        varying=[n for n in names if n in varying],
+        param_types=types,
+    )

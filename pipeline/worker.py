@@ -1,0 +1,54 @@
+"""What runs inside a Ray task (or in-process with the serial backend).
+
+Imports only the standard library and ``sim``: workers on a cluster need nothing else.
+Compiled kernels are imported inside the task, never passed in (see docs/architecture.md).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import traceback
+
+
+def configure_numba(num_threads: int = 1) -> None:
+    """Numba settings for a worker: its thread count and a node-local writable cache."""
+    os.environ["NUMBA_NUM_THREADS"] = str(num_threads)
+    if "NUMBA_CACHE_DIR" not in os.environ:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "lbsweep", "numba")
+        try:
+            os.makedirs(path, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=path)
+            probe.close()
+        except OSError:
+            path = os.path.join(tempfile.gettempdir(), "lbsweep-numba-cache")
+            os.makedirs(path, exist_ok=True)
+        os.environ["NUMBA_CACHE_DIR"] = path
+
+
+def row_header(task: dict) -> dict:
+    """The identifying columns of a task's row, and its parameters."""
+    meta = task["_meta"]
+    return {"task_id": meta["task_id"], "point_id": meta["point_id"], "replication": meta["replication"],
+            "engine": task["engine"], "policy": task["policy"], "seed": task.get("seed", 0),
+            **meta["params"], "status": "ok", "error": None}
+
+
+def run_one(task: dict) -> dict:
+    """Run one task; return its meta, its inputs and its estimates (or the error) as one row."""
+    import sim
+
+    inputs = {k: v for k, v in task.items() if k != "_meta"}
+    row = row_header(task)
+    try:
+        row.update(sim.run(inputs))
+    except Exception as exc:  # a failing task becomes an error row; the sweep goes on
+        row["status"] = "error"
+        row["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+    return row
+
+
+def run_chunk(tasks: list[dict]) -> list[dict]:
+    """Run a group of small tasks one after another (one Ray task)."""
+    configure_numba(1)
+    return [run_one(t) for t in tasks]
