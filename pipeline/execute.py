@@ -53,10 +53,6 @@ def ray_address(exec_cfg: dict) -> str | None:
 def init_ray(exec_cfg: dict) -> bool:
     """Start or join Ray; return True if this call started it (and should stop it)."""
     address = ray_address(exec_cfg)
-    if not address:
-        # A local cluster: Ray >= 2.52 reads RAY_AUTH_MODE when it is imported, so it is set
-        # explicitly before the import; Ray then generates a token for the local cluster.
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
 
     if ray.is_initialized():

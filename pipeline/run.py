@@ -89,7 +89,9 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
 
         from analysis import analyze
 
-        analysis = analyze(frame, plan.param_columns, out_dir / "analysis", plan.sweep)
+        params = analysis_params(plan)
+        analysis = analyze(frame, params, out_dir / "analysis", plan.sweep)
+        analysis["params"] = params
         elapsed = time.perf_counter() - t0
 
         from pipeline.archive import write_archive
@@ -121,11 +123,30 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
             "mlflow_run_id": tracker.parent_id if tracker else None}
 
 
+def analysis_params(plan: Plan) -> list[str]:
+    """The parameter columns that define a point (run length only where it is an axis)."""
+    return [p for p in plan.param_columns if p != "events" or "events" in plan.varying]
+
+
 def print_summary(analysis: dict, plan: Plan) -> None:
-    table = analysis.get("table")
-    if table is None or table.height == 0:
-        print("no results")
+    """A small table: each point's estimate with its 95% CI next to the mean-field value."""
+    summary = pl.read_parquet(analysis["summary"])
+    if summary.height == 0:
+        print("no successful results")
         return
-    with pl.Config(tbl_rows=60, tbl_cols=20, fmt_str_lengths=40, tbl_hide_dataframe_shape=True,
-                   float_precision=4, tbl_width_chars=160):
+    if "mean_response_mf" in summary.columns and (summary["engine"] != "meanfield").any():
+        summary = summary.filter(pl.col("engine") != "meanfield")  # shown as a column instead
+    shown = [p for p in analysis["params"] if p in plan.varying] or [
+        p for p in analysis["params"] if p != "events"]
+    cols = ["policy", *shown, "engine", "n_rep", "mean_response", "mean_response_hw"]
+    cols += [c for c in ("mean_response_mf", "mean_response_gap", "prob_wait", "mean_queue") if c in summary.columns]
+    table = summary.select([c for c in cols if c in summary.columns]).rename(
+        {"mean_response_hw": "ci95_halfwidth", "mean_response_mf": "meanfield", "mean_response_gap": "gap"},
+        strict=False,
+    )
+    with pl.Config(tbl_rows=200, tbl_cols=20, tbl_hide_dataframe_shape=True, float_precision=4,
+                   tbl_width_chars=200, tbl_hide_column_data_types=True):
         print(table)
+    for fit in analysis.get("fits", []):
+        arm = " ".join(f"{p}={fit.get(p)}" for p in analysis.get("arm_params", []))
+        print(f"{fit.get('policy')} {arm}: {fit.get('verdict')}")
