@@ -1,0 +1,30 @@
+"""Statistics of sweep results: confidence intervals, mean-field overlays, scaling fits, verdicts.
+
+Reads Polars frames with the row schema of ``docs/results-schema.md``; never runs a simulation.
+The rules (aggregation, interval methods, the fit and the verdict) are in ``docs/analysis.md``.
+
+    from analysis import analyze
+    out = analyze(pl.scan_parquet("run/results/*.parquet"), ["n_servers", "lam", "d"],
+                  "run/analysis", sweep_name="pod_limit")
+"""
+from __future__ import annotations
+
+from analysis.aggregate import METRICS, aggregate, compare_to_meanfield
+from analysis.fit import arm_columns, fit_gap_rate, wls_loglog
+from analysis.plots import make_plots
+from analysis.report import count_tasks, write_report
+from analysis.summary import analyze, summarize
+
+__all__ = [
+    "METRICS",
+    "aggregate",
+    "compare_to_meanfield",
+    "arm_columns",
+    "fit_gap_rate",
+    "wls_loglog",
+    "make_plots",
+    "count_tasks",
+    "write_report",
+    "summarize",
+    "analyze",
+]
