@@ -34,7 +34,7 @@ class ExecutionConfig:
     #: small tasks are grouped so each Ray task runs at least about this long
     min_task_seconds: float = 1.0
     #: planning estimate of simulator speed, used only for grouping
-    events_per_second: float = 2.0e7
+    events_per_second: float = 5.0e7
     #: Ray retries of a task whose worker died
     max_retries: int = 2
     #: show a progress bar

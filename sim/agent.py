@@ -24,12 +24,15 @@ event indices and converted to time at the end.
 
 Measurements (after the warm-up cut): mean response and mean wait (measured directly per job from
 per-server FIFO ring buffers of arrival times; a response is recorded when the job completes, a
-wait when it reaches the head of its queue), probability of waiting (the chosen server was busy
+wait when it reaches the head of its queue, each credited to the window in which the job
+*arrived*; the jobs still in the system at the end are credited with their elapsed time plus
+their exact expected remaining time given their position, which removes the bias against long
+responses that a finite run would otherwise have -- see :func:`sim._agent_kernel.close_censored`), probability of waiting (the chosen server was busy
 on arrival), time-average queue length per server, tail fractions ``s_i`` (time-average fraction
 of servers with at least ``i`` tasks), probe messages per job (random 0, pod d, jsq N). Jobs
 present at time 0 (warm start) have unknown arrival times and are not recorded.
 
-Output analysis: the run is split into ``n_windows`` windows of (nearly) equal event counts with
+Output analysis: the run is split into at least ``n_windows`` windows of ``2**k`` events with
 per-window accumulators; the warm-up is cut by MSER-5 on the per-window mean queue length
 (:func:`sim.stats.mser5`), and the remaining windows are grouped into ``n_batches`` contiguous
 batches for batch-means standard errors with ratio estimators (:func:`sim.stats.batch_means`).
@@ -144,8 +147,31 @@ def _threshold(p: float) -> np.uint64:
     return np.uint64(int(math.ldexp(max(p, 0.0), 64)))
 
 
+def _ci_method(n_batches: int, batch_values: np.ndarray) -> str:
+    """How the standard errors were made, with a warning when the batch means are correlated
+    (lag-1 autocorrelation above its 95% null bound 2/sqrt(B)): the run is then not long
+    compared with the system's relaxation time, and the within-run SE is too small -- use
+    the spread over independent replications instead (the analysis does when R >= 2)."""
+    text = f"batch means, {n_batches} batches after MSER-5 cut"
+    v = np.asarray(batch_values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size >= 4 and v.std() > 0:
+        r1 = float(np.corrcoef(v[:-1], v[1:])[0, 1])
+        if r1 > 2.0 / math.sqrt(v.size):
+            text += f"; batches correlated (lag-1 r={r1:.2f}): SE understated, run longer"
+    return text
+
+
 def _window_bounds(events: int, n_windows: int) -> np.ndarray:
-    return (np.arange(n_windows + 1, dtype=np.int64) * events) // n_windows
+    """Window boundaries: windows of ``2**k`` events (the largest power of two giving at least
+    ``n_windows`` windows), the last one possibly shorter; so between ``n_windows`` and
+    ``2 * n_windows`` windows. A power-of-two length lets the kernel find the window of a
+    job's arrival with a shift instead of a division."""
+    length = 1
+    while 2 * length * n_windows <= events:
+        length *= 2
+    count = -(-events // length)
+    return np.minimum(np.arange(count + 1, dtype=np.int64) * length, events)
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,6 +296,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     buf = np.full((n_servers, cap), np.nan)
     head = np.zeros(n_servers, dtype=np.int64)
     bounds = _window_bounds(events, n_windows)
+    n_windows = bounds.size - 1  # between n_windows and 2 * n_windows (power-of-two lengths)
     w_jobs = np.zeros(n_windows, dtype=np.int64)
     w_resp = np.zeros(n_windows)
     w_starts = np.zeros(n_windows, dtype=np.int64)
@@ -280,9 +307,10 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
     w_probes = np.zeros(n_windows, dtype=np.int64)
 
-    _k.agent_kernel(code, d, 2 * d > n_servers, p_arrival, hetero, alias_thr, alias_idx,
+    buf = _k.agent_kernel(code, d, 2 * d > n_servers, p_arrival, hetero, alias_thr, alias_idx,
                     q, buf, head, bounds, state,
                     w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes)
+    _k.close_censored(q, buf, head, mu, rate, bounds, w_jobs, w_resp, w_starts, w_wait)
 
     # ---- output analysis
     lengths = np.diff(bounds).astype(np.float64)
@@ -311,7 +339,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         tail=tail, tail_se=tail_se, messages_per_job=messages, n_jobs=int(w_jobs[keep].sum()),
         events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
         warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
-        ci_method=f"batch means, {n_batches} batches after MSER-5 cut",
+        ci_method=_ci_method(n_batches, resp.batch_values),
     )
 
 
