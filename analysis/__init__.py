@@ -15,7 +15,14 @@ from analysis.plots import make_plots
 from analysis.report import count_tasks, write_report
 from analysis.summary import analyze, summarize
 
+#: analyses a sweep can ask for by name (config key ``extra_analyses``), beside the standard
+#: mean-field comparison that every sweep gets. Each takes ``(frame, params, outdir, sweep_name)``
+#: and returns a dict with at least ``report`` (a Path) and ``plots`` (a list of Paths), and
+#: optionally ``metrics`` ([(key, value, step)]) for MLflow.
+ANALYSES: dict = {}
+
 __all__ = [
+    "ANALYSES",
     "METRICS",
     "aggregate",
     "compare_to_meanfield",

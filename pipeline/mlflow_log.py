@@ -61,6 +61,9 @@ def log_sweep(tracker: SweepTracker, plan: Plan, analysis: dict, artifacts: list
             v = _num(fit.get(m))
             if v is not None:
                 parent.append((metric_key(f"fit_{m}", base), v, 0))
+    for extra in (analysis.get("extra") or {}).values():
+        parent += [(metric_key(k), v, step) for k, v, step in extra.get("metrics", [])
+                   if _num(v) is not None]
     parent += [("wall_time_s", elapsed, 0), ("failed_tasks", float(errors), 0),
                ("tasks", float(len(plan.tasks)), 0)]
     tracker.log_metrics(parent)

@@ -14,19 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from sim.policies import ENGINE_POLICIES, INIT_CHOICES, POLICIES, STOCHASTIC_ENGINES
+from sim.policies import ENGINE_POLICIES, INIT_CHOICES, PARAM_TYPES, POLICIES, POLICY_PARAMS, STOCHASTIC_ENGINES
 
 from pipeline.errors import ConfigError
 from pipeline.formulas import evaluate, evaluation_order, parse
 
 #: model parameters and their types; any other name in ``axes``/``params`` is an auxiliary
 #: variable and must be used by some formula
-MODEL_PARAMS: dict[str, type] = {
-    "n_servers": int,
-    "lam": float,
-    "d": int,
-    "events": int,
-}
+MODEL_PARAMS: dict[str, type] = {**PARAM_TYPES, "events": int}
 #: names a sweep may write for a model parameter
 ALIASES: dict[str, str] = {"N": "n_servers"}
 BACKENDS = ("ray", "serial")
@@ -122,6 +117,11 @@ def check_top_level(cfg: dict) -> None:
                 )
     if len(set(engines)) != len(engines) or len(set(policies)) != len(policies):
         raise ConfigError(f"engines={engines!r} / policies={policies!r}: each may appear once")
+    from analysis import ANALYSES
+
+    for name in cfg.get("extra_analyses") or []:
+        if name not in ANALYSES:
+            raise ConfigError(f"extra_analyses: {name!r} is unknown; valid: {', '.join(ANALYSES) or '(none)'}")
     run = cfg.get("run", {})
     if run.get("init") not in INIT_CHOICES:
         raise ConfigError(f"run.init={run.get('init')!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
@@ -211,8 +211,8 @@ def make_plan(cfg: dict) -> Plan:
     run = cfg["run"]
 
     needed = {"n_servers", "lam"}
-    if "pod" in policies:
-        needed.add("d")
+    for policy in policies:
+        needed.update(POLICY_PARAMS[policy])
     if any(e in STOCHASTIC_ENGINES for e in engines):
         needed.add("events")
     defined = set(axes) | set(constants) | set(formulas)

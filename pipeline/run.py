@@ -92,6 +92,11 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
         params = analysis_params(plan)
         analysis = analyze(frame, params, out_dir / "analysis", plan.sweep)
         analysis["params"] = params
+        analysis["extra"] = {}
+        from analysis import ANALYSES
+
+        for name in conf.get("extra_analyses") or []:
+            analysis["extra"][name] = ANALYSES[name](frame, params, out_dir / "analysis" / name, plan.sweep)
         elapsed = time.perf_counter() - t0
 
         from pipeline.archive import write_archive

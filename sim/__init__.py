@@ -8,9 +8,10 @@ in ``docs/results-schema.md``; :data:`ENGINE_POLICIES` says which engine serves 
 """
 from __future__ import annotations
 
+import importlib
 import time
 
-from sim.policies import ENGINE_POLICIES, ENGINES, POLICIES, check_task
+from sim.policies import ENGINE_POLICIES, ENGINES, POLICIES, RUNNERS, check_task
 
 __all__ = ["run", "check_task", "ENGINES", "POLICIES", "ENGINE_POLICIES"]
 
@@ -23,13 +24,7 @@ def run(task: dict) -> dict:
     """
     check_task(task)
     t0 = time.perf_counter()
-    engine = task["engine"]
-    if engine == "agent":
-        from sim.agent import run_task
-    elif engine == "meanfield":
-        from sim.meanfield import run_task
-    else:  # pragma: no cover - check_task refuses it
-        raise ValueError(f"engine={engine!r}")
-    out = run_task(task)
+    module, _, func = RUNNERS[(task["engine"], task["policy"])].partition(":")
+    out = getattr(importlib.import_module(module), func)(task)
     out["wall_time"] = time.perf_counter() - t0
     return out

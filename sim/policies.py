@@ -10,12 +10,29 @@ import math
 #: policy name -> integer code used inside compiled kernels
 POLICIES: dict[str, int] = {"random": 0, "jsq": 1, "pod": 2}
 
-#: engine name -> the policies it serves
-ENGINE_POLICIES: dict[str, tuple[str, ...]] = {
-    "agent": ("random", "jsq", "pod"),
-    "meanfield": ("random", "jsq", "pod"),
+#: (engine, policy) -> "module:function" that runs such a task (imported only when used, so
+#: that each engine's compiled kernels load only in the processes that need them)
+RUNNERS: dict[tuple[str, str], str] = {
+    ("agent", "random"): "sim.agent:run_task",
+    ("agent", "jsq"): "sim.agent:run_task",
+    ("agent", "pod"): "sim.agent:run_task",
+    ("meanfield", "random"): "sim.meanfield:run_task",
+    ("meanfield", "jsq"): "sim.meanfield:run_task",
+    ("meanfield", "pod"): "sim.meanfield:run_task",
 }
+
+#: engine name -> the policies it serves
+ENGINE_POLICIES: dict[str, tuple[str, ...]] = {}
+for (_engine, _policy) in RUNNERS:
+    ENGINE_POLICIES.setdefault(_engine, ())
+    ENGINE_POLICIES[_engine] += (_policy,)
 ENGINES: tuple[str, ...] = tuple(ENGINE_POLICIES)
+
+#: model parameters a task may carry, with their types (n_servers and lam always)
+PARAM_TYPES: dict[str, type] = {"n_servers": int, "lam": float, "d": int}
+
+#: parameters each policy needs beyond n_servers and lam
+POLICY_PARAMS: dict[str, tuple[str, ...]] = {"random": (), "jsq": (), "pod": ("d",)}
 
 #: engines whose output is random (they take seeds and replications)
 STOCHASTIC_ENGINES: tuple[str, ...] = ("agent",)
