@@ -21,6 +21,8 @@ class RunConfig:
     n_batches: int = 20
     #: number of tail fractions s_1..s_max_level reported
     max_level: int = 64
+    #: threshold h of ``frac_within_h`` (jobs whose tasks all land at positions <= h)
+    position_threshold: int = 1
 
 
 @dataclass

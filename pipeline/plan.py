@@ -127,6 +127,7 @@ def check_top_level(cfg: dict) -> None:
         raise ConfigError(f"run.init={run.get('init')!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
     _int_at_least(cfg, "run.n_batches", 2)
     _int_at_least(cfg, "run.max_level", 1)
+    _int_at_least(cfg, "run.position_threshold", 1)
     ex = cfg.get("execution", {})
     if ex.get("backend") not in BACKENDS:
         raise ConfigError(f"execution.backend={ex.get('backend')!r} is unknown; valid: {', '.join(BACKENDS)}")
@@ -257,6 +258,7 @@ def make_plan(cfg: dict) -> Plan:
                         "init": run["init"],
                         "n_batches": int(run["n_batches"]),
                         "max_level": int(run["max_level"]),
+                        "h": int(run["position_threshold"]),
                     }
                     try:
                         sim.check_task(task)

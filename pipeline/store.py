@@ -29,6 +29,11 @@ FIXED_SCHEMA: dict[str, pl.DataType] = {
     "mean_queue": pl.Float64,
     "mean_queue_se": pl.Float64,
     "tail": pl.List(pl.Float64),
+    "queueing_ratio": pl.Float64,
+    "queueing_ratio_se": pl.Float64,
+    "drop_prob": pl.Float64,
+    "drop_prob_se": pl.Float64,
+    "frac_within_h": pl.Float64,
     "messages_per_job": pl.Float64,
     "n_jobs": pl.Int64,
     "events_run": pl.Int64,
@@ -42,7 +47,8 @@ FIXED_SCHEMA: dict[str, pl.DataType] = {
 #: the estimate columns (compared by pipeline.reproduce)
 ESTIMATE_COLUMNS = [
     "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
-    "mean_queue", "mean_queue_se", "tail", "messages_per_job", "n_jobs", "events_run", "sim_time",
+    "mean_queue", "mean_queue_se", "tail", "queueing_ratio", "queueing_ratio_se", "drop_prob",
+    "drop_prob_se", "frac_within_h", "messages_per_job", "n_jobs", "events_run", "sim_time",
     "warmup_time",
 ]
 

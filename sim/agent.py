@@ -56,7 +56,8 @@ __all__ = ["AgentResult", "simulate", "run_task", "RESULT_KEYS"]
 #: the keys :func:`run_task` returns (docs/results-schema.md; ``wall_time`` is added by sim.run)
 RESULT_KEYS: tuple[str, ...] = (
     "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
-    "mean_queue", "mean_queue_se", "tail", "messages_per_job", "n_jobs", "events_run", "sim_time",
+    "mean_queue", "mean_queue_se", "tail", "queueing_ratio", "queueing_ratio_se", "drop_prob",
+    "drop_prob_se", "frac_within_h", "messages_per_job", "n_jobs", "events_run", "sim_time",
     "warmup_time", "ci_method",
 )
 
@@ -364,6 +365,11 @@ def run_task(task: dict) -> dict:
         "prob_wait": float(res.prob_wait), "prob_wait_se": float(res.prob_wait_se),
         "mean_queue": float(res.mean_queue), "mean_queue_se": float(res.mean_queue_se),
         "tail": [float(x) for x in res.tail],
+        # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
+        "queueing_ratio": float(res.mean_response) - 1.0,
+        "queueing_ratio_se": float(res.mean_response_se),
+        "drop_prob": 0.0, "drop_prob_se": 0.0,
+        "frac_within_h": float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
         "messages_per_job": float(res.messages_per_job),
         "n_jobs": int(res.n_jobs), "events_run": int(res.events_run),
         "sim_time": float(res.sim_time), "warmup_time": float(res.warmup_time),

@@ -378,8 +378,13 @@ def run_task(task: dict) -> dict:
     lam = _check_lam(task["lam"])
     max_level = _check_level("max_level", task.get("max_level", 64))
     n_servers = int(task["n_servers"])
+    h = int(task.get("h", 1))
+    if h < 1:
+        raise ValueError(f"h={h!r} must be an integer >= 1")
+    d_eff = 1
     if policy in ("pod", "random"):
         d = 1 if policy == "random" else _check_d(task["d"])
+        d_eff = d
         mean_response = pod_mean_response(lam, d)
         mean_queue = _pod_tail_sum(lam, d)
         prob_wait = lam**d  # all d sampled servers busy: s_1**d
@@ -393,6 +398,10 @@ def run_task(task: dict) -> dict:
         messages = float(n_servers)
     else:
         raise ValueError(f"policy={policy!r} has no mean-field limit here")
+
+    def tail_at(i: int) -> float:
+        return float(pod_fixed_point_tail(lam, d_eff, i)[i - 1])
+
     return {
         "mean_response": float(mean_response),
         "mean_response_se": None,
@@ -403,6 +412,13 @@ def run_task(task: dict) -> dict:
         "mean_queue": float(mean_queue),
         "mean_queue_se": None,
         "tail": [float(v) for v in tail],
+        # single-task jobs: H_1 = 1, no buffer; a job lands at position <= h unless the
+        # server it joins has >= h tasks: all d sampled (pod), the one drawn (random), never (jsq)
+        "queueing_ratio": float(mean_response) - 1.0,
+        "queueing_ratio_se": None,
+        "drop_prob": 0.0,
+        "drop_prob_se": None,
+        "frac_within_h": float(1.0 - (0.0 if policy == "jsq" else tail_at(task.get("h", 1)) ** d_eff)),
         "messages_per_job": messages,
         "n_jobs": 0,
         "events_run": 0,

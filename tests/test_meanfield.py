@@ -117,7 +117,9 @@ RESULT_KEYS = {
     "mean_wait": float, "mean_wait_se": type(None),
     "prob_wait": float, "prob_wait_se": type(None),
     "mean_queue": float, "mean_queue_se": type(None),
-    "tail": list, "messages_per_job": float, "n_jobs": int, "events_run": int,
+    "tail": list, "queueing_ratio": float, "queueing_ratio_se": type(None), "drop_prob": float,
+    "drop_prob_se": type(None), "frac_within_h": float,
+    "messages_per_job": float, "n_jobs": int, "events_run": int,
     "sim_time": float, "warmup_time": float, "ci_method": str,
 }
 
@@ -176,3 +178,13 @@ def test_sim_run_dispatches_to_meanfield():
     out = sim.run(_task())
     assert math.isclose(out["mean_response"], mf.pod_mean_response(0.9, 2))
     assert out["wall_time"] >= 0.0
+
+
+@pytest.mark.parametrize("policy,h,expected", [
+    ("pod", 1, 1 - 0.9**2), ("pod", 2, 1 - 0.9**(3 * 2)), ("random", 3, 1 - 0.9**3), ("jsq", 1, 1.0),
+])
+def test_frac_within_h(policy, h, expected):
+    # pod: the job lands at position <= h unless all d sampled queues hold >= h tasks (s_h^d)
+    out = mf.run_task(_task(policy=policy, h=h))
+    assert out["frac_within_h"] == pytest.approx(expected, rel=1e-12)
+    assert out["queueing_ratio"] == pytest.approx(out["mean_response"] - 1.0)
