@@ -65,6 +65,8 @@ class Config:
     axes: Dict[str, Any] = field(default_factory=dict)
     #: name -> constant number, or a formula string of other names
     params: Dict[str, Any] = field(default_factory=dict)
+    #: variant name -> parameters overriding ``params`` (a categorical axis, column ``variant``)
+    variants: Dict[str, Any] = field(default_factory=dict)
     #: analyses beyond the standard mean-field comparison (names in ``analysis.ANALYSES``)
     extra_analyses: List[str] = field(default_factory=list)
     run: RunConfig = field(default_factory=RunConfig)

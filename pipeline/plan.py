@@ -188,22 +188,64 @@ def _coerce(name: str, value, where: str):
     return float(value)
 
 
-def make_plan(cfg: dict) -> Plan:
-    """Validate ``cfg`` (a plain dict of the composed config) and expand it into tasks."""
-    check_top_level(cfg)
-    axes, constants, formulas = _split_inputs(cfg)
-    order, _ = evaluation_order(formulas, set(axes) | set(constants), ALIASES)
+@dataclass
+class _Spec:
+    """The axes, constants and formulas of one variant, checked and ordered."""
+    axes: dict
+    constants: dict
+    formulas: dict
+    order: list
+    names: list
 
+
+def _spec(cfg: dict, params_in: dict, where: str) -> _Spec:
+    axes, constants, formulas = _split_inputs({"axes": cfg.get("axes"), "params": params_in})
+    order, _ = evaluation_order(formulas, set(axes) | set(constants), ALIASES)
     used_by_formulas: set[str] = set()
     for key, expr in formulas.items():
         used_by_formulas |= {ALIASES.get(n, n) for n in parse(f"params.{key}", expr)}
     for name in list(axes) + list(constants) + list(formulas):
         if name not in MODEL_PARAMS and name not in used_by_formulas:
-            where = "axes" if name in axes else "params"
+            section = "axes" if name in axes else where
             raise ConfigError(
-                f"{where}.{name} is not a model parameter and no formula uses it; "
+                f"{section}.{name} is not a model parameter and no formula uses it; "
                 f"model parameters: {', '.join(MODEL_PARAMS)}"
             )
+    defined = set(axes) | set(constants) | set(formulas)
+    names = [n for n in MODEL_PARAMS if n in defined]
+    names += [n for n in list(axes) + list(constants) + order if n not in MODEL_PARAMS]
+    return _Spec(axes, constants, formulas, order, list(dict.fromkeys(names)))
+
+
+def _variants(cfg: dict) -> dict:
+    """name -> parameter overrides; one unnamed variant when the sweep names none."""
+    variants = cfg.get("variants") or {}
+    if not isinstance(variants, dict):
+        raise ConfigError(f"variants={variants!r} must be a mapping of name -> parameter overrides")
+    out = {}
+    for name, over in variants.items():
+        if not isinstance(name, str) or not name or not all(c.isalnum() or c in "_-." for c in name):
+            raise ConfigError(f"variants: {name!r} must be a name of letters, digits, '_', '-', '.'")
+        if not isinstance(over, dict):
+            raise ConfigError(f"variants.{name}={over!r} must be a mapping of parameter -> value or formula")
+        out[name] = over
+    return out or {None: {}}
+
+
+def make_plan(cfg: dict) -> Plan:
+    """Validate ``cfg`` (a plain dict of the composed config) and expand it into tasks.
+
+    The grid is policies x variants x the product of the axes. A variant (``variants.NAME``)
+    overrides parameters of ``params`` (for example several rules for d); its name becomes the
+    ``variant`` column.
+    """
+    check_top_level(cfg)
+    variants = _variants(cfg)
+    base = cfg.get("params") or {}
+    if not isinstance(base, dict):
+        raise ConfigError(f"params={base!r} must be a mapping of name -> value or formula")
+    specs = {v: _spec(cfg, {**base, **over}, "params" if v is None else f"variants.{v}")
+             for v, over in variants.items()}
 
     policies: list[str] = list(cfg["policies"])
     engines: list[str] = list(cfg["engines"])
@@ -216,69 +258,73 @@ def make_plan(cfg: dict) -> Plan:
         needed.update(POLICY_PARAMS[policy])
     if any(e in STOCHASTIC_ENGINES for e in engines):
         needed.add("events")
-    defined = set(axes) | set(constants) | set(formulas)
-    for name in sorted(needed - defined):
-        raise ConfigError(f"params.{name} is required (policies={policies}, engines={engines}) but not given")
+    for v, spec in specs.items():
+        defined = set(spec.axes) | set(spec.constants) | set(spec.formulas)
+        for name in sorted(needed - defined):
+            where = "params" if v is None else f"params (variant {v!r})"
+            raise ConfigError(f"{where}.{name} is required (policies={policies}, engines={engines}) but not given")
 
-    names = [n for n in MODEL_PARAMS if n in defined] + [n for n in (list(axes) + list(constants) + order) if n not in MODEL_PARAMS]
-    names = list(dict.fromkeys(names))
-    varying = set(axes)
-    for key in order:  # a formula varies when it uses something that varies
-        uses = {ALIASES.get(n, n) for n in parse(f"params.{key}", formulas[key])}
-        if uses & varying:
-            varying.add(key)
-
+    named = None not in variants
+    names = (["variant"] if named else []) + list(dict.fromkeys(n for sp in specs.values() for n in sp.names))
+    names = [n for n in names if n in MODEL_PARAMS] + [n for n in names if n not in MODEL_PARAMS]
     points: list[Point] = []
     tasks: list[dict] = []
-    axis_names = list(axes)
-    combos = list(itertools.product(*(axes[a] for a in axis_names))) if axis_names else [()]
     pid = 0
     for policy in policies:
-        for combo in combos:
-            values: dict = {}
-            values.update(constants)
-            values.update(dict(zip(axis_names, combo)))
-            where = "point " + ", ".join(f"{a}={_fmt(v)}" for a, v in zip(axis_names, combo)) if axis_names else "params"
-            for key in order:
-                scope = dict(values)
-                if "n_servers" in scope:
-                    scope["N"] = scope["n_servers"]
-                values[key] = evaluate(key, formulas[key], scope)
-            values = {n: _coerce(n, values[n], where) for n in names}
-            point = Point(pid, policy, values)
-            points.append(point)
-            for engine in engines:
-                reps = replications if engine in STOCHASTIC_ENGINES else 1
-                for rep in range(reps):
-                    task = {
-                        "engine": engine,
-                        "policy": policy,
-                        **{k: values[k] for k in MODEL_PARAMS if k in values},
-                        "seed": seed_for(root_seed, pid, engine, rep) if engine in STOCHASTIC_ENGINES else 0,
-                        "init": run["init"],
-                        "n_batches": int(run["n_batches"]),
-                        "max_level": int(run["max_level"]),
-                        "h": int(run["position_threshold"]),
-                    }
-                    try:
-                        sim.check_task(task)
-                    except ValueError as exc:
-                        raise ConfigError(f"{where} (policy={policy}, engine={engine}): {exc}") from None
-                    task["_meta"] = {
-                        "task_id": f"p{pid:05d}-{engine}-r{rep:03d}",
-                        "point_id": pid,
-                        "replication": rep,
-                        "params": dict(values),
-                    }
-                    tasks.append(task)
-            pid += 1
-    types = {n: (int if MODEL_PARAMS.get(n, float) is int else float) for n in names}
+        for variant, spec in specs.items():
+            axis_names = list(spec.axes)
+            combos = list(itertools.product(*(spec.axes[a] for a in axis_names))) if axis_names else [()]
+            for combo in combos:
+                values: dict = dict(spec.constants)
+                values.update(dict(zip(axis_names, combo)))
+                where = ", ".join(f"{a}={_fmt(v)}" for a, v in zip(axis_names, combo))
+                where = ("point " + where) if where else "params"
+                if variant is not None:
+                    where += f" (variant {variant})"
+                for key in spec.order:
+                    scope = dict(values)
+                    if "n_servers" in scope:
+                        scope["N"] = scope["n_servers"]
+                    values[key] = evaluate(key, spec.formulas[key], scope)
+                values = {n: (_coerce(n, values[n], where) if n in values else None)
+                          for n in names if n != "variant"}
+                if named:
+                    values = {"variant": variant, **values}
+                point = Point(pid, policy, values)
+                points.append(point)
+                for engine in engines:
+                    reps = replications if engine in STOCHASTIC_ENGINES else 1
+                    for rep in range(reps):
+                        task = {
+                            "engine": engine,
+                            "policy": policy,
+                            **{k: values[k] for k in MODEL_PARAMS if values.get(k) is not None},
+                            "seed": seed_for(root_seed, pid, engine, rep) if engine in STOCHASTIC_ENGINES else 0,
+                            "init": run["init"],
+                            "n_batches": int(run["n_batches"]),
+                            "max_level": int(run["max_level"]),
+                            "h": int(run["position_threshold"]),
+                        }
+                        try:
+                            sim.check_task(task)
+                        except ValueError as exc:
+                            raise ConfigError(f"{where} (policy={policy}, engine={engine}): {exc}") from None
+                        task["_meta"] = {
+                            "task_id": f"p{pid:05d}-{engine}-r{rep:03d}",
+                            "point_id": pid,
+                            "replication": rep,
+                            "params": dict(values),
+                        }
+                        tasks.append(task)
+                pid += 1
+    types = {n: (str if n == "variant" else int if MODEL_PARAMS.get(n, float) is int else float)
+             for n in names}
     return Plan(
         sweep=cfg["name"],
         root_seed=root_seed,
         points=points,
         tasks=tasks,
         param_columns=names,
-        varying=[n for n in names if n in varying],
+        varying=[n for n in names if len({pt.values.get(n) for pt in points}) > 1],
         param_types=types,
     )

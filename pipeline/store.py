@@ -56,7 +56,7 @@ ESTIMATE_COLUMNS = [
 def schema_for(param_types: dict[str, type]) -> dict[str, pl.DataType]:
     schema = dict(FIXED_SCHEMA)
     for name, kind in param_types.items():
-        schema[name] = pl.Int64 if kind is int else pl.Float64
+        schema[name] = pl.Int64 if kind is int else pl.String if kind is str else pl.Float64
     return schema
 
 

@@ -143,3 +143,14 @@ def test_cli_unknown_sweep_key(tmp_path):
     assert "replicatons" in proc.stdout + proc.stderr
     run_dir = tmp_path / "r"
     assert not run_dir.exists() or [p.name for p in run_dir.iterdir()] == ["__main__.log"]
+
+
+def test_variants_are_a_categorical_axis():
+    plan = plan_for(["+axes.N=[100,1000]", "+variants={rule1:{c:1,d:'ceil(c/(1-lam))'},fixed:{d:3}}"])
+    assert [(p.values["variant"], p.values["n_servers"], p.values["d"]) for p in plan.points] == [
+        ("rule1", 100, 10), ("rule1", 1000, 10), ("fixed", 100, 3), ("fixed", 1000, 3)]
+    assert plan.param_types["variant"] is str
+    assert {"variant", "n_servers", "d"} <= set(plan.varying)
+    assert plan.points[2].values["c"] is None  # a variable only one variant defines
+    with pytest.raises(ConfigError, match=r"variants.bad.lamda is not a model parameter"):
+        plan_for(["+variants={bad:{lamda:0.5}}"])
