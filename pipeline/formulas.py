@@ -17,15 +17,30 @@ import simpleeval
 
 from pipeline.errors import ConfigError
 
-#: the functions a formula may call
+def _snap(x: float) -> float:
+    """``x`` rounded to the nearest integer when it is within floating-point noise of it, so
+    that ``ceil(1 / (1 - 0.9))`` is 10 (not 11, as 10.000000000000002 would give)."""
+    r = round(x)
+    return r if abs(x - r) <= 1e-9 * max(1.0, abs(x)) else x
+
+
+def _ceil(x) -> int:
+    return math.ceil(_snap(x))
+
+
+def _floor(x) -> int:
+    return math.floor(_snap(x))
+
+
+#: the functions a formula may call (ceil and floor forgive floating-point noise: see _snap)
 FUNCTIONS: dict[str, object] = {
     "log": math.log,
     "log2": math.log2,
     "log10": math.log10,
     "exp": math.exp,
     "sqrt": math.sqrt,
-    "ceil": math.ceil,
-    "floor": math.floor,
+    "ceil": _ceil,
+    "floor": _floor,
     "abs": abs,
     "min": min,
     "max": max,

@@ -154,3 +154,12 @@ def test_variants_are_a_categorical_axis():
     assert plan.points[2].values["c"] is None  # a variable only one variant defines
     with pytest.raises(ConfigError, match=r"variants.bad.lamda is not a model parameter"):
         plan_for(["+variants={bad:{lamda:0.5}}"])
+
+
+def test_ceil_forgives_floating_point_noise():
+    from pipeline.formulas import evaluate
+
+    assert 1 / (1 - 0.9) > 10  # 10.000000000000002
+    assert evaluate("d", "ceil(1 / (1 - lam))", {"lam": 0.9}) == 10
+    assert evaluate("d", "ceil(10.5)", {}) == 11
+    assert evaluate("d", "floor(2.9999999999999996)", {}) == 3
