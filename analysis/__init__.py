@@ -21,6 +21,10 @@ from analysis.summary import analyze, summarize
 #: optionally ``metrics`` ([(key, value, step)]) for MLflow.
 ANALYSES: dict = {}
 
+from analysis.zero_queueing import analyze_zero_queueing  # noqa: E402
+
+ANALYSES["zero_queueing"] = analyze_zero_queueing
+
 __all__ = [
     "ANALYSES",
     "METRICS",

@@ -196,25 +196,20 @@ class _Spec:
     formulas: dict
     order: list
     names: list
+    used: set  #: names the formulas use
+    where: str  #: "params" or "variants.NAME", for messages
 
 
 def _spec(cfg: dict, params_in: dict, where: str) -> _Spec:
     axes, constants, formulas = _split_inputs({"axes": cfg.get("axes"), "params": params_in})
     order, _ = evaluation_order(formulas, set(axes) | set(constants), ALIASES)
-    used_by_formulas: set[str] = set()
+    used: set[str] = set()
     for key, expr in formulas.items():
-        used_by_formulas |= {ALIASES.get(n, n) for n in parse(f"params.{key}", expr)}
-    for name in list(axes) + list(constants) + list(formulas):
-        if name not in MODEL_PARAMS and name not in used_by_formulas:
-            section = "axes" if name in axes else where
-            raise ConfigError(
-                f"{section}.{name} is not a model parameter and no formula uses it; "
-                f"model parameters: {', '.join(MODEL_PARAMS)}"
-            )
+        used |= {ALIASES.get(n, n) for n in parse(f"params.{key}", expr)}
     defined = set(axes) | set(constants) | set(formulas)
     names = [n for n in MODEL_PARAMS if n in defined]
     names += [n for n in list(axes) + list(constants) + order if n not in MODEL_PARAMS]
-    return _Spec(axes, constants, formulas, order, list(dict.fromkeys(names)))
+    return _Spec(axes, constants, formulas, order, list(dict.fromkeys(names)), used, where)
 
 
 def _variants(cfg: dict) -> dict:
@@ -246,6 +241,18 @@ def make_plan(cfg: dict) -> Plan:
         raise ConfigError(f"params={base!r} must be a mapping of name -> value or formula")
     specs = {v: _spec(cfg, {**base, **over}, "params" if v is None else f"variants.{v}")
              for v, over in variants.items()}
+
+    # an auxiliary variable (not a model parameter) must be used by a formula of some variant,
+    # so that a misspelt parameter (``lamda``) is refused rather than silently ignored
+    used = set().union(*(sp.used for sp in specs.values()))
+    for sp in specs.values():
+        for name in list(sp.axes) + list(sp.constants) + list(sp.formulas):
+            if name not in MODEL_PARAMS and name not in used:
+                section = "axes" if name in sp.axes else sp.where
+                raise ConfigError(
+                    f"{section}.{name} is not a model parameter and no formula uses it; "
+                    f"model parameters: {', '.join(MODEL_PARAMS)}"
+                )
 
     policies: list[str] = list(cfg["policies"])
     engines: list[str] = list(cfg["engines"])

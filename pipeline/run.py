@@ -155,3 +155,8 @@ def print_summary(analysis: dict, plan: Plan) -> None:
     for fit in analysis.get("fits", []):
         arm = " ".join(f"{p}={fit.get(p)}" for p in analysis.get("arm_params", []))
         print(f"{fit.get('policy')} {arm}: {fit.get('verdict')}")
+    for name, extra in (analysis.get("extra") or {}).items():
+        for v in extra.get("verdicts", []):
+            slope = "" if v.get("slope") is None else (
+                f"  (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])")
+            print(f"{name}: {v['label']}: {v['verdict']}{slope}")
