@@ -53,12 +53,14 @@ def _log_cdf_gamma_int(p, t):
     for j in range(1, p + 1):
         term *= t / j
     c = term
+    if c == 0.0:  # underflow (large p, small t): the cdf is below 1e-308, log is -inf
+        return -math.inf
     j = p
     while True:
         j += 1
         term *= t / j
         c += term
-        if term < 1e-18 * c:
+        if term < 1e-18 * c or term == 0.0:  # (1e-18 * c underflows when c is subnormal)
             break
     return math.log(c)
 
