@@ -24,12 +24,14 @@ BATCH_POLICIES = ("batch_filling", "batch_sampling", "pod_per_task")
 #: (engine, policy) -> "module:function" that runs such a task (imported only when used, so
 #: that each engine's compiled kernels load only in the processes that need them)
 RUNNERS: dict[tuple[str, str], str] = {
-    ("agent", "random"): "sim.agent:run_task",
-    ("agent", "jsq"): "sim.agent:run_task",
-    ("agent", "pod"): "sim.agent:run_task",
+    # random / jsq / pod: sim.parallel.run_task sends k = 1 without a buffer on to sim.agent
+    ("agent", "random"): "sim.parallel:run_task",
+    ("agent", "jsq"): "sim.parallel:run_task",
+    ("agent", "pod"): "sim.parallel:run_task",
     ("meanfield", "random"): "sim.meanfield:run_task",
     ("meanfield", "jsq"): "sim.meanfield:run_task",
     ("meanfield", "pod"): "sim.meanfield:run_task",
+    ("meanfield", "batch_filling"): "sim.batch_meanfield:run_task",
     # parallel jobs (k tasks per job): agent engine with k-task jobs, and the occupancy engine
     ("agent", "batch_filling"): "sim.parallel:run_task",
     ("agent", "batch_sampling"): "sim.parallel:run_task",
@@ -111,6 +113,8 @@ def check_task(task: dict) -> None:
     b = task.get("b")
     if b is not None and (not _is_int(b) or b < 1):
         raise ValueError(f"b={b!r} must be an integer >= 1 (or absent: unbounded)")
+    if b is not None and engine == "meanfield" and policy != "central":
+        raise ValueError(f"b={b!r}: the meanfield engine has no finite buffer; use the simulators")
     lam = task.get("lam")
     if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam):
         raise ValueError(f"lam={lam!r} must be a finite number")
@@ -130,6 +134,8 @@ def check_task(task: dict) -> None:
         if not isinstance(pc, (int, float)) or isinstance(pc, bool) or not 0.0 <= pc <= 1.0:
             raise ValueError(f"p={pc!r} must be a number in [0, 1]")
     if engine in STOCHASTIC_ENGINES:
+        if lam <= 0:
+            raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
         ev = task.get("events")
         if not _is_int(ev) or ev < 1000:
             raise ValueError(f"events={ev!r} must be an integer >= 1000")
