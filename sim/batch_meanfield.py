@@ -182,12 +182,14 @@ def mean_job_delay(s: np.ndarray, k: int, d: int, n_jobs: int = MC_JOBS, seed: i
     vals = np.empty(n_jobs)
     counts = np.zeros(int(s.size) + k + 2, dtype=np.int64)
     for j in range(n_jobs):
-        q = np.sort(_sample_lengths(rng, s, n))
-        final = q.copy()
-        # water-filling k tasks: raise the lowest queues one at a time
+        final = _sample_lengths(rng, s, n)
+        # water-filling k tasks: raise a lowest queue one at a time, ties uniformly at random.
+        # Ties matter for E[T] (not for the tail): a tie between a queue this job already used
+        # and a fresh one puts the task behind the job's own task or in parallel with it.
         used = np.zeros(n, dtype=bool)
         for _ in range(k):
-            i = int(np.argmin(final))
+            low = np.flatnonzero(final == final.min())
+            i = int(low[rng.integers(low.size)])
             final[i] += 1
             used[i] = True
         counts[:] = 0
