@@ -32,6 +32,20 @@ def _floor(x) -> int:
     return math.floor(_snap(x))
 
 
+def _power(a, b):
+    """``a ** b`` without simpleeval's cap on the base (it refuses ``10**7 ** -0.3``): exact for
+    small integer powers, floating point otherwise; an overflowing result is an error."""
+    if isinstance(a, int) and isinstance(b, int) and b >= 0 and b * math.log2(abs(a) + 1) <= 1024:
+        return a**b
+    try:
+        return math.pow(a, b)
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(f"{a!r} ** {b!r}: {exc}") from None
+
+
+_OPERATORS = dict(simpleeval.DEFAULT_OPERATORS)
+_OPERATORS[ast.Pow] = _power
+
 #: the functions a formula may call (ceil and floor forgive floating-point noise: see _snap)
 FUNCTIONS: dict[str, object] = {
     "log": math.log,
@@ -128,7 +142,7 @@ def evaluation_order(
 
 def evaluate(key: str, expr: str, names: dict[str, float]):
     """Evaluate one checked formula with the given variable values."""
-    evaluator = simpleeval.SimpleEval(functions=FUNCTIONS, names={**CONSTANTS, **names})
+    evaluator = simpleeval.SimpleEval(operators=_OPERATORS, functions=FUNCTIONS, names={**CONSTANTS, **names})
     try:
         value = evaluator.eval(expr)
     except (simpleeval.InvalidExpression, ArithmeticError, ValueError, TypeError, OverflowError) as exc:

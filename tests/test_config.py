@@ -163,3 +163,13 @@ def test_ceil_forgives_floating_point_noise():
     assert evaluate("d", "ceil(1 / (1 - lam))", {"lam": 0.9}) == 10
     assert evaluate("d", "ceil(10.5)", {}) == 11
     assert evaluate("d", "floor(2.9999999999999996)", {}) == 3
+
+
+def test_power_of_large_bases():
+    # simpleeval refuses bases above 4e6 by default; the sweeps need N**(-alpha) at N = 1e8
+    from pipeline.formulas import evaluate
+
+    assert evaluate("lam", "1 - N**(-0.3)", {"N": 10**8}) == pytest.approx(1 - 1e8 ** -0.3)
+    assert evaluate("k", "2**10", {}) == 1024
+    with pytest.raises(ConfigError, match="range"):
+        evaluate("x", "10.0**400", {})

@@ -144,3 +144,18 @@ def test_grouping_reaches_min_seconds():
     groups = group_tasks(tasks, min_seconds=1.0, events_per_second=2e7)
     assert sum(len(g) for g in groups) == len(tasks)
     assert all(len(g) >= 10 for g in groups[:-1])  # 10 x 0.1 s reach a second
+
+
+def test_sub_halfin_whitt_runs_at_a_tiny_scale(tmp_path, ray_cluster):
+    cfg = compose(["+sweep=sub_halfin_whitt", f"output_dir={tmp_path / 'out'}", "mlflow.enabled=false",
+                   "execution.progress=false", "axes.n_servers=[50,100,200]", "params.events=60000",
+                   "replications=2"])
+    out = run_sweep(to_plain(cfg), quiet=True)
+    frame = out["frame"]
+    assert (frame["status"] == "ok").all(), frame.filter(pl.col("status") != "ok")["error"].to_list()
+    assert set(frame["variant"].unique()) == {"c1", "c4", "c1_loglog", "const2", "single_task"}
+    assert (frame["queueing_ratio"] > -0.05).all()
+    zq = out["analysis"]["extra"]["zero_queueing"]
+    assert zq["report"].exists() and len(zq["verdicts"]) == 15
+    assert all(v["verdict"] in ("vanishing", "not vanishing", "inconclusive") for v in zq["verdicts"])
+    assert all(p.exists() for p in zq["plots"])
