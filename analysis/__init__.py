@@ -21,6 +21,10 @@ from analysis.summary import analyze, summarize
 #: optionally ``metrics`` ([(key, value, step)]) for MLflow.
 ANALYSES: dict = {}
 
+from analysis.centralization import analyze_centralization  # noqa: E402  (needs ANALYSES defined)
+
+ANALYSES["centralization"] = analyze_centralization
+
 from analysis.zero_queueing import analyze_zero_queueing  # noqa: E402
 
 ANALYSES["zero_queueing"] = analyze_zero_queueing
