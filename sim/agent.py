@@ -51,7 +51,7 @@ from sim import _agent_kernel as _k
 from sim.policies import INIT_CHOICES, POLICIES
 from sim.stats import batch_means, contiguous_batches, mser5
 
-__all__ = ["AgentResult", "simulate", "run_task", "RESULT_KEYS"]
+__all__ = ["AgentResult", "simulate", "run_task", "result_row", "RESULT_KEYS"]
 
 #: the keys :func:`run_task` returns (docs/results-schema.md; ``wall_time`` is added by sim.run)
 RESULT_KEYS: tuple[str, ...] = (
@@ -146,6 +146,28 @@ def _threshold(p: float) -> np.uint64:
     if p >= 1.0:
         return np.uint64(2**64 - 1)
     return np.uint64(int(math.ldexp(max(p, 0.0), 64)))
+
+
+def result_row(res, **override) -> dict:
+    """The :data:`RESULT_KEYS` of a result (a NamedTuple with those fields) as plain Python
+    values, in order: ints stay ints, arrays become lists of floats, NaN and None become None
+    for optional keys; ``override`` replaces fields the engine does not have or defines
+    differently. Every simulator's ``run_task`` ends here, so the row types agree."""
+    out = {}
+    for key in RESULT_KEYS:
+        v = override[key] if key in override else getattr(res, key)
+        if v is None:
+            out[key] = None
+        elif key == "tail":
+            out[key] = [float(x) for x in v]
+        elif key == "ci_method":
+            out[key] = str(v)
+        elif key in ("n_jobs", "events_run"):
+            out[key] = int(v)
+        else:
+            v = float(v)
+            out[key] = None if (math.isnan(v) and key == "frac_within_h") else v
+    return out
 
 
 def _ci_method(n_batches: int, batch_values: np.ndarray) -> str:
@@ -359,21 +381,11 @@ def run_task(task: dict) -> dict:
         n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
         service_rates=task.get("service_rates"),
     )
-    out = {
-        "mean_response": float(res.mean_response), "mean_response_se": float(res.mean_response_se),
-        "mean_wait": float(res.mean_wait), "mean_wait_se": float(res.mean_wait_se),
-        "prob_wait": float(res.prob_wait), "prob_wait_se": float(res.prob_wait_se),
-        "mean_queue": float(res.mean_queue), "mean_queue_se": float(res.mean_queue_se),
-        "tail": [float(x) for x in res.tail],
-        # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
-        "queueing_ratio": float(res.mean_response) - 1.0,
-        "queueing_ratio_se": float(res.mean_response_se),
-        "drop_prob": 0.0, "drop_prob_se": 0.0,
-        "frac_within_h": float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
-        "messages_per_job": float(res.messages_per_job),
-        "n_jobs": int(res.n_jobs), "events_run": int(res.events_run),
-        "sim_time": float(res.sim_time), "warmup_time": float(res.warmup_time),
-        "ci_method": str(res.ci_method),
-    }
-    assert tuple(out) == RESULT_KEYS
-    return out
+    # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
+    return result_row(
+        res,
+        queueing_ratio=float(res.mean_response) - 1.0,
+        queueing_ratio_se=float(res.mean_response_se),
+        drop_prob=0.0, drop_prob_se=0.0,
+        frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
+    )

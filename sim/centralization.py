@@ -99,7 +99,7 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
-from sim.agent import RESULT_KEYS, _ci_method, _threshold, _window_bounds
+from sim.agent import RESULT_KEYS, _ci_method, _threshold, _window_bounds, result_row
 from sim.policies import INIT_CHOICES
 from sim.stats import batch_means, contiguous_batches, mser5
 
@@ -806,23 +806,10 @@ def _task_args(task: dict) -> dict:
 
 
 def _sim_row(res: CentralResult) -> dict:
-    out = {
-        "mean_response": float(res.mean_response), "mean_response_se": float(res.mean_response_se),
-        # a task is served at the tick that removes it (no service time): wait = response
-        "mean_wait": float(res.mean_response), "mean_wait_se": float(res.mean_response_se),
-        "prob_wait": float(res.prob_wait), "prob_wait_se": float(res.prob_wait_se),
-        "mean_queue": float(res.mean_queue), "mean_queue_se": float(res.mean_queue_se),
-        "tail": [float(x) for x in res.tail],
-        "queueing_ratio": None, "queueing_ratio_se": None,
-        "drop_prob": 0.0, "drop_prob_se": 0.0,
-        "frac_within_h": None if math.isnan(res.frac_within_h) else float(res.frac_within_h),
-        "messages_per_job": 0.0,
-        "n_jobs": int(res.n_jobs), "events_run": int(res.events_run),
-        "sim_time": float(res.sim_time), "warmup_time": float(res.warmup_time),
-        "ci_method": str(res.ci_method),
-    }
-    assert tuple(out) == RESULT_KEYS
-    return out
+    # a task is served at the tick that removes it (no service time): wait = response
+    return result_row(res, mean_wait=res.mean_response, mean_wait_se=res.mean_response_se,
+                      queueing_ratio=None, queueing_ratio_se=None, drop_prob=0.0,
+                      drop_prob_se=0.0, messages_per_job=0.0)
 
 
 def run_agent_task(task: dict) -> dict:

@@ -84,7 +84,7 @@ import numpy as np
 
 from sim import _agent_kernel as _ak
 from sim import _parallel_kernel as _k
-from sim.agent import RESULT_KEYS, _ci_method, _fixed_point_tail, _threshold, _window_bounds
+from sim.agent import RESULT_KEYS, _ci_method, result_row, _fixed_point_tail, _threshold, _window_bounds
 from sim.jobdelay import GL_W, GL_X, harmonic
 from sim.policies import INIT_CHOICES, POLICIES
 from sim.stats import batch_means, contiguous_batches, mser5
@@ -407,20 +407,4 @@ def run_task(task: dict) -> dict:
         events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
         n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
     )
-    out = {
-        "mean_response": float(res.mean_response), "mean_response_se": float(res.mean_response_se),
-        "mean_wait": float(res.mean_wait), "mean_wait_se": float(res.mean_wait_se),
-        "prob_wait": float(res.prob_wait), "prob_wait_se": float(res.prob_wait_se),
-        "mean_queue": float(res.mean_queue), "mean_queue_se": float(res.mean_queue_se),
-        "tail": [float(x) for x in res.tail],
-        "queueing_ratio": float(res.queueing_ratio),
-        "queueing_ratio_se": float(res.queueing_ratio_se),
-        "drop_prob": float(res.drop_prob), "drop_prob_se": float(res.drop_prob_se),
-        "frac_within_h": float(res.frac_within_h),
-        "messages_per_job": float(res.messages_per_job),
-        "n_jobs": int(res.n_jobs), "events_run": int(res.events_run),
-        "sim_time": float(res.sim_time), "warmup_time": float(res.warmup_time),
-        "ci_method": str(res.ci_method),
-    }
-    assert tuple(out) == RESULT_KEYS
-    return out
+    return result_row(res)
