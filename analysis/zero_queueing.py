@@ -132,6 +132,14 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             "summary": summary, "verdicts_json": vpath, "arm_params": arm}
 
 
+def _key_label(key: tuple, arm: list[str], skip: int) -> str:
+    """``policy, engine, variant=c1, c=1`` for an arm key, without its first ``skip`` parts."""
+    names = ["policy", "engine", *arm]
+    parts = [str(v) if n in ("policy", "engine", "variant") else f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}"
+             for n, v in zip(names, key) if v is not None]
+    return ", ".join(parts[skip:]) if skip < len(parts) else ""
+
+
 def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
     paths = []
     # 1. ratio vs N per arm (log-log), one figure per policy
@@ -147,7 +155,7 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
             y = pts["queueing_ratio"].to_numpy()
             lo = np.maximum(y - pts["queueing_ratio_lo"].fill_null(0).to_numpy(), 0)
             hi = np.maximum(pts["queueing_ratio_hi"].fill_null(0).to_numpy() - y, 0)
-            lab = ", ".join(str(k) for k in key[1:] if k is not None)
+            lab = _key_label(key, arm, skip=1)
             ax.errorbar(xs, y, yerr=[np.minimum(lo, y * 0.999), hi], marker="o", capsize=3, label=lab)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -164,7 +172,7 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
     fig, ax = _figure()
     seen = set()
     for key, pts in arms.items():
-        lab = ", ".join(str(k) for k in key[2:] if k is not None) or "all"
+        lab = _key_label(key, arm, skip=2) or "all"
         if lab in seen or "d" not in pts.columns:
             continue
         seen.add(lab)
@@ -188,7 +196,7 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
         keep = tail > 1e-12
         if keep.any():
             i = np.arange(1, tail.size + 1)
-            lab = ", ".join(str(k) for k in key if k is not None) + f" (N={last[x]})"
+            lab = _key_label(key, arm, skip=0) + f" (N={last[x]})"
             ax.plot(i[keep], tail[keep], marker=".", label=lab)
     ax.set_yscale("log")
     ax.set_xlabel("i")
