@@ -475,7 +475,6 @@ def plot_distance(dist_rows: list[dict], arms: list[dict], outdir: Path) -> Path
         ns = np.array([r["n_servers"] for r in pts], dtype=float)
         d = np.array([r["sup"] for r in pts])
         se = np.nan_to_num(np.array([r["sup_se"] for r in pts]))
-        q = np.array([r["sup_q"] for r in pts])
         sig = np.array([r["sup_significant"] for r in pts])
         ax.errorbar(ns[sig], d[sig], yerr=2 * se[sig], fmt="o", color="tab:blue",
                     label="sup over significant levels (bar: 2 se)")

@@ -51,7 +51,7 @@ from sim import _agent_kernel as _k
 from sim.policies import INIT_CHOICES, POLICIES
 from sim.stats import batch_means, contiguous_batches, mser5
 
-__all__ = ["AgentResult", "simulate", "run_task", "result_row", "RESULT_KEYS"]
+__all__ = ["AgentResult", "simulate", "run_task", "result_row", "check_run_args", "RESULT_KEYS"]
 
 #: the keys :func:`run_task` returns (docs/results-schema.md; ``wall_time`` is added by sim.run)
 RESULT_KEYS: tuple[str, ...] = (
@@ -146,6 +146,22 @@ def _threshold(p: float) -> np.uint64:
     if p >= 1.0:
         return np.uint64(2**64 - 1)
     return np.uint64(int(math.ldexp(max(p, 0.0), 64)))
+
+
+def check_run_args(*, events, seed, init, n_batches, max_level, n_windows) -> None:
+    """The checks every simulator makes of its run settings; ``ValueError`` names the key."""
+    if not _is_int(n_windows) or n_windows < 10:
+        raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
+    if not _is_int(events) or events < n_windows:
+        raise ValueError(f"events={events!r} must be an integer >= n_windows={n_windows}")
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be a non-negative integer")
+    if init not in INIT_CHOICES:
+        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
+    if not _is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
+        raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
+    if not _is_int(max_level) or max_level < 1:
+        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
 
 
 def result_row(res, **override) -> dict:
@@ -268,18 +284,8 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     if policy == "pod":
         if not _is_int(d) or not 1 <= d <= n_servers:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
-    if not _is_int(n_windows) or n_windows < 10:
-        raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
-    if not _is_int(events) or events < n_windows:
-        raise ValueError(f"events={events!r} must be an integer >= n_windows={n_windows}")
-    if not _is_int(seed) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    if not _is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
-        raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
-    if not _is_int(max_level) or max_level < 1:
-        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
     if service_rates is None:
         mu = np.ones(n_servers)
     else:

@@ -99,8 +99,8 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
-from sim.agent import RESULT_KEYS, _ci_method, _threshold, _window_bounds, result_row
-from sim.policies import INIT_CHOICES
+from sim.agent import RESULT_KEYS, _ci_method, _threshold, _window_bounds, check_run_args, result_row
+
 from sim.stats import batch_means, contiguous_batches, mser5
 
 __all__ = [
@@ -582,15 +582,11 @@ class CentralResult(NamedTuple):
 def _check_sim_args(n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows):
     n_servers = _check_int("n_servers", n_servers, 1, 2**31 - 1)
     lam, p = _check_lam(lam), _check_p(p)
-    n_windows = _check_int("n_windows", n_windows, 10)
-    events = _check_int("events", events, n_windows)
-    seed = _check_int("seed", seed, 0)
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    n_batches = _check_int("n_batches", n_batches, 2, n_windows // 2)
-    max_level = _check_int("max_level", max_level, 1)
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
     h = _check_int("h", h, 1)
-    return n_servers, lam, p, events, seed, n_batches, max_level, h, n_windows
+    return (n_servers, lam, p, int(events), int(seed), int(n_batches), int(max_level), h,
+            int(n_windows))
 
 
 def _thresholds(lam: float, p: float):

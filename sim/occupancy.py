@@ -95,9 +95,9 @@ from typing import NamedTuple
 import numpy as np
 
 from sim import _occupancy_kernel as _k
-from sim.agent import RESULT_KEYS, _ci_method, result_row, _window_bounds
+from sim.agent import RESULT_KEYS, _ci_method, check_run_args, result_row, _window_bounds
 from sim.jobdelay import GL_W, GL_X
-from sim.policies import BATCH_POLICIES, INIT_CHOICES, POLICIES
+from sim.policies import BATCH_POLICIES, POLICIES
 from sim.stats import batch_means, contiguous_batches, mser5
 
 __all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail", "messages_per_job",
@@ -307,18 +307,8 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                              f"(k={k}, n_servers={n_servers})")
     else:
         d = 1
-    if not _is_int(n_windows) or n_windows < 10:
-        raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
-    if not _is_int(events) or events < n_windows:
-        raise ValueError(f"events={events!r} must be an integer >= n_windows={n_windows}")
-    if not _is_int(seed) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    if not _is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
-        raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
-    if not _is_int(max_level) or max_level < 1:
-        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
     if not _is_int(h) or h < 1:
         raise ValueError(f"h={h!r} must be an integer >= 1")
     n_servers, k, d, events, seed = int(n_servers), int(k), int(d), int(events), int(seed)

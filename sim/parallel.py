@@ -84,9 +84,9 @@ import numpy as np
 
 from sim import _agent_kernel as _ak
 from sim import _parallel_kernel as _k
-from sim.agent import RESULT_KEYS, _ci_method, result_row, _fixed_point_tail, _threshold, _window_bounds
+from sim.agent import RESULT_KEYS, _ci_method, check_run_args, result_row, _fixed_point_tail, _threshold, _window_bounds
 from sim.jobdelay import GL_W, GL_X, harmonic
-from sim.policies import INIT_CHOICES, POLICIES
+from sim.policies import POLICIES
 from sim.stats import batch_means, contiguous_batches, mser5
 
 __all__ = ["ParallelResult", "simulate", "run_task", "place_job", "assign_tasks",
@@ -284,18 +284,8 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     lam = float(lam)
     if not _is_int(h) or h < 1:
         raise ValueError(f"h={h!r} must be an integer >= 1")
-    if not _is_int(n_windows) or n_windows < 10:
-        raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
-    if not _is_int(events) or events < n_windows:
-        raise ValueError(f"events={events!r} must be an integer >= n_windows={n_windows}")
-    if not _is_int(seed) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    if not _is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
-        raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
-    if not _is_int(max_level) or max_level < 1:
-        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
     n_servers, k, d, h, events = int(n_servers), int(k), int(d), int(h), int(events)
     n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
     code = POLICIES[policy]
