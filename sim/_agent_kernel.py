@@ -294,6 +294,18 @@ def close_censored(q, buf, head, mu, rate, bounds, w_jobs, w_resp, w_starts, w_w
 
 
 @njit(cache=True)
+def flush_window(w, length, cnt, acc, total, w_tail, w_qarea):
+    """Window ``w`` ends after ``length`` events: turn the lazily integrated level areas into
+    the window's tail areas (``cnt * length - acc``), reset them, and add the queue area."""
+    top = min(w_tail.shape[1], cnt.size - 1)
+    for i in range(1, top + 1):
+        w_tail[w, i - 1] = cnt[i] * length - acc[i]
+    for i in range(acc.size):
+        acc[i] = 0
+    w_qarea[w] += total * length
+
+
+@njit(cache=True)
 def _grow(q, buf, head, cnt, acc, start):
     """Double the ring capacity (unrolling each ring to start at 0) and the level arrays."""
     n_servers, c_old = buf.shape
@@ -344,7 +356,6 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool):
         n_servers = q.size
         c = buf.shape[1]
         mask = c - 1
-        max_level = w_tail.shape[1]
         n_windows = bounds.size - 1
         shift = _window_shift(bounds)
         total = np.int64(0)
@@ -434,14 +445,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool):
             w_qarea[w] -= qacc
             e_next = e
             if e == e1:
-                # ---- window boundary: flush the lazy areas
-                length = e1 - e0
-                top = min(max_level, cnt.size - 1)
-                for i in range(1, top + 1):
-                    w_tail[w, i - 1] = cnt[i] * length - acc[i]
-                for i in range(acc.size):
-                    acc[i] = 0
-                w_qarea[w] += total * length
+                flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
                 w += 1
         state[0] = s0
         state[1] = s1

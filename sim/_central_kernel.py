@@ -48,6 +48,7 @@ from sim._agent_kernel import (  # noqa: F401  (re-exported for the driver)
     build_buckets,
     close_censored,
     draw_initial_queues,
+    flush_window,
 )
 
 
@@ -66,7 +67,6 @@ def agent_span(thr_arrival, thr_local, central, h,
     n_servers = q.size
     c = buf.shape[1]
     mask = c - 1
-    max_level = w_tail.shape[1]
     n_windows = bounds.size - 1
     shift = _window_shift(bounds)
     total = np.int64(0)
@@ -146,13 +146,7 @@ def agent_span(thr_arrival, thr_local, central, h,
         w_qarea[w] -= qacc
         e_next = e
         if e == e1:
-            length = e1 - e0
-            lim = min(max_level, cnt.size - 1)
-            for i in range(1, lim + 1):
-                w_tail[w, i - 1] = cnt[i] * length - acc[i]
-            for i in range(acc.size):
-                acc[i] = 0
-            w_qarea[w] += total * length
+            flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
             w += 1
     top_ref[0] = top
     state[0] = s0
@@ -266,7 +260,6 @@ def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_
     run or after an arrival that brings ``top`` to ``cnt.size - 2`` (the driver grows ``cnt``).
     Returns ``(window, next event)``. Per window: arrivals, arrivals that found a non-empty
     station, arrivals to a queue shorter than ``h``, queue area and tail areas."""
-    max_level = w_tail.shape[1]
     n_windows = bounds.size - 1
     nf = float(n_servers)
     total = np.int64(0)
@@ -330,13 +323,7 @@ def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_
         w_qarea[w] -= qacc
         e_next = e
         if e == e1:
-            length = e1 - e0
-            lim = min(max_level, cnt.size - 1)
-            for i in range(1, lim + 1):
-                w_tail[w, i - 1] = cnt[i] * length - acc[i]
-            for i in range(acc.size):
-                acc[i] = 0
-            w_qarea[w] += total * length
+            flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
             w += 1
     top_ref[0] = top
     state[0] = s0

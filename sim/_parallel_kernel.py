@@ -78,7 +78,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from sim._agent_kernel import (
-    _below, _bucket_down, _bucket_up, _next, _window_shift, build_buckets,
+    _below, _bucket_down, _bucket_up, _next, _window_shift, build_buckets, flush_window,
 )
 from sim.jobdelay import expected_max_gamma
 
@@ -417,7 +417,6 @@ def _make_run_span(policy: int):
         flat = srv.reshape(srv.size)  # for prefetching rows
         amask = ahead.size - 1
         ahalf = ahead.size >> 1
-        max_level = w_tail.shape[1]
         n_windows = bounds.size - 1
         shift = _window_shift(bounds)
         total = np.int64(0)
@@ -603,14 +602,7 @@ def _make_run_span(policy: int):
             w_qarea[w] -= qacc
             e_next = e
             if e == e1:
-                # ---- window boundary: flush the lazy areas
-                length = e1 - e0
-                top = min(max_level, cnt.size - 1)
-                for i in range(1, top + 1):
-                    w_tail[w, i - 1] = cnt[i] * length - acc[i]
-                for i in range(acc.size):
-                    acc[i] = 0
-                w_qarea[w] += total * length
+                flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
                 w += 1
         state[0] = a0
         state[1] = a1

@@ -49,7 +49,7 @@ import numpy as np
 
 from sim import _agent_kernel as _k
 from sim.policies import INIT_CHOICES, POLICIES
-from sim.stats import batch_means, contiguous_batches, mser5
+from sim.stats import batch_means, tail_estimate, warmup_cut
 
 __all__ = ["AgentResult", "simulate", "run_task", "result_row", "check_run_args", "RESULT_KEYS"]
 
@@ -343,20 +343,13 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
 
     # ---- output analysis
     lengths = np.diff(bounds).astype(np.float64)
-    queue_series = w_qarea / (lengths * n_servers)
-    cut = mser5(queue_series)
-    cut = min(cut, n_windows - n_batches)
+    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
     keep = slice(cut, n_windows)
     resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
     wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
     pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
     queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
-    kept_events = float(lengths[keep].sum())
-    tail = w_tail[keep].sum(axis=0) / (kept_events * n_servers)
-    starts = contiguous_batches(n_windows - cut, n_batches)[:-1]
-    batch_tail = (np.add.reduceat(w_tail[keep], starts, axis=0)
-                  / (np.add.reduceat(lengths[keep], starts)[:, None] * n_servers))
-    tail_se = batch_tail.std(axis=0, ddof=1) / np.sqrt(n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
     n_arr = int(w_arr[keep].sum())
     probes_per_job = {"random": 0, "jsq": n_servers, "pod": d}[policy]
     messages = float(w_probes[keep].sum() / n_arr) if n_arr > 0 else float(probes_per_job)

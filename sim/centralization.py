@@ -101,7 +101,7 @@ from scipy.linalg import solve_banded
 
 from sim.agent import RESULT_KEYS, _ci_method, _threshold, _window_bounds, check_run_args, result_row
 
-from sim.stats import batch_means, contiguous_batches, mser5
+from sim.stats import batch_means, tail_estimate, warmup_cut
 
 __all__ = [
     "RESULT_KEYS",
@@ -611,7 +611,7 @@ def _summarize(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_withi
     """MSER-5 cut on the per-window mean queue length, then batch means of every estimate."""
     n_windows = bounds.size - 1
     lengths = np.diff(bounds).astype(np.float64)
-    cut = min(mser5(w_qarea / (lengths * n_servers)), n_windows - n_batches)
+    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
     keep = slice(cut, n_windows)
     dt = 1.0 / rate
     queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
@@ -627,12 +627,7 @@ def _summarize(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_withi
         n_jobs = int(w_arr[keep].sum())
     pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
     within = batch_means(w_within[keep], w_arr[keep], n_batches)
-    kept = float(lengths[keep].sum())
-    tail = w_tail[keep].sum(axis=0) / (kept * n_servers)
-    starts = contiguous_batches(n_windows - cut, n_batches)[:-1]
-    batch_tail = (np.add.reduceat(w_tail[keep], starts, axis=0)
-                  / (np.add.reduceat(lengths[keep], starts)[:, None] * n_servers))
-    tail_se = batch_tail.std(axis=0, ddof=1) / math.sqrt(n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
     return dict(mean_response=float(r_est), mean_response_se=float(r_se),
                 prob_wait=float(pwait.estimate), prob_wait_se=float(pwait.se),
                 frac_within_h=float(within.estimate), frac_within_h_se=float(within.se),

@@ -98,7 +98,7 @@ from sim import _occupancy_kernel as _k
 from sim.agent import RESULT_KEYS, _ci_method, check_run_args, result_row, _window_bounds
 from sim.jobdelay import GL_W, GL_X
 from sim.policies import BATCH_POLICIES, POLICIES
-from sim.stats import batch_means, contiguous_batches, mser5
+from sim.stats import batch_means, tail_estimate, warmup_cut
 
 __all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail", "messages_per_job",
            "OCCUPANCY_POLICIES", "RESULT_KEYS"]
@@ -341,7 +341,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
      w_within) = outputs
 
     # ---- output analysis
-    cut = min(mser5(w_qarea / (w_time * n_servers)), n_win - n_batches)
+    cut = warmup_cut(w_qarea, w_time, n_servers, n_batches)
     keep = slice(cut, n_win)
     resp = batch_means(w_resp[keep], w_adm[keep], n_batches)
     wait = batch_means(w_wait[keep], k * w_adm[keep], n_batches)
@@ -349,12 +349,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     within = batch_means(w_within[keep], w_adm[keep], n_batches)
     drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
     queue = batch_means(w_qarea[keep], w_time[keep] * n_servers, n_batches)
-    kept_time = float(w_time[keep].sum())
-    tail = w_tail[keep].sum(axis=0) / (kept_time * n_servers)
-    starts = contiguous_batches(n_win - cut, n_batches)[:-1]
-    batch_tail = (np.add.reduceat(w_tail[keep], starts, axis=0)
-                  / (np.add.reduceat(w_time[keep], starts)[:, None] * n_servers))
-    tail_se = batch_tail.std(axis=0, ddof=1) / np.sqrt(n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], w_time[keep], n_servers, n_batches)
     h_k = float(harm[k])
     return OccupancyResult(
         mean_response=resp.estimate, mean_response_se=resp.se,

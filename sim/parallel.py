@@ -87,7 +87,7 @@ from sim import _parallel_kernel as _k
 from sim.agent import RESULT_KEYS, _ci_method, check_run_args, result_row, _fixed_point_tail, _threshold, _window_bounds
 from sim.jobdelay import GL_W, GL_X, harmonic
 from sim.policies import POLICIES
-from sim.stats import batch_means, contiguous_batches, mser5
+from sim.stats import batch_means, tail_estimate, warmup_cut
 
 __all__ = ["ParallelResult", "simulate", "run_task", "place_job", "assign_tasks",
            "messages_per_job", "RESULT_KEYS", "PARALLEL_POLICIES"]
@@ -332,8 +332,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
 
     # ---- output analysis
     lengths = np.diff(bounds).astype(np.float64)
-    cut = mser5(w_qarea / (lengths * n_servers))
-    cut = min(cut, n_windows - n_batches)
+    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
     keep = slice(cut, n_windows)
     resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
     wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
@@ -342,12 +341,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     within = batch_means(w_within[keep], w_adm[keep], n_batches)
     drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
     queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
-    kept_events = float(lengths[keep].sum())
-    tail = w_tail[keep].sum(axis=0) / (kept_events * n_servers)
-    starts = contiguous_batches(n_windows - cut, n_batches)[:-1]
-    batch_tail = (np.add.reduceat(w_tail[keep], starts, axis=0)
-                  / (np.add.reduceat(lengths[keep], starts)[:, None] * n_servers))
-    tail_se = batch_tail.std(axis=0, ddof=1) / np.sqrt(n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
     hk = harmonic(k)
     return ParallelResult(
         mean_response=resp.estimate, mean_response_se=resp.se,

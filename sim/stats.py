@@ -127,3 +127,25 @@ def batch_means(numerator, denominator=None, n_batches: int = 20) -> BatchMeans:
         estimate = float(num.sum() / total_den) if total_den != 0 else float("nan")
     se = float(np.std(ratios, ddof=1) / np.sqrt(n_batches))
     return BatchMeans(estimate, se, ratios)
+
+
+def warmup_cut(w_qarea, weights, n_servers: int, n_batches: int) -> int:
+    """Windows to cut: MSER-5 on the per-window mean queue length (queue area over window
+    length times N), leaving at least ``n_batches`` windows for batch means."""
+    series = np.asarray(w_qarea, dtype=np.float64) / (np.asarray(weights, dtype=np.float64) * n_servers)
+    return min(mser5(series), series.size - n_batches)
+
+
+def tail_estimate(w_tail, weights, n_servers: int, n_batches: int):
+    """Time-average tail ``s_i`` and its batch-means SE from kept windows.
+
+    ``w_tail[w, i-1]``: window ``w``'s area of the number of servers with >= i tasks;
+    ``weights[w]``: the window's length (events or time). Returns ``(tail, tail_se)``.
+    """
+    w_tail = np.asarray(w_tail, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    tail = w_tail.sum(axis=0) / (float(weights.sum()) * n_servers)
+    starts = contiguous_batches(weights.size, n_batches)[:-1]
+    batch_tail = (np.add.reduceat(w_tail, starts, axis=0)
+                  / (np.add.reduceat(weights, starts)[:, None] * n_servers))
+    return tail, batch_tail.std(axis=0, ddof=1) / np.sqrt(n_batches)
