@@ -68,7 +68,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from analysis.fit import point_significant, wls_loglog
-from sim.centralization import (
+from sim.centralization.theory import (
     invariant_mean_queue,
     invariant_tail,
     predicted_slope,

@@ -6,7 +6,7 @@ N servers, load lam, the same number of uniformized events -- and prints the eve
 their ratio and both mean responses. The C loop only integrates the total queue length (and gets
 the mean response by Little's law); the agent engine also tracks every job's arrival time, the
 tail counts, the per-window accumulators and the warm-up analysis, and its time is the wall time
-of the whole :func:`sim.agent.simulate` call.
+of the whole :func:`sim.dispatch.agent.simulate` call.
 
 Usage (from the repository root)::
 
@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.agent import simulate  # noqa: E402
+from sim.dispatch.agent import simulate  # noqa: E402
 
 
 def build_c(source: Path, binary: Path) -> Path:

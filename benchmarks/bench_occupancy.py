@@ -2,12 +2,12 @@
 
 Prints (no assertions):
 
-1. time per event of :func:`sim.occupancy.simulate` at N = 10**3 and N = 10**9 (same policy,
+1. time per event of :func:`sim.dispatch.occupancy.simulate` at N = 10**3 and N = 10**9 (same policy,
    load and number of events; the ratio should be close to 1 -- the state is the counts per
    queue length, so nothing grows with N) for batch-filling with k = 16 and a moderate d, and
    for power-of-d with k = 1;
 2. power-of-d (k = 1) at N = 10**6 in the occupancy engine and in the agent engine
-   (:func:`sim.agent.simulate`): events/s and wall time per job. The two engines count events
+   (:func:`sim.dispatch.agent.simulate`): events/s and wall time per job. The two engines count events
    differently (agent: uniformized events of rate N*(1 + lam), a service token at an idle server
    wasted; occupancy: jump-chain transitions of rate N*lam + busy), so time per *job* is the
    like-for-like figure;
@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.occupancy import simulate  # noqa: E402
+from sim.dispatch.occupancy import simulate  # noqa: E402
 
 
 def best_time(fn, repeat: int):
@@ -55,7 +55,7 @@ def occupancy(n, lam, policy, k, d, events, repeat):
 
 
 def agent_pod(n, lam, d, events, repeat):
-    from sim.agent import simulate as agent_simulate
+    from sim.dispatch.agent import simulate as agent_simulate
 
     sec, r = best_time(lambda: agent_simulate(n, lam, "pod", d=d, events=events, seed=1), repeat)
     jobs = events * lam / (1.0 + lam)  # expected arrivals among the uniformized events
@@ -65,7 +65,7 @@ def agent_pod(n, lam, d, events, repeat):
 
 
 def parallel_batch_filling(n, lam, k, d, events, repeat):
-    from sim.parallel import simulate as parallel_simulate
+    from sim.dispatch.parallel import simulate as parallel_simulate
 
     sec, r = best_time(lambda: parallel_simulate(n, lam, "batch_filling", k=k, d=d,
                                                  events=events, seed=1), repeat)
@@ -111,16 +111,16 @@ def main(argv=None) -> int:
         show("agent (uniformized events)", g)
         print(f"  -> time per job agent / occupancy: {g['us_per_job'] / o['us_per_job']:.2f}")
 
-    print(f"\n3. batch-filling k = {a.k}, d = {a.d}, N = 1e6: occupancy vs sim.parallel")
+    print(f"\n3. batch-filling k = {a.k}, d = {a.d}, N = 1e6: occupancy vs sim.dispatch.parallel")
     o = occupancy(10**6, lam, "batch_filling", a.k, a.d, ev, a.repeat)
     show("occupancy (jump-chain events)", o)
     if a.skip_agent:
         pass
-    elif importlib.util.find_spec("sim.parallel") is None:
+    elif importlib.util.find_spec("sim.dispatch.parallel") is None:
         print("  sim/parallel.py does not exist: skipped")
     else:
         g = parallel_batch_filling(10**6, lam, a.k, a.d, ev, a.repeat)
-        show("sim.parallel agent (uniformized events)", g)
+        show("sim.dispatch.parallel agent (uniformized events)", g)
         print(f"  -> time per job parallel / occupancy: {g['us_per_job'] / o['us_per_job']:.2f}")
     return 0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from sim.policies import STOCHASTIC_ENGINES
+from sim.registry import STOCHASTIC_ENGINES
 
 from pipeline import worker
 

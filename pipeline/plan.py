@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from sim.policies import ENGINE_POLICIES, INIT_CHOICES, PARAM_TYPES, POLICIES, POLICY_PARAMS, STOCHASTIC_ENGINES
+from sim.registry import ENGINE_POLICIES, INIT_CHOICES, PARAM_TYPES, POLICIES, POLICY_PARAMS, STOCHASTIC_ENGINES
 
 from pipeline.errors import ConfigError
 from pipeline.formulas import evaluate, evaluation_order, parse

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import time
 
-from sim.policies import ENGINE_POLICIES, ENGINES, POLICIES, RUNNERS, check_task
+from sim.registry import ENGINE_POLICIES, ENGINES, POLICIES, RUNNERS, check_task
 
 __all__ = ["run", "check_task", "ENGINES", "POLICIES", "ENGINE_POLICIES"]
 
@@ -19,7 +19,7 @@ __all__ = ["run", "check_task", "ENGINES", "POLICIES", "ENGINE_POLICIES"]
 def run(task: dict) -> dict:
     """Run one task and return its estimates as a plain dict (see docs/results-schema.md).
 
-    The task is checked first (:func:`sim.policies.check_task`); a bad task raises
+    The task is checked first (:func:`sim.registry.check_task`); a bad task raises
     ``ValueError`` naming the offending key and value.
     """
     check_task(task)

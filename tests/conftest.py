@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-CONF = REPO / "conf"
+from tests.helpers import CONF, REPO  # noqa: F401  (re-exported for fixtures)
 
 
 @pytest.fixture(scope="session")
@@ -22,18 +20,3 @@ def ray_cluster():
     yield ray
     if started:
         ray.shutdown()
-
-
-def compose(overrides: list[str]):
-    """The config as ``python -m pipeline`` would compose it (Hydra's compose API)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    import pipeline.config  # noqa: F401
-
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
-
-
-def sweep_names() -> list[str]:
-    return sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))

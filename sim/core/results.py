@@ -1,0 +1,67 @@
+"""What every simulator shares at its edges: run-argument checks and result rows.
+
+A simulator's public ``simulate`` validates its run settings with :func:`check_run_args` (the
+model's own parameters it checks itself), and its ``run_task`` ends with :func:`result_row`, which
+turns a result NamedTuple into the plain-typed row that ``sim.run`` returns, so that every
+engine's row types agree (docs/results-schema.md).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["is_int", "INIT_CHOICES", "check_run_args", "RESULT_KEYS", "result_row"]
+
+#: initial states of a simulation: drawn from the mean-field fixed point, or all queues empty
+INIT_CHOICES = ("meanfield", "empty")
+
+
+RESULT_KEYS: tuple[str, ...] = (
+    "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
+    "mean_queue", "mean_queue_se", "tail", "queueing_ratio", "queueing_ratio_se", "drop_prob",
+    "drop_prob_se", "frac_within_h", "messages_per_job", "n_jobs", "events_run", "sim_time",
+    "warmup_time", "ci_method",
+)
+
+
+def is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_run_args(*, events, seed, init, n_batches, max_level, n_windows) -> None:
+    """The checks every simulator makes of its run settings; ``ValueError`` names the key."""
+    if not is_int(n_windows) or n_windows < 10:
+        raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
+    if not is_int(events) or events < n_windows:
+        raise ValueError(f"events={events!r} must be an integer >= n_windows={n_windows}")
+    if not is_int(seed) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be a non-negative integer")
+    if init not in INIT_CHOICES:
+        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
+    if not is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
+        raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
+    if not is_int(max_level) or max_level < 1:
+        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
+
+
+def result_row(res, **override) -> dict:
+    """The :data:`RESULT_KEYS` of a result (a NamedTuple with those fields) as plain Python
+    values, in order: ints stay ints, arrays become lists of floats, NaN and None become None
+    for optional keys; ``override`` replaces fields the engine does not have or defines
+    differently. Every simulator's ``run_task`` ends here, so the row types agree."""
+    out = {}
+    for key in RESULT_KEYS:
+        v = override[key] if key in override else getattr(res, key)
+        if v is None:
+            out[key] = None
+        elif key == "tail":
+            out[key] = [float(x) for x in v]
+        elif key == "ci_method":
+            out[key] = str(v)
+        elif key in ("n_jobs", "events_run"):
+            out[key] = int(v)
+        else:
+            v = float(v)
+            out[key] = None if (math.isnan(v) and key == "frac_within_h") else v
+    return out

@@ -1,0 +1,520 @@
+"""Compiled kernels of the occupancy engine (private; the public API is :mod:`sim.dispatch.occupancy`).
+
+State: ``x[l]`` = number of servers with exactly ``l`` tasks (in service included), ``l = 0 ..
+cap - 1``. Every policy here is symmetric in the servers, so this is a Markov chain on its own,
+and an event costs O(levels + tasks placed + queues sampled), independent of N.
+
+Placement of one job (all policies): the job is a sequence of ``k`` one-step moves, task ``j``
+joining a queue at level ``plev[j]`` (its queue position is ``plev[j] + 1``), which moves that
+queue from ``plev[j]`` to ``plev[j] + 1``. The *distinct* queues the job uses are tracked by
+``tcnt[l]`` = number of this job's queues now at level ``l`` ("touched"); after the job,
+``tcnt[p]`` is the number of its queues whose job-last task sits at position ``p``, which is all
+:func:`sim.core.jobdelay.expected_max_gamma` needs. When a task goes to "a uniform server at level
+``l``" of a pool holding ``g[l]`` servers there, ``tcnt[l]`` of them touched, it is a touched one
+with probability ``tcnt[l] / g[l]`` (exchangeability): this is what makes ties between a queue the
+job already used and a fresh one of the same length uniform, as in the agent engine.
+
+Sampling without replacement from the counts (:func:`draw_levels`): one server at a time, the
+``j``-th drawn uniformly among the ``N - j`` not yet drawn, i.e. level ``l`` with probability
+``(x[l] - hs[l]) / (N - j)`` (found by a scan from level 0, short because almost all servers sit
+at the lowest levels in the regimes of interest). This is the multivariate hypergeometric law
+exactly, O(sample size * scan). It stops early once the outcome cannot change any more: when
+``stop`` draws have hit the lowest occupied level (1 for "join the shortest sampled queue", ``k``
+for batch-filling / batch-sampling: then the ``k`` tasks go to ``k`` distinct queues at that
+level whatever the rest of the sample is). Early stopping changes which random numbers are used,
+not the law of the placement.
+
+Random numbers: xoshiro256+ from :mod:`sim.dispatch._agent_kernel` (state words passed and returned as in
+that module). Bounded integers use :func:`below64`: Lemire's multiply-shift on the full 64-bit
+output with rejection, exactly uniform on ``[0, n)`` for any ``n < 2**63`` (the agent engine's
+32-bit version has a bias of order ``n / 2**32``, which is 0.23 at N = 10**9).
+
+Job delay: ``H_m`` when all of a job's queues end at position 1, ``p`` for a single-task job at
+position ``p``, else :func:`sim.core.jobdelay.expected_max_gamma` (Gauss-Legendre quadrature, 10 us
+to 1 ms) through a memo keyed by the exact signature (counts per position, up to position
+:data:`MEMO_MAX_POS`), see :func:`_job_delay`. Measured: batch-filling k = 16, d = 2, lam = 0.9
+went from 1.1 us to 57 ns per event with the memo. Jobs whose positions are deep and varied
+(random or pod_per_task-like spreads at high load, e.g. random with k = 16 at lam = 0.9) still
+pay a quadrature per job: tens of microseconds per event there.
+
+Clock: the embedded jump chain (see :mod:`sim.dispatch.occupancy`): each event is a real transition,
+chosen with probabilities proportional to the rates, and the state visited before it is weighted
+by its expected holding time ``1 / (total rate)``.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import njit
+
+from sim.core.jobdelay import expected_max_gamma
+from sim.core.rng import below64, next_raw, u01
+from sim.core.sampling import draw_levels, sample_levels  # noqa: F401  (sample_levels: test helper)
+
+from sim.dispatch.codes import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_PER_TASK, RANDOM  # noqa: F401
+
+
+
+# --------------------------------------------------------------------------------------------
+# random numbers
+# --------------------------------------------------------------------------------------------
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# sampling without replacement from the counts
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _lowest(x):
+    lvl = 0
+    while x[lvl] == 0:
+        lvl += 1
+    return lvl
+
+
+# --------------------------------------------------------------------------------------------
+# placement of one job: fills plev[:k] and tcnt; returns (admitted, tasks placed, rng words).
+# Direct policies move queues in x as they go (later tasks see earlier ones) and undo the moves
+# if the job is dropped; batch policies work on the sample histogram hs and leave x alone.
+# A job is dropped iff a task would join a queue already holding bmax tasks (position > bmax).
+# --------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _move_up(pool, tcnt, lvl, touched):
+    pool[lvl] -= 1
+    pool[lvl + 1] += 1
+    if touched:
+        tcnt[lvl] -= 1
+    tcnt[lvl + 1] += 1
+
+
+@njit(cache=True)
+def _undo(x, plev, placed):
+    for i in range(placed - 1, -1, -1):
+        x[plev[i] + 1] -= 1
+        x[plev[i]] += 1
+
+
+@njit(cache=True)
+def _is_touched(pool, tcnt, lvl, s0, s1, s2, s3):
+    """Is a uniform server among the ``pool[lvl]`` at level ``lvl`` one of the ``tcnt[lvl]``
+    this job already used? (No random number is used when none is.)"""
+    if tcnt[lvl] == 0:
+        return False, s0, s1, s2, s3
+    u, s0, s1, s2, s3 = below64(pool[lvl], s0, s1, s2, s3)
+    return u < tcnt[lvl], s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3):
+    """Each task to a uniform server (with replacement across tasks): one bounded draw per task
+    picks the server; its rank within its level says whether the job used it already."""
+    for j in range(k):
+        u, s0, s1, s2, s3 = below64(n_servers, s0, s1, s2, s3)
+        lvl = 0
+        while u >= x[lvl]:
+            u -= x[lvl]
+            lvl += 1
+        if lvl >= bmax:
+            _undo(x, plev, j)
+            return False, j, s0, s1, s2, s3
+        _move_up(x, tcnt, lvl, u < tcnt[lvl])  # u is uniform in [0, x[lvl])
+        plev[j] = lvl
+    return True, k, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _place_jsq(x, tcnt, plev, k, bmax, s0, s1, s2, s3):
+    """Each task, one after another, to a uniform server among the currently shortest."""
+    low = 0
+    for j in range(k):
+        while x[low] == 0:
+            low += 1
+        if low >= bmax:
+            _undo(x, plev, j)
+            return False, j, s0, s1, s2, s3
+        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, low, s0, s1, s2, s3)
+        _move_up(x, tcnt, low, touched)
+        plev[j] = low
+    return True, k, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+    """Each task samples ``n_samp`` distinct queues (independently of the other tasks) and joins
+    the shortest (ties uniform); ``k = 1``, ``n_samp = d`` is power-of-d. Given the sampled
+    minimum level, the chosen queue is a uniform server of that level (exchangeability)."""
+    for j in range(k):
+        low = _lowest(x)
+        top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
+        lvl = low
+        while hs[lvl] == 0:
+            lvl += 1
+        for i in range(top + 1):
+            hs[i] = 0
+        if lvl >= bmax:
+            _undo(x, plev, j)
+            return False, j, s0, s1, s2, s3
+        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
+        _move_up(x, tcnt, lvl, touched)
+        plev[j] = lvl
+    return True, k, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _fill_batch_filling(hs, tcnt, plev, k, bmax, s0, s1, s2, s3):
+    """Batch-filling on a sample histogram ``hs``: the ``k`` tasks one by one, each into a
+    currently shortest sampled queue (ties uniform, touched or not). ``hs`` ends as the sampled
+    queues' final histogram. Returns ``(admitted, placed, highest level written, rng)``."""
+    m = 0
+    lvl = 0
+    for j in range(k):
+        while hs[m] == 0:
+            m += 1
+        lvl = m
+        if lvl >= bmax:
+            return False, j, lvl, s0, s1, s2, s3
+        touched, s0, s1, s2, s3 = _is_touched(hs, tcnt, lvl, s0, s1, s2, s3)
+        _move_up(hs, tcnt, lvl, touched)
+        plev[j] = lvl
+    return True, k, lvl + 1, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _fill_batch_sampling(hs, tcnt, plev, k, bmax):
+    """Batch-sampling on a sample histogram ``hs``: one task to each of the ``k`` shortest
+    sampled queues (all distinct). ``hs`` loses the chosen queues. Returns (admitted, placed)."""
+    m = 0
+    for j in range(k):
+        while hs[m] == 0:
+            m += 1
+        if m >= bmax:
+            return False, j
+        hs[m] -= 1
+        tcnt[m + 1] += 1
+        plev[j] = m
+    return True, k
+
+
+@njit(cache=True)
+def _place_batch(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+    """Sample ``n_samp`` distinct queues, then batch-filling or batch-sampling (x untouched)."""
+    low = _lowest(x)
+    top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, k, hs, s0, s1, s2, s3)
+    if policy == BATCH_FILLING:
+        ok, placed, hi, s0, s1, s2, s3 = _fill_batch_filling(hs, tcnt, plev, k, bmax,
+                                                             s0, s1, s2, s3)
+        if hi > top:
+            top = hi
+    else:
+        ok, placed = _fill_batch_sampling(hs, tcnt, plev, k, bmax)
+    for i in range(top + 1):
+        hs[i] = 0
+    return ok, placed, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _place(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+    """One job under ``policy`` (dispatch for the test helpers; the event loop calls the policy
+    function directly, its code being a compile-time constant there)."""
+    if policy == RANDOM:
+        return _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3)
+    if policy == JSQ:
+        return _place_jsq(x, tcnt, plev, k, bmax, s0, s1, s2, s3)
+    if policy == POD or policy == POD_PER_TASK:
+        return _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers,
+                                   s0, s1, s2, s3)
+    return _place_batch(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
+
+
+# --------------------------------------------------------------------------------------------
+# test helpers (python-callable, same code paths as the event loop)
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def place_job(policy, x, k, n_samp, bmax, state):
+    """Place one job on counts ``x`` (not modified): returns ``(admitted, plev, positions,
+    x_after)`` with ``plev`` the levels the placed tasks joined (in order), ``positions[p]`` the
+    number of distinct queues whose job-last task is at position ``p`` and ``x_after`` the
+    counts after the job (equal to ``x`` if dropped). ``n_samp``: queues sampled per job
+    (batch policies, ``k*d``) or per task (``pod``: d; ``pod_per_task``: ``k*d``)."""
+    cap = x.size + k + 2
+    xx = np.zeros(cap, dtype=np.int64)
+    xx[: x.size] = x
+    tcnt = np.zeros(cap, dtype=np.int64)
+    hs = np.zeros(cap, dtype=np.int64)
+    plev = np.zeros(k, dtype=np.int64)
+    ok, placed, s0, s1, s2, s3 = _place(policy, xx, tcnt, hs, plev, k, n_samp, bmax, xx.sum(),
+                                        state[0], state[1], state[2], state[3])
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    if ok and (policy == BATCH_FILLING or policy == BATCH_SAMPLING):
+        for j in range(k):
+            xx[plev[j]] -= 1
+            xx[plev[j] + 1] += 1
+    return ok, plev[:placed].copy(), tcnt, xx
+
+
+@njit(cache=True)
+def fill_sample(policy, hs, k, bmax, state):
+    """Batch-filling / batch-sampling on a given sample histogram ``hs`` (not modified):
+    ``(admitted, plev, positions)`` as in :func:`place_job`."""
+    cap = hs.size + k + 2
+    h = np.zeros(cap, dtype=np.int64)
+    h[: hs.size] = hs
+    tcnt = np.zeros(cap, dtype=np.int64)
+    plev = np.zeros(k, dtype=np.int64)
+    if policy == BATCH_FILLING:
+        ok, placed, _, s0, s1, s2, s3 = _fill_batch_filling(
+            h, tcnt, plev, k, bmax, state[0], state[1], state[2], state[3])
+        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    else:
+        ok, placed = _fill_batch_sampling(h, tcnt, plev, k, bmax)
+    return ok, plev[:placed].copy(), tcnt
+
+
+# --------------------------------------------------------------------------------------------
+# E[response | positions], memoised by signature
+# --------------------------------------------------------------------------------------------
+#: signatures (counts at positions 1..P) are packed 16 bits per position into MEMO_WORDS words
+MEMO_WORDS = 8
+MEMO_MAX_POS = 4 * MEMO_WORDS  # longest memoised signature
+MEMO_MAX_COUNT = 1 << 16  # counts must fit in 16 bits (k < 2**16)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True)
+def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_x, gl_w):
+    """``E[max_i Gamma(p_i, 1)]`` for the job whose queues' job-last positions are counted in
+    ``tcnt[1..top_pos]``, through a memo (open addressing, linear probing) keyed by the exact
+    signature: the quadrature of :func:`sim.core.jobdelay.expected_max_gamma` costs 10-500 us, and
+    under batch-filling a job's queues all end at two adjacent positions (the water level and
+    the one above), so few signatures recur. ``memo_pos[i] == 0`` marks a free slot; nothing is
+    inserted beyond half the table (``memo_fill[0]`` counts entries); signatures longer than
+    :data:`MEMO_MAX_POS` (or a 1-slot table: memo off) go to the quadrature directly. ``key``
+    is scratch (int64[MEMO_WORDS])."""
+    size = memo_pos.size
+    if top_pos > MEMO_MAX_POS or size == 1:
+        return expected_max_gamma(tcnt[: top_pos + 1], gl_x, gl_w)
+    n_words = (top_pos + 3) >> 2
+    for q in range(MEMO_WORDS):
+        key[q] = 0
+    for p in range(1, top_pos + 1):
+        key[(p - 1) >> 2] |= tcnt[p] << (16 * ((p - 1) & 3))
+    hsh = np.uint64(top_pos)
+    for q in range(n_words):
+        hsh = (hsh ^ np.uint64(key[q])) * _GOLDEN
+    mask = size - 1
+    i = np.int64(hsh >> np.uint64(40)) & mask
+    while memo_pos[i] != 0:
+        if memo_pos[i] == top_pos:
+            same = True
+            for q in range(n_words):
+                if memo_keys[i, q] != key[q]:
+                    same = False
+                    break
+            if same:
+                return memo_val[i]
+        i = (i + 1) & mask
+    v = expected_max_gamma(tcnt[: top_pos + 1], gl_x, gl_w)
+    if 2 * memo_fill[0] < size:
+        memo_pos[i] = top_pos
+        for q in range(n_words):
+            memo_keys[i, q] = key[q]
+        memo_val[i] = v
+        memo_fill[0] += 1
+    return v
+
+
+# --------------------------------------------------------------------------------------------
+# the event loop
+# --------------------------------------------------------------------------------------------
+@functools.cache
+def _make_run_span(policy: int):
+    """The event loop compiled for one policy code (a compile-time constant of the closure, so
+    numba removes the other policies' branches; cached on disk per code, as in
+    :mod:`sim.dispatch._agent_kernel`). The policy branch is thus taken once, outside the hot loop."""
+    policy = int(policy)
+
+    @njit(cache=True)
+    def run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
+                 x, acc, tcnt, hs, plev, harm, memo_keys, memo_pos, memo_val, memo_fill,
+                 memo_key, gl_x, gl_w, bounds, state,
+                 w_first, e_first, t_w, qacc,
+                 w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
+                 w_within):
+        """Process events from ``e_first`` (inside window ``w_first``, ``t_w`` of its time and
+        ``qacc`` of its lazy queue area already elapsed) until the end of the run, or until a
+        job could reach the top level of the arrays (then return before that event so that the
+        caller can grow them). Returns ``(window, next event, t_w, qacc)``."""
+        cap = x.size
+        max_level = w_tail.shape[1]
+        n_windows = bounds.size - 1
+        busy = n_servers - x[0]
+        total = np.int64(0)
+        top = 0
+        for lvl in range(cap):
+            total += lvl * x[lvl]
+            if x[lvl] > 0:
+                top = lvl
+        s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+        w = w_first
+        e = e_first
+        while w < n_windows:
+            e1 = bounds[w + 1]
+            grow = False
+            while e < e1:
+                if min(top + k, bmax) + 2 > cap:
+                    grow = True
+                    break
+                rate = arr_rate + busy
+                t_w += 1.0 / rate  # expected holding time of the current state
+                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                if u01(r) * rate < arr_rate:
+                    # ---- job arrival (PASTA: it sees the state just held)
+                    if policy == RANDOM:
+                        ok, placed, s0, s1, s2, s3 = _place_random(
+                            x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3)
+                    elif policy == JSQ:
+                        ok, placed, s0, s1, s2, s3 = _place_jsq(
+                            x, tcnt, plev, k, bmax, s0, s1, s2, s3)
+                    elif policy == POD or policy == POD_PER_TASK:
+                        ok, placed, s0, s1, s2, s3 = _place_pod_per_task(
+                            x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
+                    else:
+                        ok, placed, s0, s1, s2, s3 = _place_batch(
+                            policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers,
+                            s0, s1, s2, s3)
+                    w_arr[w] += 1
+                    if ok:
+                        max_lvl = 0
+                        sum_lvl = 0
+                        for j in range(k):
+                            lvl = plev[j]
+                            if policy == BATCH_FILLING or policy == BATCH_SAMPLING:
+                                x[lvl] -= 1
+                                x[lvl + 1] += 1
+                            if lvl == 0:
+                                busy += 1
+                            acc[lvl + 1] += t_w  # one more server with >= lvl + 1 tasks
+                            sum_lvl += lvl
+                            if lvl > max_lvl:
+                                max_lvl = lvl
+                        total += k
+                        qacc += k * t_w
+                        if max_lvl + 1 > top:
+                            top = max_lvl + 1
+                        # ---- E[response | positions] (Rao-Blackwell)
+                        if max_lvl == 0:
+                            et = harm[tcnt[1]]
+                        elif k == 1:
+                            et = max_lvl + 1.0  # E[Gamma(p, 1)] = p
+                        else:
+                            et = _job_delay(tcnt, max_lvl + 1, memo_keys, memo_pos, memo_val,
+                                            memo_fill, memo_key, gl_x, gl_w)
+                        w_adm[w] += 1
+                        w_resp[w] += et
+                        w_wait[w] += sum_lvl
+                        if max_lvl > 0:
+                            w_waited[w] += 1
+                        if max_lvl < h_thr:
+                            w_within[w] += 1
+                    else:
+                        w_drop[w] += 1
+                    for j in range(placed):
+                        tcnt[plev[j]] = 0
+                        tcnt[plev[j] + 1] = 0
+                else:
+                    # ---- service completion at a uniform busy server
+                    u, s0, s1, s2, s3 = below64(busy, s0, s1, s2, s3)
+                    lvl = 1
+                    while u >= x[lvl]:
+                        u -= x[lvl]
+                        lvl += 1
+                    x[lvl] -= 1
+                    x[lvl - 1] += 1
+                    acc[lvl] -= t_w
+                    qacc -= t_w
+                    total -= 1
+                    if lvl == 1:
+                        busy -= 1
+                    if lvl == top and x[lvl] == 0:
+                        top = lvl - 1
+                e += 1
+            if grow:
+                break
+            # ---- window end: flush the lazy areas (area = count_end * T - sum delta * t)
+            w_time[w] = t_w
+            c = np.int64(0)
+            for i in range(cap - 1, 0, -1):
+                c += x[i]
+                if i <= max_level:
+                    w_tail[w, i - 1] = c * t_w - acc[i]
+                acc[i] = 0.0
+            w_qarea[w] = total * t_w - qacc
+            t_w = 0.0
+            qacc = 0.0
+            w += 1
+        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+        return w, e, t_w, qacc
+
+    return run_span
+
+
+def new_memo(k, bits=16):
+    """Empty signature memo for :func:`_job_delay`: ``2**bits`` slots of 80 bytes (5 MB), or a
+    1-slot dummy (memo off) when counts do not fit in 16 bits or ``k = 1`` (not needed)."""
+    size = 1 if k >= MEMO_MAX_COUNT or k == 1 else 1 << bits
+    return (np.zeros((size, MEMO_WORDS), dtype=np.int64), np.zeros(size, dtype=np.int64),
+            np.zeros(size), np.zeros(1, dtype=np.int64), np.zeros(MEMO_WORDS, dtype=np.int64))
+
+
+def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bounds, state,
+                     harm, memo, gl_x, gl_w, outputs):
+    """Run ``bounds[-1]`` jump-chain events from counts ``x`` and fill the window accumulators.
+
+    Parameters (prepared and validated by :func:`sim.dispatch.occupancy.simulate`)
+    ----------
+    policy : int        code of :data:`sim.dispatch.codes.POLICY_CODES`.
+    n_servers : int     N.
+    arr_rate : float    job arrival rate ``N * lam / k``.
+    k, n_samp : int     tasks per job; queues sampled per job (batch) or per task (pod kinds).
+    bmax : int          buffer b (a large sentinel when unbounded).
+    h_thr : int         threshold h of ``frac_within_h``.
+    x : int64[cap]      initial counts (sum N); the arrays grow between spans as needed.
+    bounds : int64[W+1] first event of each window; ``bounds[-1]`` = events.
+    state : uint64[4]   xoshiro256+ state, advanced in place.
+    harm : float64[k+1] harmonic numbers H_0..H_k.
+    memo :              :func:`new_memo` (E[T] by position signature).
+    outputs : tuple     per-window arrays ``w_time, w_qarea, w_tail[W, max_level], w_arr,
+                        w_drop, w_adm, w_resp, w_wait, w_waited, w_within`` (zeros).
+
+    Areas are integrated lazily: with ``t`` the time elapsed in the window, a change ``delta``
+    of the number of servers with at least ``i`` tasks adds ``delta * t`` to ``acc[i]``; at the
+    window end the area is ``count * T - acc[i]``. O(1) per change, O(levels) per window.
+
+    Returns the final counts (a new array if they grew).
+    """
+    policy = int(policy)
+    run_span = _make_run_span(policy)
+    n_windows = bounds.size - 1
+    cap = x.size
+    acc = np.zeros(cap)
+    tcnt = np.zeros(cap, dtype=np.int64)
+    hs = np.zeros(cap, dtype=np.int64)
+    plev = np.zeros(k, dtype=np.int64)
+    w, e, t_w, qacc = 0, int(bounds[0]), 0.0, 0.0
+    while True:
+        w, e, t_w, qacc = run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
+                                   x, acc, tcnt, hs, plev, harm, *memo, gl_x, gl_w, bounds,
+                                   state, w, e, t_w, qacc, *outputs)
+        if w >= n_windows:
+            return x
+        cap = 2 * x.size
+        x = np.concatenate((x, np.zeros(cap - x.size, dtype=np.int64)))
+        acc = np.concatenate((acc, np.zeros(cap - acc.size)))
+        tcnt = np.zeros(cap, dtype=np.int64)  # all zero between jobs
+        hs = np.zeros(cap, dtype=np.int64)

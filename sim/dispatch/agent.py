@@ -1,0 +1,307 @@
+"""Agent engine: continuous-time simulation of N FIFO servers, one entry per server.
+
+Model
+-----
+N servers with FIFO queues; Poisson arrivals of total rate ``lam * sum(mu)``; exponential service
+at rate ``mu[n]`` at server ``n`` (all 1 by default). Each job is one task, routed on arrival by
+the policy: ``random`` (uniform server), ``jsq`` (uniform among the shortest queues, O(1) per job
+from a bucket sort of the servers by queue length) or ``pod`` (power-of-d: ``d`` distinct queues
+sampled without replacement, join the shortest, ties uniformly at random). With unequal rates
+JSQ and pod still compare queue lengths.
+
+Simulation by uniformization (no event heap): a single event stream of total rate
+``R = lam * sum(mu) + sum(mu)``; an event is an arrival with probability ``lam / (1 + lam)``,
+else a service token at server ``n`` with probability ``mu[n] / sum(mu)`` (uniform, or an alias
+table for unequal rates); a token at an idle server is wasted.
+
+Clock: time advances by the deterministic mean step ``1 / R`` per event instead of an
+``Exp(R)`` draw. The inter-event times of a uniformized chain are i.i.d. and independent of the
+jump chain, so every *mean* is unchanged: a job whose completion comes ``K`` events after its
+arrival has ``E[response | jump chain] = K / R`` (Wald's identity), and a time average equals the
+average over events of the state. Only the spread of individual response times is not the
+model's, so do not read response-time distributions off this engine. Arrival times are stored as
+event indices and converted to time at the end.
+
+Measurements (after the warm-up cut): mean response and mean wait (measured directly per job from
+per-server FIFO ring buffers of arrival times; a response is recorded when the job completes, a
+wait when it reaches the head of its queue, each credited to the window in which the job
+*arrived*; the jobs still in the system at the end are credited with their elapsed time plus
+their exact expected remaining time given their position, which removes the bias against long
+responses that a finite run would otherwise have -- see :func:`sim.dispatch._agent_kernel.close_censored`), probability of waiting (the chosen server was busy
+on arrival), time-average queue length per server, tail fractions ``s_i`` (time-average fraction
+of servers with at least ``i`` tasks), probe messages per job (random 0, pod d, jsq N). Jobs
+present at time 0 (warm start) have unknown arrival times and are not recorded.
+
+Output analysis: the run is split into at least ``n_windows`` windows of ``2**k`` events with
+per-window accumulators; the warm-up is cut by MSER-5 on the per-window mean queue length
+(:func:`sim.core.output.mser5`), and the remaining windows are grouped into ``n_batches`` contiguous
+batches for batch-means standard errors with ratio estimators (:func:`sim.core.output.batch_means`).
+
+Random numbers: xoshiro256+ seeded with ``numpy.random.SeedSequence(seed).generate_state(4,
+numpy.uint64)``: results are bitwise reproducible for a given seed and inputs.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.core.fifo import close_censored, draw_initial_queues
+from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.results import check_run_args, is_int, result_row
+from sim.core.rng import seed_state, threshold
+from sim.core.sampling import alias_table
+from sim.core.windows import window_bounds
+from sim.dispatch import _agent_kernel as _k
+from sim.dispatch.codes import POLICY_CODES
+
+__all__ = ["AgentResult", "simulate", "run_task"]
+
+#: single-task policies of this engine
+AGENT_POLICIES = ("random", "jsq", "pod")
+
+#: the keys :func:`run_task` returns (docs/results-schema.md; ``wall_time`` is added by sim.run)
+
+
+class AgentResult(NamedTuple):
+    """Estimates of one agent run (times in the model's time unit)."""
+
+    mean_response: float
+    mean_response_se: float
+    mean_wait: float
+    mean_wait_se: float
+    prob_wait: float
+    prob_wait_se: float
+    mean_queue: float  #: time-average tasks per server, in service included
+    mean_queue_se: float
+    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
+    tail_se: np.ndarray  #: batch-means standard errors of ``tail``
+    messages_per_job: float
+    n_jobs: int  #: jobs whose response was measured after the warm-up cut
+    events_run: int
+    sim_time: float
+    warmup_time: float
+    warmup_windows: int  #: windows cut by MSER-5 (of n_windows)
+    n_windows: int
+    n_batches: int
+    ci_method: str
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _fixed_point_tail(lam: float, policy: str, d: int, eps: float = 1e-17,
+                      max_levels: int = 1 << 20) -> np.ndarray:
+    """Mean-field fixed point s_1, s_2, ... (until s_i < eps) used for the warm start.
+
+    pod: s_i = lam**((d**i - 1)/(d - 1)) (d = 1, i.e. random: lam**i); jsq: s_1 = lam, rest 0.
+    (Private stand-in for ``sim.dispatch.meanfield.pod_fixed_point_tail``.)
+    """
+    if lam <= 0.0:
+        return np.zeros(0)
+    if policy == "jsq":
+        return np.array([lam])
+    if policy == "random":
+        d = 1
+    log_lam = math.log(lam)
+    out = []
+    expo = 1.0  # (d**i - 1) / (d - 1), via expo_{i+1} = d * expo_i + 1
+    while len(out) < max_levels:
+        x = expo * log_lam
+        if x < math.log(eps):
+            break
+        out.append(math.exp(x))
+        expo = d * expo + 1.0
+    return np.array(out, dtype=np.float64)
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 10**6,
+             seed: int = 0, init: str = "meanfield", n_batches: int = 20, max_level: int = 64,
+             service_rates=None, *, n_windows: int = 1000) -> AgentResult:
+    """Simulate the agent engine and return batch-means estimates after an MSER-5 warm-up cut.
+
+    Parameters
+    ----------
+    n_servers : int
+        N >= 1.
+    lam : float
+        Load, 0 <= lam < 1: the total arrival rate is ``lam * sum(service_rates)``.
+    policy : str
+        ``"random"``, ``"jsq"`` or ``"pod"``.
+    d : int
+        Sample size of ``pod`` (1 <= d <= N); ignored by the other policies.
+    events : int
+        Uniformized events to simulate, warm-up included (>= n_windows).
+    seed : int
+        Non-negative seed; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    init : str
+        ``"meanfield"``: queue lengths i.i.d. from the mean-field fixed point of the policy
+        (``P(Q >= i) = s_i``); with unequal service rates there is no such point here and the
+        system starts empty. ``"empty"``: all queues empty.
+    n_batches : int
+        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
+    max_level : int
+        Length of the reported tail ``s_1..s_max_level``.
+    service_rates : array_like or None
+        Per-server service rates (length N, finite, > 0); None means all 1. JSQ and pod still
+        compare queue lengths. Stability is not checked (random routing needs
+        ``lam * mean(mu) < min(mu)``).
+
+    n_windows : int
+        Fine windows for the warm-up cut and batching (keyword only).
+
+    Returns
+    -------
+    AgentResult
+
+    Raises
+    ------
+    ValueError
+        On bad input, naming the offending parameter.
+
+    Notes
+    -----
+    Memory: the arrival-time ring buffers take ``8 * N * C`` bytes, ``C`` the smallest power of
+    two above the longest queue seen: about 1.3 MB (C = 16) for N = 10**4 under power-of-2 at
+    lam = 0.9, but gigabytes for random routing with N = 10**4 near lam = 1 (queues of
+    thousands).
+
+    Compilation: one event loop per (policy, pod sampling method, equal/unequal rates) is compiled
+    on first use and cached on disk (see :mod:`sim.dispatch._agent_kernel`).
+    """
+    # ---- validation
+    if not is_int(n_servers) or n_servers < 1:
+        raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
+    if n_servers >= 2**31:
+        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
+    if (not isinstance(lam, (int, float, np.integer, np.floating)) or isinstance(lam, bool)
+            or not math.isfinite(lam) or not 0.0 <= lam < 1.0):
+        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
+    lam = float(lam)
+    if policy not in AGENT_POLICIES:
+        raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(AGENT_POLICIES)}")
+    if policy == "pod":
+        if not is_int(d) or not 1 <= d <= n_servers:
+            raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
+    if service_rates is None:
+        mu = np.ones(n_servers)
+    else:
+        try:
+            mu = np.asarray(service_rates, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"service_rates={service_rates!r} must be a list of numbers") from None
+        if mu.shape != (n_servers,):
+            raise ValueError(
+                f"service_rates must have length n_servers={n_servers}, got shape {mu.shape}")
+        if not np.all(np.isfinite(mu)) or not np.all(mu > 0):
+            raise ValueError("service_rates must be finite and > 0")
+    n_servers, d, events, n_batches = int(n_servers), int(d), int(events), int(n_batches)
+    max_level, n_windows = int(max_level), int(n_windows)
+    code = POLICY_CODES[policy]
+    if policy != "pod":
+        d = 1
+
+    # ---- set-up
+    hetero = bool(np.any(mu != mu[0]))
+    rate = (1.0 + lam) * float(mu.sum())
+    dt = 1.0 / rate
+    p_arrival = threshold(lam / (1.0 + lam))
+    if hetero:
+        alias_thr, alias_idx = alias_table(mu / mu.sum())
+    else:
+        alias_thr = np.zeros(1, dtype=np.uint64)
+        alias_idx = np.zeros(1, dtype=np.int64)
+    state = seed_state(seed)
+    if init == "meanfield" and not hetero:
+        q = draw_initial_queues(_fixed_point_tail(lam, policy, d), n_servers, state)
+    else:
+        q = np.zeros(n_servers, dtype=np.int64)
+    cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
+    while cap <= int(q.max()):
+        cap *= 2
+    buf = np.full((n_servers, cap), np.nan)
+    head = np.zeros(n_servers, dtype=np.int64)
+    bounds = window_bounds(events, n_windows)
+    n_windows = bounds.size - 1  # between n_windows and 2 * n_windows (power-of-two lengths)
+    w_jobs = np.zeros(n_windows, dtype=np.int64)
+    w_resp = np.zeros(n_windows)
+    w_starts = np.zeros(n_windows, dtype=np.int64)
+    w_wait = np.zeros(n_windows)
+    w_arr = np.zeros(n_windows, dtype=np.int64)
+    w_waited = np.zeros(n_windows, dtype=np.int64)
+    w_qarea = np.zeros(n_windows, dtype=np.int64)
+    w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
+    w_probes = np.zeros(n_windows, dtype=np.int64)
+
+    buf = _k.agent_kernel(code, d, 2 * d > n_servers, p_arrival, hetero, alias_thr, alias_idx,
+                    q, buf, head, bounds, state,
+                    w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes)
+    close_censored(q, buf, head, mu, rate, bounds, w_jobs, w_resp, w_starts, w_wait)
+
+    # ---- output analysis
+    lengths = np.diff(bounds).astype(np.float64)
+    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
+    keep = slice(cut, n_windows)
+    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
+    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
+    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
+    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
+    n_arr = int(w_arr[keep].sum())
+    probes_per_job = {"random": 0, "jsq": n_servers, "pod": d}[policy]
+    messages = float(w_probes[keep].sum() / n_arr) if n_arr > 0 else float(probes_per_job)
+    return AgentResult(
+        mean_response=resp.estimate, mean_response_se=resp.se,
+        mean_wait=wait.estimate, mean_wait_se=wait.se,
+        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
+        mean_queue=queue.estimate, mean_queue_se=queue.se,
+        tail=tail, tail_se=tail_se, messages_per_job=messages, n_jobs=int(w_jobs[keep].sum()),
+        events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
+        warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
+        ci_method=ci_label(n_batches, resp.batch_values),
+    )
+
+
+def run_task(task: dict) -> dict:
+    """Run one agent task (keys as in docs/results-schema.md) and return the result keys
+    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`)."""
+    def as_int(key, default=None):
+        # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
+        x = task.get(key, default)
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    res = simulate(
+        n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"],
+        d=as_int("d", 1) if task["policy"] == "pod" else 1,
+        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
+        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+        service_rates=task.get("service_rates"),
+    )
+    # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
+    return result_row(
+        res,
+        queueing_ratio=float(res.mean_response) - 1.0,
+        queueing_ratio_se=float(res.mean_response_se),
+        drop_prob=0.0, drop_prob_se=0.0,
+        frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
+    )

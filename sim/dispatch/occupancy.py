@@ -1,0 +1,386 @@
+"""Occupancy engine: simulation on the counts of servers per queue length (parallel jobs).
+
+Model (Weng & Wang 2020, "Achieving zero asymptotic queueing delay for parallel jobs")
+-------------------------------------------------------------------------------------
+N FIFO servers with Exp(1) task service. Jobs arrive as a Poisson process of rate ``N * lam /
+k``; a job is ``k`` tasks that may run on different servers and is done when its last task is.
+Optional buffer ``b`` per server (task in service included): if any task of a job would make its
+queue longer than ``b`` the whole job is dropped. Policies (codes of
+:data:`sim.dispatch.codes.POLICY_CODES`; each is power-of-d when ``k = 1``):
+
+- ``batch_filling(d)``: sample ``k*d`` distinct queues; place the tasks one by one, each into a
+  currently shortest sampled queue (lengths updated after each task; ties uniform).
+- ``batch_sampling(d)``: sample ``k*d`` distinct queues; one task to each of the ``k`` shortest.
+- ``pod_per_task(d)``: each task samples its own ``k*d`` distinct queues (independently of the
+  other tasks) and joins the shortest; tasks placed one after another.
+- ``random``: each task to a uniform server, independently (two tasks of a job may share one).
+- ``jsq``: each task, one after another, to a uniform server among the currently shortest.
+- ``pod`` (``k = 1``): ``d`` distinct queues sampled, join the shortest.
+
+State and events
+----------------
+The policies are symmetric in the servers, so the counts ``x[l]`` of servers with exactly ``l``
+tasks form a Markov chain; an event costs O(levels + k*d) whatever N is, and memory is a few
+arrays of length (highest level + k). How a job is placed and how queues are sampled without
+replacement (multivariate hypergeometric, exact, one server at a time) is described in
+:mod:`sim.dispatch._occupancy_kernel`.
+
+Clock: embedded jump chain with Rao-Blackwellised time
+------------------------------------------------------
+In state ``x`` the total event rate is ``R(x) = N*lam/k + (number of busy servers)``. Each event
+is drawn from the jump chain -- an arrival with probability ``(N*lam/k) / R(x)``, else a service
+completion at a uniform busy server -- and the state ``x`` it leaves is credited with its
+*expected* holding time ``1 / R(x)`` instead of an ``Exp(R(x))`` draw. Time averages are then
+``sum f(x_n) / R(x_n) / sum 1 / R(x_n)`` over the visited states: the conditional expectation of
+the usual estimator given the jump chain (same mean, smaller variance). Why not uniformization
+with the bound ``N*lam/k + N``: a service token at an idle server is a wasted event, and in the
+state representation a useful event is no cheaper than in the jump chain (both need one level
+search), so uniformizing would only waste a fraction ``(1 - busy/N) / (1 + lam/k)`` of the
+events (most of them at light load). ``events`` therefore counts real transitions (arrivals,
+dropped ones included, and service completions), and ``sim_time`` is the sum of the expected
+holding times.
+
+Measurements (per job at its arrival, per state for time averages)
+-----------------------------------------------------------------
+- ``mean_response``: a job's tasks take positions ``p_1..p_m`` in the distinct queues it uses
+  (for a queue that gets several of its tasks only the last counts); with FIFO and Exp(1)
+  service its response given the positions is ``max_i Gamma(p_i, 1)``, independent across
+  queues, so ``E[T | positions]`` (:func:`sim.core.jobdelay.expected_max_gamma`; ``H_m`` when all
+  positions are 1, ``p`` for ``k = 1``, else memoised by the signature of position counts) is
+  recorded at arrival. By PASTA the mean
+  over admitted arrivals is the steady-state mean response of an admitted job. Exact: no job is
+  censored by the end of the run.
+- ``mean_wait``: mean over *tasks* of ``position - 1``, each task's expected wait before its
+  service starts (the task in service ahead has an Exp(1) residual). For ``k = 1`` it is the
+  job's mean wait.
+- ``prob_wait``: fraction of admitted jobs with some task at position >= 2.
+- ``frac_within_h``: fraction of admitted jobs all of whose tasks take positions <= ``h``.
+- ``queueing_ratio``: ``(mean_response - H_k) / H_k``, ``H_k`` the harmonic number (its SE is
+  ``mean_response_se / H_k``).
+- ``drop_prob``: dropped jobs over arriving jobs.
+- ``mean_queue``, ``tail``: time averages (weights ``1 / R``) of tasks per server and of the
+  fraction of servers with at least ``i`` tasks, integrated lazily (O(1) per state change).
+- ``messages_per_job``: queue-length probes per arriving job: batch policies ``k*d``,
+  ``pod_per_task`` ``k*(k*d)``, ``pod`` ``d``, ``random`` 0, ``jsq`` ``N*k``.
+
+Output analysis, as in :mod:`sim.dispatch.agent`: windows of ``2**j`` events (between ``n_windows`` and
+``2*n_windows`` of them), MSER-5 on the per-window mean queue length, batch means with ratio
+estimators over ``n_batches`` contiguous batches of the kept windows.
+
+Initial state (``init="meanfield"``): the counts of the mean-field fixed point (N -> infinity
+at fixed k, d), ``N * s_i`` rounded, from :func:`meanfield_tail`; ``init="empty"``: all idle.
+Either way MSER-5 cuts what remains of the transient; at large N a run covers little simulated
+time (about ``events / (N * (1 + lam))``), so the fixed-point start matters there.
+
+Random numbers: xoshiro256+ seeded from ``numpy.random.SeedSequence(seed)``; bitwise
+reproducible for a given seed and inputs (and independent of the internal array sizes).
+
+Speed (benchmarks/bench_occupancy.py; 2 shared, loaded cores): 60-80 ns per event for
+power-of-2 and for batch-filling with k = 16, d = 4 at lam = 0.9, the same at N = 10**3 and
+N = 10**9; per job about 2x faster than the agent engine on power-of-2 at N = 10**6 and 3x
+faster than :mod:`sim.dispatch.parallel` on batch-filling (k = 16, d = 4) at N = 10**6. Slow case: random
+routing (or any policy leaving jobs at deep, varied positions) with k > 1 at high load, where
+each job's E[T] is a fresh quadrature (:mod:`sim.dispatch._occupancy_kernel`).
+
+Caveat for large N: a run of ``events`` covers about ``events / (N * (lam + s_1))`` time units
+(~50 for 10**8 events at N = 10**6), so the within-run batch-means SE is honest only when that is
+many times the relaxation time of the system (13 time units for power-of-2 at lam = 0.9); at
+very large N use independent replications (the analysis does when there are several).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.core.output import ci_label
+from sim.core.results import RESULT_KEYS, check_run_args, is_int, result_row
+from sim.core.windows import window_bounds
+from sim.dispatch import _occupancy_kernel as _k
+from sim.dispatch.codes import BATCH_POLICIES, POLICY_CODES
+from sim.core.jobdelay import GL_W, GL_X
+from sim.core.output import batch_means, tail_estimate, warmup_cut
+
+__all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail", "messages_per_job",
+           "OCCUPANCY_POLICIES"]
+
+#: policies this engine serves
+OCCUPANCY_POLICIES: tuple[str, ...] = ("random", "jsq", "pod") + BATCH_POLICIES
+
+
+#: stand-in for an unbounded buffer inside the kernel
+_UNBOUNDED = 2**62
+
+
+class OccupancyResult(NamedTuple):
+    """Estimates of one occupancy run (times in the model's time unit, mean service 1)."""
+
+    mean_response: float  #: mean response of an admitted job (until its last task is done)
+    mean_response_se: float
+    mean_wait: float  #: mean over tasks of (position - 1): expected wait before service
+    mean_wait_se: float
+    prob_wait: float  #: fraction of admitted jobs with some task at position >= 2
+    prob_wait_se: float
+    mean_queue: float  #: time-average tasks per server, in service included
+    mean_queue_se: float
+    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
+    tail_se: np.ndarray
+    queueing_ratio: float  #: (mean_response - H_k) / H_k
+    queueing_ratio_se: float
+    drop_prob: float  #: dropped / arriving jobs
+    drop_prob_se: float
+    frac_within_h: float  #: fraction of admitted jobs with all tasks at positions <= h
+    frac_within_h_se: float
+    messages_per_job: float
+    n_jobs: int  #: admitted jobs after the warm-up cut
+    n_arrivals: int  #: arriving jobs after the warm-up cut
+    arrivals_run: int  #: arriving jobs in the whole run (warm-up included)
+    events_run: int
+    sim_time: float
+    warmup_time: float
+    warmup_windows: int
+    n_windows: int
+    n_batches: int
+    ci_method: str
+
+
+# --------------------------------------------------------------------------------------------
+# mean-field fixed point (start of the run)
+# --------------------------------------------------------------------------------------------
+def _pmf_power_truncated(pmf: np.ndarray, n: int, size: int) -> np.ndarray:
+    """pmf of the sum of ``n`` i.i.d. copies of a variable on 0, 1, ..., truncated to the values
+    ``0..size-1`` (the mass above is dropped): binary powering of truncated convolutions."""
+    out = np.zeros(size)
+    out[0] = 1.0
+    base = np.zeros(size)
+    m = min(size, pmf.size)
+    base[:m] = pmf[:m]
+    while n > 0:
+        if n & 1:
+            out = np.convolve(out, base)[:size]
+        n >>= 1
+        if n:
+            base = np.convolve(base, base)[:size]
+    return out
+
+
+def meanfield_tail(policy: str, lam: float, k: int = 1, d: int = 1, b: int | None = None,
+                   eps: float = 1e-12, max_levels: int = 100_000) -> np.ndarray:
+    """Fixed point ``s_1, s_2, ...`` (until ``s_i < eps``, or level ``b``) of the N -> infinity
+    limit at fixed ``k`` and ``d``, used as the initial state.
+
+    In the limit the ``k*d`` sampled queues are i.i.d. with ``P(level >= l) = s_l``. An arrival
+    raises ``N*s_i`` by the number of its tasks at position exactly ``i``, and services lower
+    it at rate ``N*(s_i - s_{i+1})``; summing the balance over the levels above ``i`` gives
+    ``s_i = (lam / k) * E[T_i]`` with ``T_i`` the number of a job's tasks at positions ``>= i``:
+
+    - batch-filling: ``T_i = (k - F_{i-1})^+``, ``F_l = sum over the sample of (l - level)^+``
+      (the free slots at positions <= l; tasks fill positions from the lowest up);
+    - batch-sampling: ``T_i = (k - #{sampled queues at level < i-1})^+``;
+    - pod_per_task: ``E[T_i] = k * s_{i-1}**(k*d)`` (pod with ``k*d`` choices); pod:
+      ``s_{i-1}**d``; random: ``k * s_{i-1}`` (``lam**i``); jsq: ``s_1 = lam``, then 0.
+
+    (Interactions between the tasks of one job vanish in this limit.) ``k = 1`` gives the
+    power-of-d fixed point for every batch policy. With a buffer the tail stops at level ``b``;
+    for ``lam >= 1`` (allowed with a buffer) there is no such point and an empty array is
+    returned (start empty).
+    """
+    if lam <= 0.0 or lam >= 1.0:
+        return np.zeros(0)
+    top = max_levels if b is None else min(max_levels, b)
+    s = [1.0]  # s_0
+    if policy == "jsq":
+        return np.array([lam])
+    n = k * d
+    while len(s) <= top:
+        prev = s[-1]
+        if policy == "random":
+            si = lam * prev
+        elif policy == "pod":
+            si = lam * prev**d
+        elif policy == "pod_per_task":
+            si = lam * prev**n
+        elif policy in ("batch_filling", "batch_sampling"):
+            lvl = len(s) - 1  # i - 1: slots below position i
+            levels = np.array(s + [0.0])
+            p_level = levels[:-1] - levels[1:]  # P(level = j), j = 0..i-1
+            if policy == "batch_filling":
+                # one sampled queue offers (lvl - level)^+ slots at positions <= lvl
+                pmf = np.zeros(lvl + 1)
+                for j in range(lvl):
+                    pmf[lvl - j] += p_level[j]
+                pmf[0] += prev  # level >= lvl: no slot
+            else:
+                pmf = np.array([prev, 1.0 - prev])  # 1 iff the queue is below level lvl
+            dist = _pmf_power_truncated(pmf, n, k)
+            si = lam / k * float(np.dot(k - np.arange(k), dist))
+        else:
+            raise ValueError(f"policy={policy!r} is not served by the occupancy engine")
+        if si < eps:
+            break
+        s.append(min(si, prev))
+    return np.array(s[1:])
+
+
+def _initial_counts(tail: np.ndarray, n_servers: int) -> np.ndarray:
+    """Counts ``x[l]`` with ``#{servers with >= i tasks} = round(N * s_i)`` (deterministic)."""
+    ge = np.round(n_servers * np.asarray(tail, dtype=np.float64)).astype(np.int64)
+    ge = np.minimum.accumulate(np.minimum(ge, n_servers)) if ge.size else ge
+    ge = np.concatenate(([n_servers], ge, [0]))
+    return ge[:-1] - ge[1:]
+
+
+def messages_per_job(policy: str, n_servers: int, k: int, d: int) -> float:
+    """Queue-length probes per arriving job."""
+    return float({"random": 0, "jsq": n_servers * k, "pod": d, "batch_filling": k * d,
+                  "batch_sampling": k * d, "pod_per_task": k * k * d}[policy])
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
+             b: int | None = None, events: int = 10**6, seed: int = 0, init: str = "meanfield",
+             n_batches: int = 20, max_level: int = 64, h: int = 1, *,
+             n_windows: int = 1000) -> OccupancyResult:
+    """Simulate the occupancy engine; batch-means estimates after an MSER-5 warm-up cut.
+
+    Parameters
+    ----------
+    n_servers : int
+        N, 1 <= N < 2**62 (10**9 costs the same per event as 10**3).
+    lam : float
+        Load per server, 0 < lam (job rate ``N * lam / k``); lam < 1 unless ``b`` is given.
+    policy : str
+        ``random``, ``jsq``, ``pod``, ``batch_filling``, ``batch_sampling``, ``pod_per_task``.
+    k : int
+        Tasks per job, 1 <= k <= N (``pod``: k = 1).
+    d : int
+        Probe overhead: ``pod`` samples ``d`` queues, batch policies ``k*d`` (per job; per task
+        for ``pod_per_task``); ``k*d <= N``. Ignored by ``random`` and ``jsq``.
+    b : int or None
+        Buffer per server, task in service included (None: unbounded).
+    events : int
+        Jump-chain events (arrivals and service completions), warm-up included, >= n_windows.
+    seed : int
+        Non-negative; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    init : str
+        ``meanfield`` (counts of :func:`meanfield_tail`) or ``empty``.
+    n_batches : int
+        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
+    max_level : int
+        Length of the reported tail ``s_1..s_max_level``.
+    h : int
+        Position threshold of ``frac_within_h`` (>= 1).
+    n_windows : int
+        Fine windows for the warm-up cut and batching (keyword only).
+
+    Raises
+    ------
+    ValueError
+        On bad input, naming the offending parameter.
+    """
+    if policy not in OCCUPANCY_POLICIES:
+        raise ValueError(f"policy={policy!r} is not served by the occupancy engine; valid: "
+                         f"{', '.join(OCCUPANCY_POLICIES)}")
+    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
+        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
+    if not is_int(k) or not 1 <= k <= n_servers:
+        raise ValueError(f"k={k!r} must be an integer with 1 <= k <= n_servers={n_servers}")
+    if policy == "pod" and k != 1:
+        raise ValueError(f"k={k!r}: policy 'pod' serves single-task jobs (k = 1)")
+    if b is not None and (not is_int(b) or b < 1):
+        raise ValueError(f"b={b!r} must be an integer >= 1 (or None: unbounded)")
+    if (not isinstance(lam, (int, float, np.integer, np.floating)) or isinstance(lam, bool)
+            or not math.isfinite(lam) or lam <= 0.0):
+        raise ValueError(f"lam={lam!r} must be a finite number > 0 (with lam = 0 no job "
+                         "arrives and there is nothing to estimate)")
+    if b is None and lam >= 1.0:
+        raise ValueError(f"lam={lam!r} must be < 1 when the buffer b is unbounded")
+    if policy in ("pod",) + BATCH_POLICIES:
+        if not is_int(d) or d < 1 or k * d > n_servers:
+            raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers "
+                             f"(k={k}, n_servers={n_servers})")
+    else:
+        d = 1
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
+    if not is_int(h) or h < 1:
+        raise ValueError(f"h={h!r} must be an integer >= 1")
+    n_servers, k, d, events, seed = int(n_servers), int(k), int(d), int(events), int(seed)
+    n_batches, max_level, h, n_windows = int(n_batches), int(max_level), int(h), int(n_windows)
+    lam = float(lam)
+    code = POLICY_CODES[policy]
+    n_samp = {"random": 1, "jsq": 1, "pod": d}.get(policy, k * d)
+    bmax = _UNBOUNDED if b is None else int(b)
+
+    # ---- set-up
+    state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
+    tail0 = meanfield_tail(policy, lam, k, d, b) if init == "meanfield" else np.zeros(0)
+    x0 = _initial_counts(tail0, n_servers)
+    cap = 16
+    while cap < min(x0.size - 1 + k, bmax) + 2:
+        cap *= 2
+    x = np.zeros(cap, dtype=np.int64)
+    x[: x0.size] = x0
+    harm = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, k + 1))))
+    memo = _k.new_memo(k)
+    bounds = window_bounds(events, n_windows)
+    n_win = bounds.size - 1
+    outputs = (np.zeros(n_win), np.zeros(n_win), np.zeros((n_win, max_level)),
+               np.zeros(n_win, np.int64), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64),
+               np.zeros(n_win), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64),
+               np.zeros(n_win, np.int64))
+    _k.occupancy_kernel(code, n_servers, n_servers * lam / k, k, n_samp, bmax, h, x, bounds,
+                        state, harm, memo, GL_X, GL_W, outputs)
+    (w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
+     w_within) = outputs
+
+    # ---- output analysis
+    cut = warmup_cut(w_qarea, w_time, n_servers, n_batches)
+    keep = slice(cut, n_win)
+    resp = batch_means(w_resp[keep], w_adm[keep], n_batches)
+    wait = batch_means(w_wait[keep], k * w_adm[keep], n_batches)
+    pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
+    within = batch_means(w_within[keep], w_adm[keep], n_batches)
+    drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
+    queue = batch_means(w_qarea[keep], w_time[keep] * n_servers, n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], w_time[keep], n_servers, n_batches)
+    h_k = float(harm[k])
+    return OccupancyResult(
+        mean_response=resp.estimate, mean_response_se=resp.se,
+        mean_wait=wait.estimate, mean_wait_se=wait.se,
+        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
+        mean_queue=queue.estimate, mean_queue_se=queue.se,
+        tail=tail, tail_se=tail_se,
+        queueing_ratio=(resp.estimate - h_k) / h_k, queueing_ratio_se=resp.se / h_k,
+        drop_prob=drop.estimate, drop_prob_se=drop.se,
+        frac_within_h=within.estimate, frac_within_h_se=within.se,
+        messages_per_job=messages_per_job(policy, n_servers, k, d),
+        n_jobs=int(w_adm[keep].sum()), n_arrivals=int(w_arr[keep].sum()),
+        arrivals_run=int(w_arr.sum()),
+        events_run=events, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
+        warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
+        ci_method=ci_label(n_batches, resp.batch_values)
+        + "; jump chain, expected holding times",
+    )
+
+
+def run_task(task: dict) -> dict:
+    """Run one occupancy task (keys as in docs/results-schema.md) and return the result keys
+    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`)."""
+    def as_int(key, default=None):
+        x = task.get(key, default)
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    policy = task["policy"]
+    needs_d = policy in ("pod",) + BATCH_POLICIES
+    res = simulate(
+        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=as_int("k", 1),
+        d=as_int("d") if needs_d else 1, b=as_int("b"), events=as_int("events"),
+        seed=as_int("seed"), init=task.get("init", "meanfield"),
+        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+        h=as_int("h", 1),
+    )
+    return result_row(res)

@@ -1,0 +1,393 @@
+"""Agent engine for parallel jobs: N FIFO servers, jobs of k tasks, one entry per server.
+
+Model (Weng & Wang, "Achieving zero asymptotic queueing delay for parallel jobs", 2020)
+-------------------------------------------------------------------------------------
+N servers, FIFO, Exp(1) task service. Jobs arrive as a Poisson process of rate ``N * lam / k``;
+each job is ``k`` tasks that may run on different servers, and is done when its last task is.
+Optional buffer ``b`` per server (the task in service included): if any task of a job would
+exceed it, the *whole* job is dropped. Without ``b`` queues are unbounded and ``lam < 1``.
+
+Policies (each is power-of-d when ``k = 1``; ``m = k * d`` queues sampled without replacement):
+
+- ``batch_filling``: sample ``m`` queues, place the tasks one by one, each into the currently
+  shortest sampled queue (lengths updated after each placement).
+- ``batch_sampling``: sample ``m`` queues, one task to each of the ``k`` shortest.
+- ``pod_per_task``: each task samples its own ``m = k * d`` queues and joins the shortest; the
+  tasks of a job are placed one after another. (This is the project's registry definition, so
+  ``messages_per_job = k * k * d``; the "batch-version pod" of Ying et al. samples d per task.)
+- ``random``: each task to a uniform server, independently (tasks may share a server).
+- ``jsq``: each task, one after another, to a currently shortest queue (O(1) per task).
+
+Ties are broken uniformly at random (see :mod:`sim.dispatch._parallel_kernel`). Probe messages per job:
+batch policies ``k*d``, pod_per_task ``k*k*d``, random 0, jsq ``N*k``.
+
+Simulation
+----------
+Uniformization as in :mod:`sim.dispatch.agent`: one event stream of rate ``R = N*lam/k + N``; an event is
+a job arrival with probability ``(lam/k) / (lam/k + 1)``, else a service token at a uniform
+server (wasted if idle). The clock advances by the deterministic step ``1/R`` per event, which
+leaves every *mean* exact (see the :mod:`sim.dispatch.agent` docstring); do not read response-time
+distributions off this engine.
+
+Measurements, per job and per task, directly (ring buffers hold each task's job slot; the job
+table holds the arrival event and the number of tasks left):
+
+- ``mean_response``: job response = completion event of its last task minus its arrival event,
+  times ``1/R``; credited to the window of the job's *arrival*.
+- ``mean_wait``: mean over tasks of the time from the job's arrival to the task's start of
+  service (0 for a task placed at position 1), measured when the task reaches the head.
+- ``mean_task_response`` (result tuple only): mean task sojourn, for Little's law.
+- End of run: jobs and tasks still present are credited with elapsed time plus the exact
+  expected remaining time given their positions (a job: E[max over its queues of
+  Gamma(position of its last task there, 1)], :func:`sim.core.jobdelay.expected_max_gamma`; a task at
+  position p waits p - 1 more and stays p more), which removes the finite-run bias.
+- ``prob_wait``: fraction of admitted jobs with at least one task at position >= 2 on arrival;
+  ``frac_within_h``: admitted jobs whose tasks all take positions <= h (task key ``h``,
+  default 1); ``drop_prob``: dropped / arrived jobs (0 without a buffer).
+- ``queueing_ratio`` = (E[T] - H_k) / H_k with ``H_k = E[max of k Exp(1)]`` the inherent delay;
+  its SE is the batch-means SE of E[T] over H_k.
+- ``mean_queue`` and tail ``s_i``: time averages per server (tasks, in service included).
+
+Output analysis as in :mod:`sim.dispatch.agent`: windows of ``2**s`` events, MSER-5 cut on the per-window
+mean queue, batch means with ratio estimators.
+
+Initial state (``init``): with ``k = 1`` and no buffer, ``"meanfield"`` draws the queues i.i.d.
+from the mean-field fixed point of the policy (power-of-d with ``d`` for the batch policies);
+tasks present at time 0 have no known arrival and are not measured. For ``k > 1`` or a finite
+buffer there is no fixed point available here, so ``"meanfield"`` starts empty (reported as
+``init_used`` in :class:`ParallelResult`) and the transient is left to the MSER-5 cut: use runs
+long compared with the relaxation time.
+
+Random numbers: two xoshiro256+ streams (events; samples and routing) seeded by
+``numpy.random.SeedSequence(seed).generate_state(8)``; bitwise reproducible, and independent of
+the internal array capacities (growth never changes the random streams).
+
+Speed (batch-filling, d = 2, lam = 0.9, process CPU time on a shared 2-core machine, whole
+``simulate`` call): 24-28 million events/s at N = 10**4 (k = 16: 1.3-1.4 million jobs/s) and
+11-14 million at N = 10**6 (k = 16: 0.6 million jobs/s; k = 191: 55-67 thousand jobs/s), where
+the loop is bound by memory latency (see :mod:`sim.dispatch._parallel_kernel` for the record layout and
+prefetching that get it there). A job costs O(k*d) for the batch policies but O(k*k*d) for
+pod_per_task. The end-of-run correction costs ~30 us per job left in the system when its tasks
+sit deep in queues (random routing near lam = 1: seconds at N = 10**5), and is negligible
+otherwise.
+
+A law worth knowing when testing: under ``random`` routing with k > 1 the tasks of a job may
+share a server, so each server is an M^X/M/1 queue (batches Binomial(k, 1/N)), with mean length
+``lam (1 + (k - 1) / (2 N)) / (1 - lam)``, not the M/M/1 value (tests/test_parallel.py).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.core.fifo import draw_initial_queues
+from sim.core.jobdelay import GL_W, GL_X, harmonic
+from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.results import RESULT_KEYS, check_run_args, is_int, result_row
+from sim.core.rng import threshold
+from sim.core.windows import window_bounds
+from sim.dispatch import _parallel_kernel as _k
+from sim.dispatch.agent import _fixed_point_tail
+from sim.dispatch.codes import POLICY_CODES
+
+__all__ = ["ParallelResult", "simulate", "run_task", "place_job", "assign_tasks",
+           "messages_per_job", "PARALLEL_POLICIES"]
+
+#: policies this engine serves
+PARALLEL_POLICIES: tuple[str, ...] = ("random", "jsq", "batch_filling", "batch_sampling",
+                                      "pod_per_task")
+_SAMPLING = ("batch_filling", "batch_sampling", "pod_per_task")
+
+
+class ParallelResult(NamedTuple):
+    """Estimates of one parallel-job agent run (times in the model's time unit)."""
+
+    mean_response: float  #: job response (until its last task completes)
+    mean_response_se: float
+    mean_wait: float  #: per task: arrival to start of service
+    mean_wait_se: float
+    mean_task_response: float  #: per task: arrival to completion
+    mean_task_response_se: float
+    prob_wait: float  #: admitted jobs with a task at position >= 2
+    prob_wait_se: float
+    frac_within_h: float  #: admitted jobs with every task at position <= h
+    frac_within_h_se: float
+    drop_prob: float  #: dropped / arrived jobs
+    drop_prob_se: float
+    queueing_ratio: float  #: (mean_response - H_k) / H_k
+    queueing_ratio_se: float
+    mean_queue: float  #: time-average tasks per server, in service included
+    mean_queue_se: float
+    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
+    tail_se: np.ndarray
+    messages_per_job: float
+    n_jobs: int  #: jobs whose response was measured after the warm-up cut
+    n_arrivals: int  #: jobs arrived after the cut (admitted or dropped)
+    events_run: int
+    sim_time: float
+    warmup_time: float
+    warmup_windows: int
+    n_windows: int
+    n_batches: int
+    init_used: str  #: "meanfield" or "empty"
+    ci_method: str
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+def _is_number(x) -> bool:
+    return (isinstance(x, (int, float, np.integer, np.floating))
+            and not isinstance(x, (bool, np.bool_)) and math.isfinite(x))
+
+
+def messages_per_job(policy: str, n_servers: int, k: int, d: int) -> float:
+    """Queue-length probes per job: batch policies k*d, pod_per_task k*k*d, random 0, jsq N*k."""
+    return float({"random": 0, "jsq": n_servers * k, "batch_filling": k * d,
+                  "batch_sampling": k * d, "pod_per_task": k * k * d}[policy])
+
+
+def _check_policy(policy) -> None:
+    if policy not in PARALLEL_POLICIES:
+        raise ValueError(f"policy={policy!r} is not served by sim.dispatch.parallel; valid: "
+                         f"{', '.join(PARALLEL_POLICIES)} (pod: sim.dispatch.agent)")
+
+
+def _check_b(b) -> int:
+    if b is None:
+        return int(_k.UNBOUNDED)
+    if not is_int(b) or b < 1:
+        raise ValueError(f"b={b!r} must be an integer >= 1 (or None: unbounded)")
+    return int(b)
+
+
+def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=0, state=None):
+    """Where one job's ``k`` tasks go under ``policy`` given queue lengths ``q`` (the engine's
+    own plan code, random sample and ties included; for tests on hand-built states).
+
+    Returns the number of tasks each server receives (int array of length N), or ``None`` if
+    the buffer ``b`` drops the job. ``state`` (uint64[4], advanced in place) overrides ``seed``.
+    """
+    _check_policy(policy)
+    q = np.ascontiguousarray(q, dtype=np.int64)
+    if q.ndim != 1 or q.size < 1 or q.min() < 0:
+        raise ValueError("q must be a non-empty 1-D array of non-negative lengths")
+    if not is_int(k) or not 1 <= k:
+        raise ValueError(f"k={k!r} must be an integer >= 1")
+    m = int(k * d) if policy in _SAMPLING else 1
+    if policy in _SAMPLING and (not is_int(d) or d < 1 or m > q.size):
+        raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= N={q.size}")
+    bb = _check_b(b)
+    if state is None:
+        state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
+    placed, dest = _k.plan_job(q, POLICY_CODES[policy], int(k), m, np.int64(bb), state)
+    if placed < 0:
+        return None
+    return np.bincount(dest, minlength=q.size)
+
+
+def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
+    """Batch-filling / batch-sampling of ``k`` tasks into sampled queues of the given
+    ``lengths``, listed in sample order (deterministic: a tie goes to the queue listed first;
+    the engine draws samples in uniformly random order, so its ties are uniform).
+
+    Returns the number of tasks each sampled queue receives, or ``None`` if dropped by ``b``.
+    """
+    if policy not in ("batch_filling", "batch_sampling"):
+        raise ValueError(f"policy={policy!r} must be batch_filling or batch_sampling")
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    if lengths.ndim != 1 or lengths.size < 1 or lengths.min() < 0:
+        raise ValueError("lengths must be a non-empty 1-D array of non-negative lengths")
+    if not is_int(k) or k < 1 or (policy == "batch_sampling" and k > lengths.size):
+        raise ValueError(f"k={k!r} must be an integer >= 1 (batch_sampling: <= len(lengths))")
+    bb = _check_b(b)
+    placed, dest = _k.batch_plan_given_sample(lengths, POLICY_CODES[policy], int(k), np.int64(bb))
+    if placed < 0:
+        return None
+    return np.bincount(dest, minlength=lengths.size)
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
+             b: int | None = None, h: int = 1, events: int = 10**6, seed: int = 0,
+             init: str = "meanfield", n_batches: int = 20, max_level: int = 64, *,
+             n_windows: int = 1000) -> ParallelResult:
+    """Simulate parallel jobs and return batch-means estimates after an MSER-5 warm-up cut.
+
+    Parameters
+    ----------
+    n_servers : int
+        N >= 1 (< 2**31).
+    lam : float
+        Load per server, > 0: job arrival rate ``N * lam / k``. Without a buffer ``lam < 1``.
+    policy : str
+        ``batch_filling``, ``batch_sampling``, ``pod_per_task``, ``random`` or ``jsq``.
+    k : int
+        Tasks per job, 1 <= k <= N.
+    d : int
+        Probes per task of the sampling policies (k*d <= N); ignored by random and jsq.
+    b : int or None
+        Buffer per server (task in service included), >= 1; None: unbounded.
+    h : int
+        Position threshold of ``frac_within_h`` (>= 1).
+    events : int
+        Uniformized events, warm-up included (>= n_windows).
+    seed : int
+        Non-negative seed for ``numpy.random.SeedSequence``.
+    init : str
+        ``"meanfield"`` (only with k = 1 and no buffer; otherwise the system starts empty) or
+        ``"empty"``.
+    n_batches : int
+        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
+    max_level : int
+        Length of the reported tail ``s_1..s_max_level``.
+    n_windows : int
+        Fine windows for the warm-up cut and batching (keyword only).
+
+    Raises
+    ------
+    ValueError
+        On bad input, naming the offending parameter.
+
+    Notes
+    -----
+    Memory: one record of ``W`` int32 per server (``W`` = 16 while every queue stays <= 12
+    tasks, doubled whenever a queue outgrows its ring: 64 MB at N = 10**6 for short queues,
+    but about 1 GB for random routing at lam = 0.9 where the longest of 10**6 queues passes
+    100), the job table (16 bytes per job slot), a permutation of N int64 when ``2*k*d > N``
+    (partial Fisher-Yates) and the JSQ buckets (3 N int64).
+    """
+    # ---- validation
+    if not is_int(n_servers) or n_servers < 1:
+        raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
+    if n_servers >= 2**31:
+        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
+    _check_policy(policy)
+    if not is_int(k) or not 1 <= k <= n_servers:
+        raise ValueError(f"k={k!r} must be an integer with 1 <= k <= n_servers={n_servers}")
+    if policy in _SAMPLING:
+        if not is_int(d) or d < 1 or k * d > n_servers:
+            raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers="
+                             f"{n_servers} (k={k})")
+    else:
+        d = 1
+    bb = _check_b(b)
+    if not _is_number(lam) or lam <= 0.0:
+        raise ValueError(f"lam={lam!r} must be a finite number > 0")
+    if b is None and lam >= 1.0:
+        raise ValueError(f"lam={lam!r} must be < 1 without a buffer b")
+    lam = float(lam)
+    if not is_int(h) or h < 1:
+        raise ValueError(f"h={h!r} must be an integer >= 1")
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
+    n_servers, k, d, h, events = int(n_servers), int(k), int(d), int(h), int(events)
+    n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
+    code = POLICY_CODES[policy]
+    m = k * d if policy in _SAMPLING else 1
+
+    # ---- set-up
+    job_rate = lam / k  # per server
+    rate = n_servers * (job_rate + 1.0)
+    dt = 1.0 / rate
+    p_arrival = threshold(job_rate / (job_rate + 1.0))
+    # two xoshiro256+ streams: events (state[:4]) and decisions (state[4:])
+    state = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint64)
+    init_used = "meanfield" if (init == "meanfield" and k == 1 and b is None) else "empty"
+    if init_used == "meanfield":
+        fp_policy = policy if policy in ("random", "jsq") else "pod"
+        q = draw_initial_queues(_fixed_point_tail(lam, fp_policy, d), n_servers,
+                                    state[4:])
+    else:
+        q = np.zeros(n_servers, dtype=np.int64)
+    width = _k.RECORD  # server record width: ring capacity width - RING0, grown as needed
+    while width - _k.RING0 < int(q.max()):
+        width *= 2
+    srv = _k.new_servers(q, width)
+    # job slots: about (jobs in system) = N * lam / k * E[T]; grown as needed
+    slots = 1024
+    while slots < 1.25 * n_servers * job_rate * (harmonic(k) + 1.0):
+        slots *= 2
+    jobtab = np.zeros(2 * slots, dtype=np.int64)
+    bounds = window_bounds(events, n_windows)
+    n_windows = bounds.size - 1
+    w_arr, w_drop, w_adm, w_waited, w_within = (np.zeros(n_windows, dtype=np.int64)
+                                                for _ in range(5))
+    w_jobs, w_tasks, w_starts = (np.zeros(n_windows, dtype=np.int64) for _ in range(3))
+    w_resp, w_tresp, w_wait = (np.zeros(n_windows) for _ in range(3))
+    w_qarea = np.zeros(n_windows, dtype=np.int64)
+    w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
+
+    srv, jobtab = _k.parallel_kernel(
+        code, k, m, bb, h, p_arrival, srv, jobtab, bounds, state,
+        w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
+        w_starts, w_wait, w_qarea, w_tail)
+    _k.close_censored(srv, jobtab, rate, bounds, w_jobs, w_resp, w_tasks, w_tresp,
+                      w_starts, w_wait, GL_X, GL_W)
+
+    # ---- output analysis
+    lengths = np.diff(bounds).astype(np.float64)
+    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
+    keep = slice(cut, n_windows)
+    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
+    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
+    tresp = batch_means(w_tresp[keep] * dt, w_tasks[keep], n_batches)
+    pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
+    within = batch_means(w_within[keep], w_adm[keep], n_batches)
+    drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
+    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
+    hk = harmonic(k)
+    return ParallelResult(
+        mean_response=resp.estimate, mean_response_se=resp.se,
+        mean_wait=wait.estimate, mean_wait_se=wait.se,
+        mean_task_response=tresp.estimate, mean_task_response_se=tresp.se,
+        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
+        frac_within_h=within.estimate, frac_within_h_se=within.se,
+        drop_prob=drop.estimate, drop_prob_se=drop.se,
+        queueing_ratio=(resp.estimate - hk) / hk, queueing_ratio_se=resp.se / hk,
+        mean_queue=queue.estimate, mean_queue_se=queue.se,
+        tail=tail, tail_se=tail_se,
+        messages_per_job=messages_per_job(policy, n_servers, k, d),
+        n_jobs=int(w_jobs[keep].sum()), n_arrivals=int(w_arr[keep].sum()),
+        events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
+        warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
+        init_used=init_used, ci_method=ci_label(n_batches, resp.batch_values),
+    )
+
+
+def run_task(task: dict) -> dict:
+    """Run one agent task of a parallel-job policy (keys as in docs/results-schema.md) and
+    return :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by sim.run).
+
+    ``random``, ``jsq`` and ``pod`` with ``k = 1`` and no buffer go to the single-task engine
+    :func:`sim.dispatch.agent.run_task` (faster, and it supports ``service_rates``; it reports
+    ``frac_within_h`` only for ``h = 1``); everything else runs here.
+    """
+    def as_int(key, default=None):
+        # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
+        x = task.get(key, default)
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    policy = task.get("policy")
+    k = as_int("k", 1)
+    b = as_int("b")
+    if policy in ("random", "jsq", "pod") and k == 1 and b is None:
+        from sim.dispatch import agent
+        return agent.run_task(task)
+    if policy == "pod":  # with a finite buffer: batch-filling with k = 1 is the same model
+        policy = "batch_filling"
+    if task.get("service_rates") is not None:
+        raise ValueError("service_rates: unequal service rates are not supported for k-task "
+                         "jobs or a finite buffer b (sim.dispatch.parallel); use null")
+    res = simulate(
+        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=k,
+        d=as_int("d", 1) if policy in _SAMPLING else 1, b=b, h=as_int("h", 1),
+        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
+        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+    )
+    return result_row(res)

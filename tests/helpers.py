@@ -1,0 +1,60 @@
+"""Shared test helpers: the statistical check every simulator test uses, and Hydra composition.
+
+:func:`assert_within_se` is the one statistical assertion of the suite: an estimate is within
+``z`` estimated standard errors of the truth, plus a finite-N ``allowance`` that was *measured*
+(the caller says where), never a bare hand-picked tolerance.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from scipy import stats as _sps
+
+REPO = Path(__file__).resolve().parent.parent
+CONF = REPO / "conf"
+
+#: standard errors an estimate may be from the truth (two-sided p about 6e-5 per check)
+Z = 4.0
+#: the same two-sided tail for tests of distributions (chi-square p-values), about 6.3e-5
+ALPHA = 2 * _sps.norm.sf(Z)
+
+
+def assert_within_se(estimate, truth, se, what: str = "estimate", *, allowance: float = 0.0,
+                     z: float = Z):
+    """Assert ``|estimate - truth| <= z * se + allowance`` with ``se`` an estimated standard error.
+
+    ``se`` must be finite and positive (a zero SE would make the check exact and fragile: a
+    test that cannot fail is not a test either). ``allowance`` is the measured finite-N gap,
+    zero unless the caller documents its measurement. Returns the gap in standard errors.
+    """
+    estimate, truth, se = float(estimate), float(truth), float(se)
+    assert math.isfinite(estimate), f"{what}: estimate {estimate!r} is not finite"
+    assert math.isfinite(se) and se > 0, f"{what}: standard error {se!r} must be finite and > 0"
+    gap = abs(estimate - truth)
+    bound = z * se + allowance
+    assert gap <= bound, (
+        f"{what}: {estimate:.6g} vs truth {truth:.6g}: gap {gap:.3g} > {z} SE ({se:.3g})"
+        + (f" + allowance {allowance:.3g}" if allowance else ""))
+    return gap / se
+
+
+def assert_engines_agree(a, se_a, b, se_b, what: str = "estimates", *, z: float = Z):
+    """Two independent estimates of one quantity agree within ``z`` combined standard errors."""
+    se = math.hypot(float(se_a), float(se_b))
+    return assert_within_se(a, b, se, what, z=z)
+
+
+def compose(overrides: list[str]):
+    """The config as ``python -m pipeline`` would compose it (Hydra's compose API)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    import pipeline.config  # noqa: F401
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose("config", overrides=overrides)
+
+
+def sweep_names() -> list[str]:
+    return sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))

@@ -1,0 +1,161 @@
+"""End to end: the smoke sweep through Ray, Parquet, MLflow and the archive, then reproduce it."""
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+
+import polars as pl
+import pytest
+
+from pipeline.archive import safe_extract
+from pipeline.errors import ConfigError
+from pipeline.execute import group_tasks
+from pipeline.reproduce import reproduce
+from pipeline.run import run_sweep, to_plain
+from pipeline.store import FIXED_SCHEMA, read_results, schema_for, write_row
+
+from tests.helpers import REPO, compose
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, ray_cluster):
+    tmp = tmp_path_factory.mktemp("smoke")
+    cfg = compose(["+sweep=smoke", f"output_dir={tmp / 'out'}",
+                   f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}", "execution.progress=false"])
+    return run_sweep(to_plain(cfg), quiet=True), tmp
+
+
+def documented_columns() -> list[str]:
+    text = (REPO / "docs" / "results-schema.md").read_text().split("## The row", 1)[1]
+    cols = []
+    for line in text.splitlines():
+        m = re.match(r"\|\s*`([a-z_]+)`\s*\|", line)  # the parameter row lists several names
+        if m:
+            cols.append(m.group(1))
+    return cols
+
+
+def test_schema_is_documented(smoke_run):
+    out, _ = smoke_run
+    frame = out["frame"]
+    documented = documented_columns()
+    assert set(documented) == set(FIXED_SCHEMA), "docs/results-schema.md and pipeline/store.py disagree"
+    for col, dtype in FIXED_SCHEMA.items():
+        assert frame.schema[col] == dtype, col
+    for p in out["plan"].param_columns:
+        assert p in frame.columns
+
+
+def test_one_parquet_file_per_task(smoke_run):
+    out, _ = smoke_run
+    files = list((out["output_dir"] / "results").glob("*.parquet"))
+    plan = out["plan"]
+    assert len(files) == len(plan.tasks)
+    frame = out["frame"]
+    assert frame.height == len(plan.tasks)
+    assert (frame["status"] == "ok").all(), frame.filter(pl.col("status") != "ok")["error"].to_list()
+    assert sorted(frame["task_id"].to_list()) == sorted(t["_meta"]["task_id"] for t in plan.tasks)
+    agent = frame.filter(pl.col("engine") == "agent")
+    assert (agent["mean_response_se"] > 0).all() and (agent["n_jobs"] > 0).all()
+    assert agent["seed"].n_unique() == agent.height
+
+
+def test_second_write_never_overwrites(tmp_path):
+    schema = schema_for({"n_servers": int, "lam": float})
+    row = {"task_id": "p00000-agent-r000", "n_servers": 3, "lam": 0.5, "status": "ok"}
+    a = write_row(tmp_path, row, schema)
+    b = write_row(tmp_path, row, schema)
+    assert a != b and a.exists() and b.exists()
+    assert read_results(tmp_path).height == 2
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_analysis_outputs(smoke_run):
+    out, _ = smoke_run
+    an = out["analysis"]
+    assert an["report"].exists() and an["report"].read_text().strip()
+    assert an["plots"] and all(p.stat().st_size > 1000 for p in an["plots"])
+    summary = pl.read_parquet(an["summary"])
+    assert {"mean_response_mf", "mean_response_gap"} <= set(summary.columns)
+
+
+def test_mlflow_parent_and_children(smoke_run):
+    out, tmp = smoke_run
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
+    parent = client.get_run(out["mlflow_run_id"])
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["sweep"] == "smoke"
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert len(children) == len(out["plan"].points)
+    child = children[0]
+    hist = client.get_metric_history(child.info.run_id, "agent/mean_response")
+    assert hist and hist[0].step == int(child.data.params["n_servers"])
+    arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"results.parquet", "config.yaml", "archive.tar.gz", "analysis"} <= arts
+
+
+def test_archive_contents_and_reproduce(smoke_run, tmp_path):
+    out, _ = smoke_run
+    with tarfile.open(out["archive"]) as tar:
+        names = set(tar.getnames())
+    for member in ("run/config.yaml", "run/tasks.json", "run/environment.json", "run/git.json",
+                   "run/git.diff", "run/analysis/report.md"):
+        assert member in names
+    assert sum(n.startswith("run/results/") and n.endswith(".parquet") for n in names) == len(out["plan"].tasks)
+    rep = reproduce(out["archive"], tmp_path / "again", progress=False)
+    assert rep["seeds_match"] and rep["env_match"]
+    assert rep["bitwise"] == rep["rows"] == len(out["plan"].tasks)
+    assert rep["ok"]
+
+
+def _tar_with(tmp_path, name: str, kind=tarfile.REGTYPE) -> str:
+    path = tmp_path / "evil.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(name)
+        info.type = kind
+        data = b"x"
+        info.size = len(data) if kind == tarfile.REGTYPE else 0
+        if kind == tarfile.SYMTYPE:
+            info.linkname = "/etc/passwd"
+        tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return path
+
+
+@pytest.mark.parametrize("name,kind,needle", [
+    ("/tmp/abs.txt", tarfile.REGTYPE, "absolute"),
+    ("run/../../escape.txt", tarfile.REGTYPE, "'..'"),
+    ("run/link", tarfile.SYMTYPE, "links"),
+])
+def test_reproduce_refuses_unsafe_archives(tmp_path, name, kind, needle):
+    archive = _tar_with(tmp_path, name, kind)
+    with pytest.raises(ConfigError, match=needle):
+        safe_extract(archive, tmp_path / "x")
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").rglob("*"))
+    assert not (tmp_path.parent / "escape.txt").exists()
+
+
+def test_grouping_reaches_min_seconds():
+    tasks = [{"engine": "agent", "events": 2_000_000}] * 25 + [{"engine": "meanfield"}] * 10
+    groups = group_tasks(tasks, min_seconds=1.0, events_per_second=2e7)
+    assert sum(len(g) for g in groups) == len(tasks)
+    assert all(len(g) >= 10 for g in groups[:-1])  # 10 x 0.1 s reach a second
+
+
+def test_sub_halfin_whitt_runs_at_a_tiny_scale(tmp_path, ray_cluster):
+    cfg = compose(["+sweep=sub_halfin_whitt", f"output_dir={tmp_path / 'out'}", "mlflow.enabled=false",
+                   "execution.progress=false", "axes.n_servers=[50,100,200]", "params.events=60000",
+                   "replications=2"])
+    out = run_sweep(to_plain(cfg), quiet=True)
+    frame = out["frame"]
+    assert (frame["status"] == "ok").all(), frame.filter(pl.col("status") != "ok")["error"].to_list()
+    assert set(frame["variant"].unique()) == {"c1", "c4", "c1_loglog", "const2", "single_task"}
+    assert (frame["queueing_ratio"] > -0.05).all()
+    zq = out["analysis"]["extra"]["zero_queueing"]
+    assert zq["report"].exists() and len(zq["verdicts"]) == 15
+    assert all(v["verdict"] in ("vanishing", "not vanishing", "inconclusive") for v in zq["verdicts"])
+    assert all(p.exists() for p in zq["plots"])
