@@ -14,14 +14,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from sim.registry import ENGINE_POLICIES, INIT_CHOICES, PARAM_TYPES, POLICIES, POLICY_PARAMS, STOCHASTIC_ENGINES
+from sim.registry import (
+    ENGINE_POLICIES, INIT_CHOICES, N_BATCHES_MAX, PARAMS, POLICIES, STOCHASTIC_ENGINES, entry,
+)
 
 from pipeline.errors import ConfigError
 from pipeline.formulas import evaluate, evaluation_order, parse
 
-#: model parameters and their types; any other name in ``axes``/``params`` is an auxiliary
-#: variable and must be used by some formula
-MODEL_PARAMS: dict[str, type] = {**PARAM_TYPES, "events": int}
+#: model parameters and their kinds (sim.registry.PARAMS); any other name in ``axes``/``params``
+#: is an auxiliary variable (a number) and must be used by some formula
+MODEL_PARAMS: dict[str, str] = {name: par.kind for name, par in PARAMS.items()}
+#: the Python type of each kind's values (and of the ``variant`` column)
+KIND_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "choice": str, "floats": list}
 #: names a sweep may write for a model parameter
 ALIASES: dict[str, str] = {"N": "n_servers"}
 BACKENDS = ("ray", "serial")
@@ -31,7 +35,7 @@ BACKENDS = ("ray", "serial")
 class Point:
     point_id: int
     policy: str
-    values: dict  # parameter name -> int | float
+    values: dict  # parameter name -> int | float | bool | str | list
 
     def label(self) -> str:
         inner = " ".join(f"{k}={_fmt(v)}" for k, v in self.values.items() if k != "events")
@@ -125,7 +129,10 @@ def check_top_level(cfg: dict) -> None:
     run = cfg.get("run", {})
     if run.get("init") not in INIT_CHOICES:
         raise ConfigError(f"run.init={run.get('init')!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    _int_at_least(cfg, "run.n_batches", 2)
+    nb = _int_at_least(cfg, "run.n_batches", 2)
+    if nb > N_BATCHES_MAX:
+        raise ConfigError(f"run.n_batches={nb!r} must be at most {N_BATCHES_MAX} (the engines "
+                          f"split a run into about 1000 windows, two per batch at least)")
     _int_at_least(cfg, "run.max_level", 1)
     _int_at_least(cfg, "run.position_threshold", 1)
     ex = cfg.get("execution", {})
@@ -152,11 +159,14 @@ def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[st
         name = _canon(raw, f"axes.{raw}")
         if name in axes:
             raise ConfigError(f"axes.{raw}: {name!r} is given twice")
+        kind = MODEL_PARAMS.get(name, "float")
         if not isinstance(values, (list, tuple)) or not values:
-            raise ConfigError(f"axes.{raw}={values!r} must be a non-empty list of numbers")
+            raise ConfigError(f"axes.{raw}={values!r} must be a non-empty list of values")
+        if kind == "floats":
+            raise ConfigError(f"axes.{raw}: {name!r} is a list parameter and cannot be an axis; "
+                              "give each list in a variant instead")
         for v in values:
-            if not _is_number(v) or not math.isfinite(v):
-                raise ConfigError(f"axes.{raw}: value {v!r} is not a finite number")
+            _literal(name, v, f"axes.{raw}: value")
         if len(set(values)) != len(values):
             raise ConfigError(f"axes.{raw}={list(values)!r} repeats a value")
         axes[name] = list(values)
@@ -168,23 +178,50 @@ def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[st
             continue
         if name in constants or name in formulas:
             raise ConfigError(f"params.{raw}: {name!r} is given twice")
-        if isinstance(value, str):
+        kind = MODEL_PARAMS.get(name, "float")
+        if kind in ("int", "float") and isinstance(value, str):
             formulas[name] = value
-        elif _is_number(value) and math.isfinite(value):
-            constants[name] = value
-        else:
-            raise ConfigError(f"params.{raw}={value!r} must be a number or a formula string")
+        else:  # a number, or a literal of a categorical, boolean or list parameter
+            constants[name] = _literal(name, value, f"params.{raw}")
     return axes, constants, formulas
 
 
+def _literal(name: str, value, where: str):
+    """A literal value of parameter ``name`` checked against its kind (auxiliary variables are
+    numbers); ``ConfigError`` naming ``where`` and the value otherwise."""
+    kind = MODEL_PARAMS.get(name, "float")
+    if kind == "choice":
+        choices = PARAMS[name].choices
+        if value not in choices:
+            raise ConfigError(f"{where} {name}={value!r} is not one of: {', '.join(choices)}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} {name}={value!r} must be true or false")
+        return value
+    if kind == "floats":
+        if (not isinstance(value, (list, tuple)) or not value
+                or not all(_is_number(v) and math.isfinite(v) for v in value)):
+            raise ConfigError(f"{where} {name}={value!r} must be a non-empty list of finite numbers")
+        return [float(v) for v in value]
+    if _is_number(value):
+        if not math.isfinite(value):
+            raise ConfigError(f"{where} {name}={value!r} is not finite: give a finite number")
+        return value
+    what = "a number or a formula string" if where.startswith("params") else "a finite number"
+    raise ConfigError(f"{where} {name}={value!r} must be {what}")
+
+
 def _coerce(name: str, value, where: str):
-    kind = MODEL_PARAMS.get(name, float)
-    if kind is int:
+    kind = MODEL_PARAMS.get(name, "float")
+    if kind == "int":
         if isinstance(value, float):
             if not value.is_integer():
                 raise ConfigError(f"{where}: {name}={value!r} must be an integer (wrap the formula in ceil() or floor())")
             value = int(value)
         return int(value)
+    if kind in ("choice", "bool", "floats"):
+        return value  # checked literals (never formulas)
     return float(value)
 
 
@@ -260,11 +297,12 @@ def make_plan(cfg: dict) -> Plan:
     root_seed = int(cfg["seed"])
     run = cfg["run"]
 
-    needed = {"n_servers", "lam"}
+    # every parameter some (engine, policy) of the sweep requires (sim.registry.ENTRIES)
+    needed: set[str] = set()
     for policy in policies:
-        needed.update(POLICY_PARAMS[policy])
-    if any(e in STOCHASTIC_ENGINES for e in engines):
-        needed.add("events")
+        for engine in engines:
+            ent = entry(engine, policy)
+            needed.update(n for n in ent.params if n not in ent.optional)
     for v, spec in specs.items():
         defined = set(spec.axes) | set(spec.constants) | set(spec.formulas)
         for name in sorted(needed - defined):
@@ -300,12 +338,16 @@ def make_plan(cfg: dict) -> Plan:
                 point = Point(pid, policy, values)
                 points.append(point)
                 for engine in engines:
+                    used = entry(engine, policy).params
+                    # a model parameter the task does not use is null in its row
+                    row_params = {n: (v if n not in MODEL_PARAMS or n in used else None)
+                                  for n, v in values.items()}
                     reps = replications if engine in STOCHASTIC_ENGINES else 1
                     for rep in range(reps):
                         task = {
                             "engine": engine,
                             "policy": policy,
-                            **{k: values[k] for k in MODEL_PARAMS if values.get(k) is not None},
+                            **{k: values[k] for k in used if values.get(k) is not None},
                             "seed": seed_for(root_seed, pid, engine, rep) if engine in STOCHASTIC_ENGINES else 0,
                             "init": run["init"],
                             "n_batches": int(run["n_batches"]),
@@ -320,12 +362,11 @@ def make_plan(cfg: dict) -> Plan:
                             "task_id": f"p{pid:05d}-{engine}-r{rep:03d}",
                             "point_id": pid,
                             "replication": rep,
-                            "params": dict(values),
+                            "params": dict(row_params),
                         }
                         tasks.append(task)
                 pid += 1
-    types = {n: (str if n == "variant" else int if MODEL_PARAMS.get(n, float) is int else float)
-             for n in names}
+    types = {n: (str if n == "variant" else KIND_TYPES[MODEL_PARAMS.get(n, "float")]) for n in names}
     return Plan(
         sweep=cfg["name"],
         root_seed=root_seed,

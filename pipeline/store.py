@@ -1,7 +1,8 @@
 """Result rows on disk: one uniquely named Parquet file per task, read back as one frame.
 
-The columns are documented in docs/results-schema.md; :data:`FIXED_SCHEMA` is the source of
-truth for their types (parameter columns are added per sweep).
+The columns are documented in docs/results-schema.md; :data:`FIXED_SCHEMA` gives their types:
+the result columns and their kinds come from :data:`sim.registry.RESULTS`, the parameter
+columns are added per sweep from :data:`sim.registry.PARAMS` (:func:`schema_for`).
 """
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import uuid
 from pathlib import Path
 
 import polars as pl
+
+from sim.registry import RESULTS
+
+#: Polars type of each result kind (sim.registry.RESULTS)
+RESULT_DTYPES: dict[str, pl.DataType] = {"float": pl.Float64, "int": pl.Int64, "str": pl.String,
+                                         "floats": pl.List(pl.Float64)}
 
 FIXED_SCHEMA: dict[str, pl.DataType] = {
     "sweep": pl.String,
@@ -20,43 +27,24 @@ FIXED_SCHEMA: dict[str, pl.DataType] = {
     "engine": pl.String,
     "policy": pl.String,
     "seed": pl.Int64,
-    "mean_response": pl.Float64,
-    "mean_response_se": pl.Float64,
-    "mean_wait": pl.Float64,
-    "mean_wait_se": pl.Float64,
-    "prob_wait": pl.Float64,
-    "prob_wait_se": pl.Float64,
-    "mean_queue": pl.Float64,
-    "mean_queue_se": pl.Float64,
-    "tail": pl.List(pl.Float64),
-    "queueing_ratio": pl.Float64,
-    "queueing_ratio_se": pl.Float64,
-    "drop_prob": pl.Float64,
-    "drop_prob_se": pl.Float64,
-    "frac_within_h": pl.Float64,
-    "messages_per_job": pl.Float64,
-    "n_jobs": pl.Int64,
-    "events_run": pl.Int64,
-    "sim_time": pl.Float64,
-    "warmup_time": pl.Float64,
-    "ci_method": pl.String,
+    **{name: RESULT_DTYPES[kind] for name, kind in RESULTS.items()},
     "wall_time": pl.Float64,
     "status": pl.String,
     "error": pl.String,
 }
 #: the estimate columns (compared by pipeline.reproduce)
-ESTIMATE_COLUMNS = [
-    "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
-    "mean_queue", "mean_queue_se", "tail", "queueing_ratio", "queueing_ratio_se", "drop_prob",
-    "drop_prob_se", "frac_within_h", "messages_per_job", "n_jobs", "events_run", "sim_time",
-    "warmup_time",
-]
+ESTIMATE_COLUMNS = [name for name in RESULTS if name != "ci_method"]
+
+
+#: Polars type of each Python type of a parameter column (pipeline.plan.KIND_TYPES)
+PARAM_DTYPES: dict[type, pl.DataType] = {int: pl.Int64, float: pl.Float64, bool: pl.Boolean,
+                                         str: pl.String, list: pl.List(pl.Float64)}
 
 
 def schema_for(param_types: dict[str, type]) -> dict[str, pl.DataType]:
     schema = dict(FIXED_SCHEMA)
     for name, kind in param_types.items():
-        schema[name] = pl.Int64 if kind is int else pl.String if kind is str else pl.Float64
+        schema[name] = PARAM_DTYPES[kind]
     return schema
 
 

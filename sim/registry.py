@@ -1,151 +1,239 @@
-"""Policy and engine registry, and the checks every task passes before any compute.
+"""The registry: which engine serves which policy of which model, with which parameters.
 
-Policies are dispatched to compiled kernels by integer code (never by passing jitted
-functions around): see ``../shared/DESIGN.md``.
+One declaration, read by everything that needs it: :func:`check_task` (here), the pipeline's
+plan (types of axes and formulas, which parameters a policy needs, which are null in a row),
+the Parquet schema (a column type per parameter and per result) and the docs (a test checks that
+docs/results-schema.md names every parameter and result column declared here).
+
+- :data:`PARAMS`: every model parameter a task may carry, with its kind -- ``int``, ``float``,
+  ``bool``, ``choice`` (a string from a listed set, never parsed as a formula) or ``floats`` (a
+  list of floats, for example one service rate per server).
+- :data:`ENTRIES`: one :class:`Entry` per (engine, policy): the model it belongs to, the runner
+  (``"module:function"``, imported only when used so that each engine's compiled kernels load
+  only in the processes that need them), the parameters it requires and those it accepts.
+  The same policy name may be served by several models (``jsq`` by the dispatch model's
+  engines and by the slotted engine), each entry with its own parameters.
+- :data:`RESULTS`: every result column an engine may return, with its kind; an engine returns
+  a subset, the others are null in its row.
+
+Model-specific value checks (``k * d <= N``, ``p`` in [0, 1], ...) live in each model package's
+``check_task`` (:mod:`sim.dispatch`, :mod:`sim.centralization`), called from here.
 """
 from __future__ import annotations
 
+import importlib
 import math
+from dataclasses import dataclass
 
 from sim.core.results import INIT_CHOICES
 
-#: policy name -> integer code used inside compiled kernels
-POLICIES: dict[str, int] = {
-    "random": 0,          # uniform server (per task when k > 1)
-    "jsq": 1,             # join the shortest queue (per task when k > 1)
-    "pod": 2,             # power-of-d, single-task jobs (k = 1)
-    "batch_filling": 3,   # k tasks into k*d sampled queues, each into the current shortest
-    "batch_sampling": 4,  # k tasks to the k shortest of k*d sampled queues
-    "pod_per_task": 5,    # each task samples its own k*d queues and joins the shortest
-    "central": 6,         # partial centralization (Tsitsiklis-Xu): no dispatching
+__all__ = ["Param", "Entry", "PARAMS", "ENTRIES", "RESULTS", "ENGINES", "POLICIES",
+           "ENGINE_POLICIES", "STOCHASTIC_ENGINES", "RUN_KEYS", "entry", "check_task",
+           "task_params", "INIT_CHOICES", "N_BATCHES_MAX", "N_SERVERS_MAX"]
+
+KINDS = ("int", "float", "bool", "choice", "floats")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A model parameter: its kind, a one-line meaning, and the choices of a ``choice``."""
+
+    kind: str
+    doc: str
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
+        if (self.kind == "choice") != bool(self.choices):
+            raise ValueError("a choice parameter (and only one) lists its choices")
+
+
+#: every model parameter a task may carry (``n_servers`` and ``lam`` always)
+PARAMS: dict[str, Param] = {
+    "n_servers": Param("int", "N, the number of servers (stations)"),
+    "lam": Param("float", "load: arrival rate per unit of total service rate"),
+    "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
+    "k": Param("int", "tasks per job (default 1)"),
+    "b": Param("int", "buffer per server, the task in service included (absent: unbounded)"),
+    "p": Param("float", "central fraction of the processing (partial centralization)"),
+    "events": Param("int", "run length of a simulation: events, warm-up included"),
+    "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
 }
 
-#: policies for parallel (k-task) jobs; with k = 1 each is power-of-d
-BATCH_POLICIES = ("batch_filling", "batch_sampling", "pod_per_task")
+#: run settings every stochastic task carries (not model parameters; the pipeline sets them)
+RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h")
 
-#: (engine, policy) -> "module:function" that runs such a task (imported only when used, so
-#: that each engine's compiled kernels load only in the processes that need them)
-RUNNERS: dict[tuple[str, str], str] = {
-    # random / jsq / pod: sim.parallel.run_task sends k = 1 without a buffer on to sim.agent
-    ("agent", "random"): "sim.dispatch.parallel:run_task",
-    ("agent", "jsq"): "sim.dispatch.parallel:run_task",
-    ("agent", "pod"): "sim.dispatch.parallel:run_task",
-    ("meanfield", "random"): "sim.dispatch.meanfield:run_task",
-    ("meanfield", "jsq"): "sim.dispatch.meanfield:run_task",
-    ("meanfield", "pod"): "sim.dispatch.meanfield:run_task",
-    ("meanfield", "batch_filling"): "sim.dispatch.batch_meanfield:run_task",
-    # parallel jobs (k tasks per job): agent engine with k-task jobs, and the occupancy engine
-    ("agent", "batch_filling"): "sim.dispatch.parallel:run_task",
-    ("agent", "batch_sampling"): "sim.dispatch.parallel:run_task",
-    ("agent", "pod_per_task"): "sim.dispatch.parallel:run_task",
-    ("occupancy", "random"): "sim.dispatch.occupancy:run_task",
-    ("occupancy", "jsq"): "sim.dispatch.occupancy:run_task",
-    ("occupancy", "pod"): "sim.dispatch.occupancy:run_task",
-    ("occupancy", "batch_filling"): "sim.dispatch.occupancy:run_task",
-    ("occupancy", "batch_sampling"): "sim.dispatch.occupancy:run_task",
-    ("occupancy", "pod_per_task"): "sim.dispatch.occupancy:run_task",
-    # partial centralization
-    ("agent", "central"): "sim.centralization.simulate:run_agent_task",
-    ("occupancy", "central"): "sim.centralization.simulate:run_occupancy_task",
-    ("meanfield", "central"): "sim.centralization.simulate:run_meanfield_task",
-}
+#: engine limits the plan checks before compute
+N_BATCHES_MAX = 500  # n_batches <= n_windows // 2 with the engines' 1000 windows
+N_SERVERS_MAX = 2**31 - 1  # agent engines index servers with 32-bit draws
 
-#: engine name -> the policies it serves
-ENGINE_POLICIES: dict[str, tuple[str, ...]] = {}
-for (_engine, _policy) in RUNNERS:
-    ENGINE_POLICIES.setdefault(_engine, ())
-    ENGINE_POLICIES[_engine] += (_policy,)
-ENGINES: tuple[str, ...] = tuple(ENGINE_POLICIES)
 
-#: model parameters a task may carry, with their types (n_servers and lam always)
-PARAM_TYPES: dict[str, type] = {
-    "n_servers": int,
-    "lam": float,
-    "d": int,      # probes per task (pod: queues sampled per job)
-    "k": int,      # tasks per job (default 1)
-    "b": int,      # buffer per server, the task in service included (default: unbounded)
-    "p": float,    # central fraction of the processing (policy central)
-}
+@dataclass(frozen=True)
+class Entry:
+    """One (engine, policy) of one model."""
 
-#: parameters each policy needs beyond n_servers and lam
-POLICY_PARAMS: dict[str, tuple[str, ...]] = {
-    "random": (), "jsq": (), "pod": ("d",),
-    "batch_filling": ("d", "k"), "batch_sampling": ("d", "k"), "pod_per_task": ("d", "k"),
-    "central": ("p",),
-}
+    engine: str
+    policy: str
+    model: str  #: the package under sim/ (``dispatch``, ``centralization``, ...)
+    runner: str  #: ``"module:function"`` taking the task dict, returning the result dict
+    required: tuple[str, ...] = ()  #: parameters beyond n_servers and lam it needs
+    optional: tuple[str, ...] = ()  #: parameters it accepts (defaults documented by the model)
 
-#: engines whose output is random (they take seeds and replications)
+    @property
+    def params(self) -> tuple[str, ...]:
+        sim_keys = ("events",) if self.engine in STOCHASTIC_ENGINES else ()
+        return ("n_servers", "lam", *self.required, *sim_keys, *self.optional)
+
+
+#: engines whose output is random (they take seeds, replications and a run length)
 STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy")
 
+_D = "sim.dispatch"
+_C = "sim.centralization.simulate"
+ENTRIES: tuple[Entry, ...] = (
+    # the dispatch model: N FIFO servers, Poisson jobs of k tasks, one dispatching policy
+    Entry("agent", "random", "dispatch", f"{_D}.parallel:run_task", (), ("k", "b", "service_rates")),
+    Entry("agent", "jsq", "dispatch", f"{_D}.parallel:run_task", (), ("k", "b", "service_rates")),
+    Entry("agent", "pod", "dispatch", f"{_D}.parallel:run_task", ("d",), ("b", "service_rates")),
+    Entry("agent", "batch_filling", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
+    Entry("agent", "batch_sampling", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
+    Entry("agent", "pod_per_task", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
+    Entry("meanfield", "random", "dispatch", f"{_D}.meanfield:run_task"),
+    Entry("meanfield", "jsq", "dispatch", f"{_D}.meanfield:run_task"),
+    Entry("meanfield", "pod", "dispatch", f"{_D}.meanfield:run_task", ("d",)),
+    Entry("meanfield", "batch_filling", "dispatch", f"{_D}.batch_meanfield:run_task", ("d", "k")),
+    Entry("occupancy", "random", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
+    Entry("occupancy", "jsq", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
+    Entry("occupancy", "pod", "dispatch", f"{_D}.occupancy:run_task", ("d",), ("b",)),
+    Entry("occupancy", "batch_filling", "dispatch", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
+    Entry("occupancy", "batch_sampling", "dispatch", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
+    Entry("occupancy", "pod_per_task", "dispatch", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
+    # partial centralization (Tsitsiklis-Xu)
+    Entry("agent", "central", "centralization", f"{_C}:run_agent_task", ("p",)),
+    Entry("occupancy", "central", "centralization", f"{_C}:run_occupancy_task", ("p",)),
+    Entry("meanfield", "central", "centralization", f"{_C}:run_meanfield_task", ("p",)),
+)
+
+_BY_KEY: dict[tuple[str, str], Entry] = {(e.engine, e.policy): e for e in ENTRIES}
+assert len(_BY_KEY) == len(ENTRIES), "an (engine, policy) is declared twice"
+for _e in ENTRIES:
+    for _name in _e.required + _e.optional:
+        assert _name in PARAMS, f"{_e.engine}/{_e.policy}: undeclared parameter {_name!r}"
+
+#: engine name -> the policies it serves, in declaration order
+ENGINE_POLICIES: dict[str, tuple[str, ...]] = {}
+for _e in ENTRIES:
+    ENGINE_POLICIES[_e.engine] = ENGINE_POLICIES.get(_e.engine, ()) + (_e.policy,)
+ENGINES: tuple[str, ...] = tuple(ENGINE_POLICIES)
+#: every policy name, in declaration order
+POLICIES: tuple[str, ...] = tuple(dict.fromkeys(e.policy for e in ENTRIES))
+
+#: result columns and their kinds: ``float``, ``int``, ``str``, ``floats`` (list of floats);
+#: a row holds the ones its engine returns, the others are null (docs/results-schema.md)
+RESULTS: dict[str, str] = {
+    "mean_response": "float", "mean_response_se": "float",
+    "mean_wait": "float", "mean_wait_se": "float",
+    "prob_wait": "float", "prob_wait_se": "float",
+    "mean_queue": "float", "mean_queue_se": "float",
+    "tail": "floats", "tail_se": "floats",
+    "queueing_ratio": "float", "queueing_ratio_se": "float",
+    "drop_prob": "float", "drop_prob_se": "float",
+    "frac_within_h": "float",
+    "messages_per_job": "float",
+    "n_jobs": "int", "events_run": "int", "sim_time": "float", "warmup_time": "float",
+    "ci_method": "str",
+}
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) or (
-        isinstance(x, float) and x.is_integer()
-    )
+def entry(engine: str, policy: str) -> Entry:
+    """The entry of (engine, policy); ``ValueError`` naming both if there is none."""
+    if engine not in ENGINE_POLICIES:
+        raise ValueError(f"engine={engine!r} is unknown; valid engines: {', '.join(ENGINES)}")
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r} is unknown; valid policies: {', '.join(POLICIES)}")
+    found = _BY_KEY.get((engine, policy))
+    if found is None:
+        raise ValueError(f"policy={policy!r} is not served by engine={engine!r}; "
+                         f"it serves: {', '.join(ENGINE_POLICIES[engine])}")
+    return found
+
+
+def task_params(engine: str, policy: str) -> tuple[str, ...]:
+    """The model parameters a task of (engine, policy) uses; the others are null in its row."""
+    return entry(engine, policy).params
+
+
+def _integral(x) -> bool:
+    return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
+
+
+def _check_kind(name: str, value) -> None:
+    """``ValueError`` naming the parameter unless ``value`` is of its declared kind."""
+    par = PARAMS[name]
+    if par.kind == "int":
+        if not _integral(value):
+            raise ValueError(f"{name}={value!r} must be an integer")
+    elif par.kind == "float":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise ValueError(f"{name}={value!r} must be a finite number")
+    elif par.kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}={value!r} must be true or false")
+    elif par.kind == "choice":
+        if value not in par.choices:
+            raise ValueError(f"{name}={value!r} is not one of: {', '.join(par.choices)}")
+    elif par.kind == "floats":
+        if (not isinstance(value, (list, tuple)) or not value or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
+            raise ValueError(f"{name}={value!r} must be a non-empty list of finite numbers")
+
+
+def _check_run_settings(task: dict) -> None:
+    lam = task["lam"]
+    if lam <= 0:
+        raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
+    ev = task.get("events")
+    if not _integral(ev) or ev < 1000:
+        raise ValueError(f"events={ev!r} must be an integer >= 1000")
+    if ev >= 2**62:
+        raise ValueError(f"events={ev!r} must be < 2**62")
+    init = task.get("init", "meanfield")
+    if init not in INIT_CHOICES:
+        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
+    nb = task.get("n_batches", 20)
+    if not _integral(nb) or not 2 <= nb <= N_BATCHES_MAX:
+        raise ValueError(f"n_batches={nb!r} must be an integer in [2, {N_BATCHES_MAX}]")
+    seed = task.get("seed")
+    if not _integral(seed) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be a non-negative integer")
 
 
 def check_task(task: dict) -> None:
-    """Raise ``ValueError`` with the offending key and value if ``task`` cannot run."""
-    engine = task.get("engine")
-    if engine not in ENGINE_POLICIES:
-        raise ValueError(f"engine={engine!r} is unknown; valid engines: {', '.join(ENGINES)}")
-    policy = task.get("policy")
-    if policy not in POLICIES:
-        raise ValueError(f"policy={policy!r} is unknown; valid policies: {', '.join(POLICIES)}")
-    if policy not in ENGINE_POLICIES[engine]:
-        raise ValueError(
-            f"policy={policy!r} is not served by engine={engine!r}; "
-            f"it serves: {', '.join(ENGINE_POLICIES[engine])}"
-        )
-    n = task.get("n_servers")
-    if not _is_int(n) or n < 1:
-        raise ValueError(f"n_servers={n!r} must be an integer >= 1")
-    k = task.get("k", 1)
-    if not _is_int(k) or k < 1:
-        raise ValueError(f"k={k!r} must be an integer >= 1")
-    if k > 1 and policy in ("pod", "central"):
-        raise ValueError(
-            f"k={k!r}: policy {policy!r} serves single-task jobs; for k-task jobs use one of "
-            f"{', '.join(BATCH_POLICIES)}, random or jsq"
-        )
-    if k > n:
-        raise ValueError(f"k={k!r} must not exceed n_servers={n!r}")
-    b = task.get("b")
-    if b is not None and (not _is_int(b) or b < 1):
-        raise ValueError(f"b={b!r} must be an integer >= 1 (or absent: unbounded)")
-    if b is not None and engine == "meanfield" and policy != "central":
-        raise ValueError(f"b={b!r}: the meanfield engine has no finite buffer; use the simulators")
-    lam = task.get("lam")
-    if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam):
-        raise ValueError(f"lam={lam!r} must be a finite number")
-    if b is None and not 0.0 <= lam < 1.0:
-        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1 (queues are unbounded)")
-    if lam < 0:
-        raise ValueError(f"lam={lam!r} must be >= 0")
-    if "d" in POLICY_PARAMS[policy]:
-        d = task.get("d")
-        if not _is_int(d) or d < 1:
-            raise ValueError(f"d={d!r} must be an integer >= 1")
-        if k * d > n:
-            what = f"d={d!r}" if k == 1 else f"k*d={k * d} (k={k!r}, d={d!r})"
-            raise ValueError(f"{what} must not exceed n_servers={n!r} (sampling without replacement)")
-    if policy == "central":
-        pc = task.get("p")
-        if not isinstance(pc, (int, float)) or isinstance(pc, bool) or not 0.0 <= pc <= 1.0:
-            raise ValueError(f"p={pc!r} must be a number in [0, 1]")
-    if engine in STOCHASTIC_ENGINES:
-        if lam <= 0:
-            raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
-        ev = task.get("events")
-        if not _is_int(ev) or ev < 1000:
-            raise ValueError(f"events={ev!r} must be an integer >= 1000")
-        init = task.get("init", "meanfield")
-        if init not in INIT_CHOICES:
-            raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-        nb = task.get("n_batches", 20)
-        if not _is_int(nb) or nb < 2:
-            raise ValueError(f"n_batches={nb!r} must be an integer >= 2")
-        seed = task.get("seed")
-        if not _is_int(seed) or seed < 0:
-            raise ValueError(f"seed={seed!r} must be a non-negative integer")
+    """Raise ``ValueError`` with the offending key and value if ``task`` cannot run.
+
+    Generic checks first (the entry exists, no undeclared key, required parameters are present
+    and each parameter the entry uses is of its declared kind), then the model's own value
+    checks.
+    """
+    ent = entry(task.get("engine"), task.get("policy"))
+    used = set(ent.params)
+    for name in ent.params:
+        if name in ("events",) or name in ent.optional:
+            continue
+        if task.get(name) is None:
+            raise ValueError(f"{name} is required by policy={ent.policy!r} on engine={ent.engine!r}")
+    for name, value in task.items():
+        if name in ("engine", "policy") or name in RUN_KEYS or value is None:
+            continue
+        if name not in PARAMS:
+            raise ValueError(f"{name}={value!r} is not a task key; parameters of "
+                             f"{ent.engine}/{ent.policy}: {', '.join(ent.params)}")
+        if name in used:  # a declared parameter another entry uses is ignored here (the
+            _check_kind(name, value)  # plan never sends one: it is null in the row)
+    n = task["n_servers"]
+    if n < 1 or n > N_SERVERS_MAX:
+        raise ValueError(f"n_servers={n!r} must be an integer in [1, {N_SERVERS_MAX}]")
+    if ent.engine in STOCHASTIC_ENGINES:
+        _check_run_settings(task)
+    importlib.import_module(f"sim.{ent.model}").check_task(task)

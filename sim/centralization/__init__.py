@@ -69,3 +69,17 @@ from several starts, and :func:`fluid_fixed_point` finds the drift's zero withou
 (solving each regime's linear equations for its equilibrium and keeping the first consistent one).
 
 """
+from __future__ import annotations
+
+__all__ = ["check_task"]
+
+
+def check_task(task: dict) -> None:
+    """``ValueError`` naming the key and value if a partial-centralization task cannot run."""
+    lam, p = task["lam"], task["p"]
+    if not 0.0 <= lam < 1.0:
+        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p={p!r} must be a number in [0, 1]")
+    if task["engine"] == "agent" and task["n_servers"] > 2**31 - 1:
+        raise ValueError(f"n_servers={task['n_servers']!r}: the agent engine needs n_servers < 2**31")

@@ -279,7 +279,7 @@ def simulate_occupancy(n_servers: int, lam: float, p: float, events: int = 10**6
 
 
 # ---------------------------------------------------------------------------------------------
-# engine entry points (sim.registry.RUNNERS)
+# engine entry points (the runners of sim.registry.ENTRIES)
 
 
 def _task_args(task: dict) -> dict:
@@ -327,7 +327,7 @@ def run_meanfield_task(task: dict) -> dict:
         "mean_wait": float(resp), "mean_wait_se": None,
         "prob_wait": float(tail[0]), "prob_wait_se": None,
         "mean_queue": float(invariant_mean_queue(lam, p)), "mean_queue_se": None,
-        "tail": [float(x) for x in tail[:max_level]],
+        "tail": [float(x) for x in tail[:max_level]], "tail_se": None,
         "queueing_ratio": None, "queueing_ratio_se": None,
         "drop_prob": 0.0, "drop_prob_se": None,
         "frac_within_h": float(1.0 - tail[h - 1]),

@@ -19,7 +19,7 @@ INIT_CHOICES = ("meanfield", "empty")
 
 RESULT_KEYS: tuple[str, ...] = (
     "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
-    "mean_queue", "mean_queue_se", "tail", "queueing_ratio", "queueing_ratio_se", "drop_prob",
+    "mean_queue", "mean_queue_se", "tail", "tail_se", "queueing_ratio", "queueing_ratio_se", "drop_prob",
     "drop_prob_se", "frac_within_h", "messages_per_job", "n_jobs", "events_run", "sim_time",
     "warmup_time", "ci_method",
 )
@@ -55,7 +55,7 @@ def result_row(res, **override) -> dict:
         v = override[key] if key in override else getattr(res, key)
         if v is None:
             out[key] = None
-        elif key == "tail":
+        elif key in ("tail", "tail_se"):
             out[key] = [float(x) for x in v]
         elif key == "ci_method":
             out[key] = str(v)

@@ -26,4 +26,47 @@ Engines
 - ``meanfield`` (:mod:`~sim.dispatch.meanfield`, :mod:`~sim.dispatch.batch_meanfield`): the
   supermarket ODE and its closed forms; the batch-filling limit for fixed ``k`` and ``d``.
 
+:func:`check_task` holds this model's value checks (the registry checks kinds first).
 """
+from __future__ import annotations
+
+__all__ = ["check_task"]
+
+
+def check_task(task: dict) -> None:
+    """``ValueError`` naming the key and value if a dispatch task's values cannot run."""
+    engine, policy = task["engine"], task["policy"]
+    n = task["n_servers"]
+    k = task.get("k", 1) if task.get("k") is not None else 1
+    if k < 1:
+        raise ValueError(f"k={k!r} must be an integer >= 1")
+    if k > n:
+        raise ValueError(f"k={k!r} must not exceed n_servers={n!r}")
+    b = task.get("b")
+    if b is not None and b < 1:
+        raise ValueError(f"b={b!r} must be an integer >= 1 (or absent: unbounded)")
+    lam = task["lam"]
+    if b is None and not 0.0 <= lam < 1.0:
+        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1 (queues are unbounded)")
+    if lam < 0:
+        raise ValueError(f"lam={lam!r} must be >= 0")
+    if policy in ("pod", "batch_filling", "batch_sampling", "pod_per_task"):
+        d = task["d"]
+        if d < 1:
+            raise ValueError(f"d={d!r} must be an integer >= 1")
+        if k * d > n:
+            what = f"d={d!r}" if k == 1 else f"k*d={k * d} (k={k!r}, d={d!r})"
+            raise ValueError(f"{what} must not exceed n_servers={n!r} (sampling without replacement)")
+    rates = task.get("service_rates")
+    if rates is not None:
+        if len(rates) != n:
+            raise ValueError(f"service_rates has {len(rates)} entries; it needs one per server "
+                             f"(n_servers={n!r})")
+        if min(rates) <= 0:
+            raise ValueError(f"service_rates: {min(rates)!r} is not > 0 (every rate must be positive)")
+        if k > 1 or b is not None:
+            raise ValueError("service_rates: unequal service rates are supported for single-task "
+                             "jobs without a buffer only (k=1, b absent)")
+    if engine == "agent" and n > 2**31 - 1:
+        raise ValueError(f"n_servers={n!r}: the agent engine needs n_servers < 2**31 "
+                         "(use the occupancy engine)")

@@ -1,7 +1,7 @@
 """Compiled kernels of the agent engine (private; the public API is :mod:`sim.dispatch.agent`).
 
 Everything here works on plain arrays and is ``@njit(cache=True)``, except the thin Python
-driver :func:`agent_kernel`. Policies are integer codes (:mod:`sim.dispatch.codes`); jitted
+driver :func:`agent_kernel`. Policies are integer codes (:mod:`sim.dispatch.policies`); jitted
 functions are never passed as arguments.
 
 Hot loop (:func:`_make_run_span`): one compiled loop per (policy code, pod sampling method,
@@ -37,7 +37,7 @@ from sim.core.fifo import grow_rings
 from sim.core.rng import below, next_raw
 from sim.core.windows import flush_window, window_of, window_shift
 
-from sim.dispatch.codes import JSQ, POD, RANDOM
+from sim.dispatch.policies import JSQ, POD, RANDOM
 
 
 

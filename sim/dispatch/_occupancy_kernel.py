@@ -52,7 +52,7 @@ from sim.core.jobdelay import expected_max_gamma
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, sample_levels  # noqa: F401  (sample_levels: test helper)
 
-from sim.dispatch.codes import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_PER_TASK, RANDOM  # noqa: F401
+from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_PER_TASK, RANDOM  # noqa: F401
 
 
 
@@ -478,7 +478,7 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
 
     Parameters (prepared and validated by :func:`sim.dispatch.occupancy.simulate`)
     ----------
-    policy : int        code of :data:`sim.dispatch.codes.POLICY_CODES`.
+    policy : int        code of :data:`sim.dispatch.policies.POLICY_CODES`.
     n_servers : int     N.
     arr_rate : float    job arrival rate ``N * lam / k``.
     k, n_samp : int     tasks per job; queues sampled per job (batch) or per task (pod kinds).

@@ -4,7 +4,7 @@
 Building blocks shared with :mod:`sim.dispatch._agent_kernel` are imported, not copied: the xoshiro256+
 step ``next_raw``, the bounded draw ``below``, the JSQ bucket moves and ``build_buckets``, and the
 window arithmetic. Everything here is ``@njit(cache=True)`` except the thin Python driver
-:func:`parallel_kernel`; policies are integer codes (:mod:`sim.dispatch.codes`) and no jitted
+:func:`parallel_kernel`; policies are integer codes (:mod:`sim.dispatch.policies`) and no jitted
 function is ever passed as an argument.
 
 State
@@ -80,7 +80,7 @@ from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, sample_fy, sample_rej
 from sim.core.windows import flush_window, window_shift
 
-from sim.dispatch.codes import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD_PER_TASK, RANDOM  # noqa: F401
+from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD_PER_TASK, RANDOM  # noqa: F401
 SAMPLING_POLICIES = (BATCH_FILLING, BATCH_SAMPLING, POD_PER_TASK)
 
 #: ``b`` when there is no buffer (never reached)

@@ -54,7 +54,7 @@ from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
 from sim.core.windows import window_bounds
 from sim.dispatch import _agent_kernel as _k
-from sim.dispatch.codes import POLICY_CODES
+from sim.dispatch.policies import POLICY_CODES, messages_per_job
 
 __all__ = ["AgentResult", "simulate", "run_task"]
 
@@ -268,8 +268,9 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
     tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
     n_arr = int(w_arr[keep].sum())
-    probes_per_job = {"random": 0, "jsq": n_servers, "pod": d}[policy]
-    messages = float(w_probes[keep].sum() / n_arr) if n_arr > 0 else float(probes_per_job)
+    # one-way messages: a probe is a request and a reply (sim.dispatch.policies)
+    messages = (2.0 * float(w_probes[keep].sum() / n_arr) if n_arr > 0
+                else messages_per_job(policy, n_servers, 1, d))
     return AgentResult(
         mean_response=resp.estimate, mean_response_se=resp.se,
         mean_wait=wait.estimate, mean_wait_se=wait.se,

@@ -38,6 +38,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import root
 
 from sim.core.jobdelay import GL_W, GL_X, expected_max_gamma, harmonic
+from sim.dispatch.policies import messages_per_job
 
 TAIL_EPS = 1e-15
 MC_JOBS = 40_000
@@ -199,7 +200,7 @@ def mean_job_delay(s: np.ndarray, k: int, d: int, n_jobs: int = MC_JOBS, seed: i
 
 
 def run_task(task: dict) -> dict:
-    """Mean-field values of a batch-filling task (keys of ``sim.dispatch.agent.RESULT_KEYS``)."""
+    """Mean-field values of a batch-filling task (keys of :data:`sim.core.results.RESULT_KEYS`)."""
     lam, k, d = float(task["lam"]), int(task.get("k", 1)), int(task["d"])
     h = int(task.get("h", 1))
     max_level = int(task.get("max_level", 64))
@@ -215,22 +216,27 @@ def run_task(task: dict) -> dict:
     tail[:m] = s[:m]
     # a task placed on layer j (raising a queue from j to j + 1) waits for j services
     mean_wait = float(np.dot(np.arange(flows.size), flows) / k) if lam > 0 else 0.0
+    # E[T]: exact for k = 1 and lam = 0 (SE null, no sample); for k > 1 a Monte Carlo
+    # average over MC_JOBS arrivals at the fixed point, whose SE and sample size the row reports
+    n_mc = 0
     if k == 1:  # one task: E[T] = E[position] = 1 + mean wait, exactly
-        mean_t, se_t = 1.0 + mean_wait, 0.0
+        mean_t, se_t = 1.0 + mean_wait, None
     elif lam > 0:
         mean_t, se_t = mean_job_delay(s, k, d)
+        n_mc = MC_JOBS
     else:
-        mean_t, se_t = hk, 0.0
+        mean_t, se_t = hk, None
     return {
         "mean_response": mean_t, "mean_response_se": se_t,
         "mean_wait": mean_wait, "mean_wait_se": None,
         "prob_wait": float(p_wait) if lam > 0 else 0.0, "prob_wait_se": None,
         "mean_queue": float(s.sum()), "mean_queue_se": None,
-        "tail": [float(v) for v in tail],
-        "queueing_ratio": (mean_t - hk) / hk, "queueing_ratio_se": se_t / hk,
+        "tail": [float(v) for v in tail], "tail_se": None,
+        "queueing_ratio": (mean_t - hk) / hk,
+        "queueing_ratio_se": None if se_t is None else se_t / hk,
         "drop_prob": 0.0, "drop_prob_se": None,
         "frac_within_h": float(p_within) if lam > 0 else 1.0,
-        "messages_per_job": float(k * d),
-        "n_jobs": MC_JOBS, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
+        "messages_per_job": messages_per_job("batch_filling", 0, k, d),  # N is not needed
+        "n_jobs": n_mc, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
         "ci_method": CI_METHOD,
     }

@@ -35,6 +35,8 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
+from sim.dispatch.policies import messages_per_job
+
 __all__ = [
     "PodOdeSolution",
     "PodFixedPoint",
@@ -389,13 +391,13 @@ def run_task(task: dict) -> dict:
         mean_queue = _pod_tail_sum(lam, d)
         prob_wait = lam**d  # all d sampled servers busy: s_1**d
         tail = pod_fixed_point_tail(lam, d, max_level)
-        messages = 0.0 if policy == "random" else float(d)
+        messages = messages_per_job(policy, n_servers, 1, d)
     elif policy == "jsq":
         mean_response = jsq_mean_response(lam)
         mean_queue = lam
         prob_wait = 0.0
         tail = jsq_fixed_point_tail(lam, max_level)
-        messages = float(n_servers)
+        messages = messages_per_job("jsq", n_servers, 1, 1)
     else:
         raise ValueError(f"policy={policy!r} has no mean-field limit here")
 
@@ -411,7 +413,7 @@ def run_task(task: dict) -> dict:
         "prob_wait_se": None,
         "mean_queue": float(mean_queue),
         "mean_queue_se": None,
-        "tail": [float(v) for v in tail],
+        "tail": [float(v) for v in tail], "tail_se": None,
         # single-task jobs: H_1 = 1, no buffer; a job lands at position <= h unless the
         # server it joins has >= h tasks: all d sampled (pod), the one drawn (random), never (jsq)
         "queueing_ratio": float(mean_response) - 1.0,

@@ -6,7 +6,7 @@ N FIFO servers with Exp(1) task service. Jobs arrive as a Poisson process of rat
 k``; a job is ``k`` tasks that may run on different servers and is done when its last task is.
 Optional buffer ``b`` per server (task in service included): if any task of a job would make its
 queue longer than ``b`` the whole job is dropped. Policies (codes of
-:data:`sim.dispatch.codes.POLICY_CODES`; each is power-of-d when ``k = 1``):
+:data:`sim.dispatch.policies.POLICY_CODES`; each is power-of-d when ``k = 1``):
 
 - ``batch_filling(d)``: sample ``k*d`` distinct queues; place the tasks one by one, each into a
   currently shortest sampled queue (lengths updated after each task; ties uniform).
@@ -95,14 +95,14 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.output import ci_label
-from sim.core.results import RESULT_KEYS, check_run_args, is_int, result_row
+from sim.core.results import check_run_args, is_int, result_row
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
-from sim.dispatch.codes import BATCH_POLICIES, POLICY_CODES
+from sim.dispatch.policies import BATCH_POLICIES, POLICY_CODES, messages_per_job
 from sim.core.jobdelay import GL_W, GL_X
 from sim.core.output import batch_means, tail_estimate, warmup_cut
 
-__all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail", "messages_per_job",
+__all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail",
            "OCCUPANCY_POLICIES"]
 
 #: policies this engine serves
@@ -229,12 +229,6 @@ def _initial_counts(tail: np.ndarray, n_servers: int) -> np.ndarray:
     ge = np.minimum.accumulate(np.minimum(ge, n_servers)) if ge.size else ge
     ge = np.concatenate(([n_servers], ge, [0]))
     return ge[:-1] - ge[1:]
-
-
-def messages_per_job(policy: str, n_servers: int, k: int, d: int) -> float:
-    """Queue-length probes per arriving job."""
-    return float({"random": 0, "jsq": n_servers * k, "pod": d, "batch_filling": k * d,
-                  "batch_sampling": k * d, "pod_per_task": k * k * d}[policy])
 
 
 # --------------------------------------------------------------------------------------------

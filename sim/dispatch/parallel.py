@@ -85,15 +85,15 @@ import numpy as np
 from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.results import RESULT_KEYS, check_run_args, is_int, result_row
+from sim.core.results import check_run_args, is_int, result_row
 from sim.core.rng import threshold
 from sim.core.windows import window_bounds
 from sim.dispatch import _parallel_kernel as _k
 from sim.dispatch.agent import _fixed_point_tail
-from sim.dispatch.codes import POLICY_CODES
+from sim.dispatch.policies import POLICY_CODES, messages_per_job
 
 __all__ = ["ParallelResult", "simulate", "run_task", "place_job", "assign_tasks",
-           "messages_per_job", "PARALLEL_POLICIES"]
+           "PARALLEL_POLICIES"]
 
 #: policies this engine serves
 PARALLEL_POLICIES: tuple[str, ...] = ("random", "jsq", "batch_filling", "batch_sampling",
@@ -141,12 +141,6 @@ class ParallelResult(NamedTuple):
 def _is_number(x) -> bool:
     return (isinstance(x, (int, float, np.integer, np.floating))
             and not isinstance(x, (bool, np.bool_)) and math.isfinite(x))
-
-
-def messages_per_job(policy: str, n_servers: int, k: int, d: int) -> float:
-    """Queue-length probes per job: batch policies k*d, pod_per_task k*k*d, random 0, jsq N*k."""
-    return float({"random": 0, "jsq": n_servers * k, "batch_filling": k * d,
-                  "batch_sampling": k * d, "pod_per_task": k * k * d}[policy])
 
 
 def _check_policy(policy) -> None:

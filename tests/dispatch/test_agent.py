@@ -150,7 +150,7 @@ def test_pod_large_n_matches_mean_field():
                   what="pod mean_response")
     for i in range(1, 5):
         assert_within_se(r.tail[i - 1], s[i - 1], r.tail_se[i - 1], allowance=5 / n, what=f"s_{i}")
-    assert r.messages_per_job == d
+    assert r.messages_per_job == 2 * d  # a probe is a request and a reply
 
 
 @pytest.mark.parametrize("policy, d, rates", [
@@ -193,7 +193,7 @@ def test_jsq_moderate_n_close_to_one_from_above():
     # response - wait is one Exp(1) service
     assert_within_se(r.mean_response - r.mean_wait, 1.0,
                   math.hypot(r.mean_response_se, r.mean_wait_se), what="service time")
-    assert r.messages_per_job == n
+    assert r.messages_per_job == 2 * n
 
 
 def test_heterogeneous_rates_random_routing_is_mm1_mixture():
@@ -248,7 +248,7 @@ def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task())
     assert tuple(out) == RESULT_KEYS
     for key, value in out.items():
-        if key == "tail":
+        if key in ("tail", "tail_se"):
             assert type(value) is list and len(value) == 16
             assert all(type(x) is float for x in value)
         elif key in ("n_jobs", "events_run"):
@@ -260,7 +260,7 @@ def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     assert out["events_run"] == 200_000
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["n_jobs"] > 0
-    assert out["messages_per_job"] == 2.0
+    assert out["messages_per_job"] == 4.0
 
 
 def test_sim_run_dispatch():

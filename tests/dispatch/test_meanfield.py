@@ -117,7 +117,7 @@ RESULT_KEYS = {
     "mean_wait": float, "mean_wait_se": type(None),
     "prob_wait": float, "prob_wait_se": type(None),
     "mean_queue": float, "mean_queue_se": type(None),
-    "tail": list, "queueing_ratio": float, "queueing_ratio_se": type(None), "drop_prob": float,
+    "tail": list, "tail_se": type(None), "queueing_ratio": float, "queueing_ratio_se": type(None), "drop_prob": float,
     "drop_prob_se": type(None), "frac_within_h": float,
     "messages_per_job": float, "n_jobs": int, "events_run": int,
     "sim_time": float, "warmup_time": float, "ci_method": str,
@@ -153,13 +153,13 @@ def test_run_task_keys_and_types(policy):
 def test_run_task_values():
     pod = mf.run_task(_task(max_level=10))
     assert len(pod["tail"]) == 10
-    assert math.isclose(pod["prob_wait"], 0.81) and pod["messages_per_job"] == 2.0
+    assert math.isclose(pod["prob_wait"], 0.81) and pod["messages_per_job"] == 4.0  # 2 per probe
     rnd = mf.run_task(_task(policy="random", d=5))  # d ignored: random routing is d = 1
     assert math.isclose(rnd["mean_response"], 10.0) and math.isclose(rnd["prob_wait"], 0.9)
     assert rnd["messages_per_job"] == 0.0
     jsq = mf.run_task(_task(policy="jsq", n_servers=250))
     assert jsq["mean_response"] == 1.0 and jsq["prob_wait"] == 0.0 and jsq["mean_wait"] == 0.0
-    assert jsq["messages_per_job"] == 250.0 and jsq["tail"][:2] == [0.9, 0.0]
+    assert jsq["messages_per_job"] == 500.0 and jsq["tail"][:2] == [0.9, 0.0]
 
 
 @pytest.mark.parametrize("policy", ("pod", "random", "jsq"))

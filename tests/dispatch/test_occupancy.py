@@ -260,7 +260,7 @@ def test_pod_large_n_matches_mean_field():
                   allowance=5 / n, what="pod mean_response")
     for i in range(1, 5):
         assert_within_se(r.tail[i - 1], s[i - 1], r.tail_se[i - 1], allowance=5 / n, what=f"s_{i}")
-    assert r.messages_per_job == d
+    assert r.messages_per_job == 2 * d
 
 
 @pytest.mark.slow
@@ -281,7 +281,7 @@ def test_jsq_large_n_has_no_queueing():
     r = simulate(n, lam, "jsq", events=20_000_000, seed=26)
     assert r.mean_response >= 1.0
     assert r.mean_response - 1.0 <= Z * r.mean_response_se + 1.0 / n
-    assert r.messages_per_job == n
+    assert r.messages_per_job == 2 * n
 
 
 def test_single_task_batch_policies_are_power_of_d():
@@ -293,7 +293,7 @@ def test_single_task_batch_policies_are_power_of_d():
                     ref.mean_response_se, what=policy)
         assert_engines_agree(r.mean_queue, r.mean_queue_se, ref.mean_queue, ref.mean_queue_se,
                     what=policy)
-        assert r.messages_per_job == d
+        assert r.messages_per_job == 2 * d
 
 
 @pytest.mark.parametrize("policy, d", [("batch_filling", 2), ("batch_sampling", 2),
@@ -390,7 +390,7 @@ def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task(b=6, h=2))
     assert tuple(out) == RESULT_KEYS
     for key, value in out.items():
-        if key == "tail":
+        if key in ("tail", "tail_se"):
             assert type(value) is list and len(value) == 16
             assert all(type(v) is float for v in value)
         elif key in ("n_jobs", "events_run"):
@@ -402,14 +402,14 @@ def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     assert out["events_run"] == 200_000
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["n_jobs"] > 0
-    assert out["messages_per_job"] == 8.0
+    assert out["messages_per_job"] == 16.0
     assert 0.0 <= out["drop_prob"] < 1.0 and out["tail"][6] == 0.0  # b = 6
     assert 0.0 < out["frac_within_h"] <= 1.0
 
 
-@pytest.mark.parametrize("policy, k, messages", [("random", 3, 0.0), ("jsq", 3, 600.0),
-                                                 ("pod", 1, 2.0), ("batch_sampling", 3, 6.0),
-                                                 ("pod_per_task", 3, 18.0)])
+@pytest.mark.parametrize("policy, k, messages", [("random", 3, 0.0), ("jsq", 3, 1200.0),
+                                                 ("pod", 1, 4.0), ("batch_sampling", 3, 12.0),
+                                                 ("pod_per_task", 3, 36.0)])  # 2 messages per probe
 def test_sim_run_dispatch_and_messages(policy, k, messages):
     import sim
 

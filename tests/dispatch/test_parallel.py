@@ -258,7 +258,7 @@ def test_k1_batch_policies_are_pod_and_match_agent_and_mean_field():
                   allowance=5 / n, what="L vs mean field")
     assert r.queueing_ratio == r.mean_response - 1.0
     assert r.frac_within_h == pytest.approx(1 - r.prob_wait, abs=1e-15)
-    assert r.messages_per_job == d and r.drop_prob == 0.0 and r.init_used == "meanfield"
+    assert r.messages_per_job == 2 * d and r.drop_prob == 0.0 and r.init_used == "meanfield"
 
 
 @pytest.mark.parametrize("k", [1, 6])
@@ -410,7 +410,7 @@ def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task())
     assert tuple(out) == RESULT_KEYS
     for key, value in out.items():
-        if key == "tail":
+        if key in ("tail", "tail_se"):
             assert type(value) is list and len(value) == 16
             assert all(type(x) is float for x in value)
         elif key in ("n_jobs", "events_run"):
@@ -421,9 +421,9 @@ def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
             assert type(value) is float, key
     assert out["events_run"] == 200_000 and out["n_jobs"] > 0
     assert 0 <= out["warmup_time"] < out["sim_time"]
-    assert out["messages_per_job"] == 8.0 and out["drop_prob"] == 0.0
-    assert run_task(task(policy="pod_per_task"))["messages_per_job"] == 32.0
-    assert run_task(task(policy="jsq"))["messages_per_job"] == 40 * 4
+    assert out["messages_per_job"] == 16.0 and out["drop_prob"] == 0.0
+    assert run_task(task(policy="pod_per_task"))["messages_per_job"] == 64.0
+    assert run_task(task(policy="jsq"))["messages_per_job"] == 2 * 40 * 4
     assert run_task(task(policy="random", b=3))["messages_per_job"] == 0.0
 
 
