@@ -26,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.common import cpu_model  # noqa: E402
 from sim.dispatch.agent import simulate  # noqa: E402
 
 
@@ -81,6 +82,7 @@ def main(argv=None) -> int:
         agent_runs.append(run_agent(a.n_servers, a.lam, a.d, a.events, a.seed + i))
     c = max(c_runs, key=lambda r: r["events_per_s"])
     ag = max(agent_runs, key=lambda r: r["events_per_s"])
+    print(f"cpu: {cpu_model()}")
     print(f"workload: power-of-{a.d}, N={a.n_servers}, lam={a.lam}, events={a.events:.3g}, "
           f"best of {a.repeat}")
     print(f"C loop (pod_limit.c): {c['events_per_s']:.4g} events/s  "

@@ -33,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.common import cpu_model  # noqa: E402
 from sim.dispatch.occupancy import simulate  # noqa: E402
 
 
@@ -92,6 +93,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-agent", action="store_true")
     a = p.parse_args(argv)
     ev, lam = a.events, a.lam
+    print(f"cpu: {cpu_model()}")
     print(f"occupancy engine, lam = {lam}, {ev:,} events per run, best of {a.repeat}")
 
     print("\n1. per-event cost against N")

@@ -10,7 +10,7 @@ mean queue length, batch means, xoshiro256+ seeded by ``numpy.random.SeedSequenc
 
 * Agent engine, end of run: with the central server chasing the longest queues the remaining
   time of a task still present is *not* a Gamma of its position (that correction,
-  :func:`sim.dispatch._agent_kernel.close_censored`, is used only for ``p = 0``, where it is exact with
+  :func:`sim.core.fifo.close_censored`, is used only for ``p = 0``, where it is exact with
   rate ``1 - p = 1``). For ``p > 0`` the run is followed by a *drain*: the same dynamics
   (arrivals included, new tasks untracked) run on until every task that arrived during the run has
   left, each credited to the window it arrived in. This is exact (the censored tasks get their
@@ -142,7 +142,7 @@ def simulate_agent(n_servers: int, lam: float, p: float, events: int = 10**6, se
 
     Response times are measured per task from FIFO ring buffers and credited to the window of
     the task's arrival. End of run: ``p = 0`` -- the exact expected remaining time of each task
-    still present (Gamma of its position at rate 1, :func:`sim.dispatch._agent_kernel.close_censored`);
+    still present (Gamma of its position at rate 1, :func:`sim.core.fifo.close_censored`);
     ``p > 0`` -- a drain phase (module docstring), at most ``max_drain_events`` (default:
     ``events``) events, after which any task still present is credited with its elapsed time plus
     the local-service bound ``(position)/(1 - p)`` (never reached in our runs; reported in

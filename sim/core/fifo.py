@@ -1,7 +1,8 @@
 """N FIFO servers with exponential service: per-server ring buffers of arrival times.
 
 Per server ``n``: ``q[n]`` tasks (in service included) and a FIFO ring buffer ``buf[n, :]`` of
-their arrival times (event indices; NaN for tasks present at time 0, whose arrival is unknown)
+their arrival times (event indices; -1 in an integer buffer, NaN in a float one, for tasks
+present at time 0, whose arrival is unknown)
 starting at ``head[n]``; the ring capacity ``C`` is a power of two, doubled by :func:`grow_rings`
 when a queue would exceed it. Kernels that measure each task's response directly use these; the
 jobs still present at the end of a run are closed without bias by :func:`close_censored`.
@@ -57,7 +58,7 @@ def close_censored(q, buf, head, mu, rate, bounds, w_jobs, w_resp, w_starts, w_w
         h = head[n]
         for k in range(q[n]):
             a = buf[n, (h + k) & mask]
-            if a == a:
+            if a >= 0:  # known arrival (-1, or NaN in a float buffer, marks jobs of time 0)
                 wa = window_of(a, shift)
                 w_jobs[wa] += 1
                 w_resp[wa] += (last - a) + (k + 1) * per
@@ -72,7 +73,9 @@ def grow_rings(q, buf, head, cnt, acc, start):
     n_servers, c_old = buf.shape
     mask = c_old - 1
     c_new = 2 * c_old
-    nbuf = np.empty((n_servers, c_new), dtype=np.float64)
+    # -1 in the unused slots: the dispatch agent loop reads a stale slot and needs a valid
+    # window (>= -1); a float buffer (NaN for unknown arrivals) gets -1.0, never read as valid
+    nbuf = np.full((n_servers, c_new), -1, dtype=buf.dtype)
     for m in range(n_servers):
         h = head[m]
         for k in range(q[m]):

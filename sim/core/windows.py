@@ -42,8 +42,8 @@ def window_shift(bounds):
 
 @njit(cache=True)
 def window_of(a, shift):
-    """The window of event index ``a`` (a float holding an integer): windows are ``2**shift``
-    events long (:func:`sim.dispatch.agent.window_bounds`), so this is one shift, no division."""
+    """The window of event index ``a`` (an int, or a float holding one): windows are ``2**shift``
+    events long (:func:`window_bounds`), so this is one shift, no division."""
     return np.int64(a) >> shift
 
 

@@ -658,7 +658,7 @@ def parallel_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
     p_arrival : uint64    an event is a job arrival iff the raw 64-bit draw is below it.
     srv : int32[N, W]     server records (:func:`new_servers`), updated in place or regrown.
     jobtab : int64[2J]    job table (J >= 1 slots, all free).
-    bounds : int64[W+1]   window starts (windows of 2**s events, :func:`sim.dispatch.agent.window_bounds`).
+    bounds : int64[W+1]   window starts (windows of 2**s events, :func:`sim.core.windows.window_bounds`).
     state : uint64[8]     two xoshiro256+ states, advanced in place: ``state[:4]`` draws the
                           events (arrival or service token, and the token's server), so the
                           loop can look ``LOOKAHEAD`` events ahead and prefetch;
@@ -809,7 +809,7 @@ def close_censored(srv, jobtab, rate, bounds, w_jobs, w_resp, w_tasks, w_tresp,
     """Credit the jobs and tasks still in the system at the end with their elapsed time plus
     their exact expected remaining time (conditional expectation given the positions; removes
     the bias against long responses that a finite run has, as in
-    :func:`sim.dispatch._agent_kernel.close_censored`).
+    :func:`sim.core.fifo.close_censored`).
 
     A task at position ``p`` (1 = in service) completes after Gamma(p, 1) time and, if
     ``p >= 2``, starts after Gamma(p - 1, 1). A job completes when the last of its tasks in each

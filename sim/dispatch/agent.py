@@ -27,7 +27,7 @@ per-server FIFO ring buffers of arrival times; a response is recorded when the j
 wait when it reaches the head of its queue, each credited to the window in which the job
 *arrived*; the jobs still in the system at the end are credited with their elapsed time plus
 their exact expected remaining time given their position, which removes the bias against long
-responses that a finite run would otherwise have -- see :func:`sim.dispatch._agent_kernel.close_censored`), probability of waiting (the chosen server was busy
+responses that a finite run would otherwise have -- see :func:`sim.core.fifo.close_censored`), probability of waiting (the chosen server was busy
 on arrival), time-average queue length per server, tail fractions ``s_i`` (time-average fraction
 of servers with at least ``i`` tasks), probe messages per job (random 0, pod d, jsq N). Jobs
 present at time 0 (warm start) have unknown arrival times and are not recorded.
@@ -179,10 +179,10 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
 
     Notes
     -----
-    Memory: the arrival-time ring buffers take ``8 * N * C`` bytes, ``C`` the smallest power of
-    two above the longest queue seen: about 1.3 MB (C = 16) for N = 10**4 under power-of-2 at
-    lam = 0.9, but gigabytes for random routing with N = 10**4 near lam = 1 (queues of
-    thousands).
+    Memory: the arrival-time ring buffers take ``4 * N * C`` bytes (``8 * N * C`` for runs of
+    more than 2**31 events), ``C`` the smallest power of two above the longest queue seen: about
+    320 KB (C = 8) for N = 10**4 under power-of-2 at lam = 0.9, but gigabytes for random routing
+    with N = 10**4 near lam = 1 (queues of thousands).
 
     Compilation: one event loop per (policy, pod sampling method, equal/unequal rates) is compiled
     on first use and cached on disk (see :mod:`sim.dispatch._agent_kernel`).
@@ -239,7 +239,11 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
     while cap <= int(q.max()):
         cap *= 2
-    buf = np.full((n_servers, cap), np.nan)
+    # arrival event indices, -1: unknown (present at time 0). int32 when every event index fits:
+    # half the cache footprint of int64 (N = 10**4, C = 8: 320 KB instead of 640 KB, inside
+    # L2), measured +7% events/s; results are the same either way
+    stamp = np.int32 if events <= 2**31 else np.int64
+    buf = np.full((n_servers, cap), -1, dtype=stamp)
     head = np.zeros(n_servers, dtype=np.int64)
     bounds = window_bounds(events, n_windows)
     n_windows = bounds.size - 1  # between n_windows and 2 * n_windows (power-of-two lengths)

@@ -214,7 +214,7 @@ def test_ring_growth_gives_identical_results():
         n, lam = 8, 0.9
         state = new_state(16)
         q = np.zeros(n, dtype=np.int64)
-        buf = np.full((n, capacity), np.nan)
+        buf = np.full((n, capacity), -1, dtype=np.int64)
         head = np.zeros(n, dtype=np.int64)
         w = 50
         bounds = (np.arange(w + 1) * 200_000) // w
