@@ -4,19 +4,6 @@ fluid model (the model itself: :mod:`sim.centralization`).
 Pure numerics (numpy, scipy): :mod:`analysis.centralization` imports these closed forms too, so
 the analysis and the ``meanfield`` rows use one implementation.
 
-Model
------
-N stations. Station n receives tasks as a Poisson process of rate ``lam`` (0 <= lam < 1) and has
-a *local* server, a Poisson clock of rate ``1 - p``: at a tick, if its queue is non-empty one task
-(the head, FIFO) leaves, else the tick is wasted. A *central* server, a Poisson clock of rate
-``N * p``, removes at each tick the head task of a station drawn uniformly among those with a
-longest queue (wasted when the whole system is empty). ``p`` in [0, 1] is the central fraction of
-the processing. A task leaves at the tick that serves it: service takes no time, so a task's
-*wait* is its whole sojourn and ``mean_wait == mean_response`` here.
-
-State: ``s_i`` = fraction of stations with at least ``i`` tasks (``s_0 = 1``),
-``v_i = sum_{j >= i} s_j`` (``v_1`` = mean queue length per station).
-
 Invariant state (Theorem 2 of the paper)
 ----------------------------------------
 * ``p = 0``: ``s_i = lam**i`` (independent M/M/1 queues);
