@@ -29,6 +29,10 @@ from analysis.zero_queueing import analyze_zero_queueing  # noqa: E402
 
 ANALYSES["zero_queueing"] = analyze_zero_queueing
 
+from analysis.jiq import analyze_jiq  # noqa: E402
+
+ANALYSES["jiq"] = analyze_jiq
+
 __all__ = [
     "ANALYSES",
     "METRICS",

@@ -59,6 +59,8 @@ PARAMS: dict[str, Param] = {
     "p": Param("float", "central fraction of the processing (partial centralization)"),
     "events": Param("int", "run length of a simulation: events, warm-up included"),
     "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
+    "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
+    "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks"),
 }
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
@@ -66,7 +68,7 @@ RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h")
 
 #: engine limits the plan checks before compute
 N_BATCHES_MAX = 500  # n_batches <= n_windows // 2 with the engines' 1000 windows
-N_SERVERS_MAX = 2**31 - 1  # agent engines index servers with 32-bit draws
+N_SERVERS_MAX = 2**62 - 1  # occupancy counts; agent engines need < 2**31 (their models check)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy")
 
 _D = "sim.dispatch"
 _C = "sim.centralization.simulate"
+_J = "sim.jiq"
 ENTRIES: tuple[Entry, ...] = (
     # the dispatch model: N FIFO servers, Poisson jobs of k tasks, one dispatching policy
     Entry("agent", "random", "dispatch", f"{_D}.parallel:run_task", (), ("k", "b", "service_rates")),
@@ -113,6 +116,18 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("agent", "central", "centralization", f"{_C}:run_agent_task", ("p",)),
     Entry("occupancy", "central", "centralization", f"{_C}:run_occupancy_task", ("p",)),
     Entry("meanfield", "central", "centralization", f"{_C}:run_meanfield_task", ("p",)),
+    # distributed Join-the-Idle-Queue (Wang, Feng & Cheng): M = N / r schedulers with I-queues
+    Entry("agent", "jiq", "jiq", f"{_J}.agent:run_task", ("r",)),
+    Entry("agent", "jiq_pod", "jiq", f"{_J}.agent:run_task", ("r", "d")),
+    Entry("agent", "jiq_original", "jiq", f"{_J}.agent:run_task", ("r",)),
+    Entry("agent", "jiq_threshold", "jiq", f"{_J}.agent:run_task", ("r", "z")),
+    Entry("agent", "jiq_sqd", "jiq", f"{_J}.agent:run_task", ("r", "d")),
+    Entry("occupancy", "jiq", "jiq", f"{_J}.occupancy:run_task", ("r",)),
+    Entry("occupancy", "jiq_pod", "jiq", f"{_J}.occupancy:run_task", ("r", "d")),
+    Entry("occupancy", "jiq_sqd", "jiq", f"{_J}.occupancy:run_task", ("r", "d")),
+    Entry("meanfield", "jiq", "jiq", f"{_J}.meanfield:run_task", ("r",)),
+    Entry("meanfield", "jiq_pod", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
+    Entry("meanfield", "jiq_sqd", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
 )
 
 _BY_KEY: dict[tuple[str, str], Entry] = {(e.engine, e.policy): e for e in ENTRIES}
@@ -141,6 +156,10 @@ RESULTS: dict[str, str] = {
     "drop_prob": "float", "drop_prob_se": "float",
     "frac_within_h": "float",
     "messages_per_job": "float",
+    # JIQ: I-queues and message rates (per server per unit time, one-way messages)
+    "p0": "float", "p0_se": "float", "mean_iqueue": "float", "mean_iqueue_se": "float",
+    "join_rate": "float", "join_rate_se": "float", "delete_rate": "float",
+    "delete_rate_se": "float", "probe_rate": "float", "probe_rate_se": "float",
     "n_jobs": "int", "events_run": "int", "sim_time": "float", "warmup_time": "float",
     "ci_method": "str",
 }

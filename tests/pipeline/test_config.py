@@ -75,6 +75,18 @@ BAD = [
     (["params.events=10"], "events=10"),
     (["run.init=warm"], "run.init='warm'"),
     (["execution.backend=spark"], "execution.backend='spark'"),
+    (["run.n_batches=100000"], "run.n_batches=100000"),
+    (["params.lam=nan"], "lam=nan is not finite"),
+    # distributed JIQ (sim/jiq): one clear message each
+    (["policies=[jiq]", "engines=[agent]", "+params.r=3"], "n_servers / r = 1000 / 3"),
+    (["policies=[jiq]", "engines=[agent]"], "params.r is required"),
+    (["policies=[jiq]", "engines=[agent]", "+params.r=0"], "r=0"),
+    (["policies=[jiq_pod]", "engines=[agent]", "+params.r=10", "params.d=1001"], "d=1001"),
+    (["policies=[jiq_sqd]", "engines=[agent]", "+params.r=10", "params.d=101"], "d=101 must be an integer with 1 <= d <= M"),
+    (["policies=[jiq_threshold]", "engines=[agent]", "+params.r=10", "+params.z=-1"], "z=-1"),
+    (["policies=[jiq_threshold]", "engines=[agent]", "+params.r=10"], "params.z is required"),
+    (["policies=[jiq_original]", "engines=[occupancy]", "+params.r=10"], "'jiq_original' is not served by engine 'occupancy'"),
+    (["policies=[jiq]", "engines=[meanfield]", "+params.r=10", "params.lam=0"], "lam=0"),
 ]
 
 

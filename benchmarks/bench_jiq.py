@@ -1,0 +1,142 @@
+"""Speed of the JIQ engines (prints figures; no assertions).
+
+Agent half: events per second of :func:`sim.jiq.agent.simulate` for ``jiq`` and ``jiq_pod``
+(d = 2) at N = 10**4 and 10**6 (r = 10, lam = 0.9), beside the dispatch model's power-of-d agent
+engine (:func:`sim.dispatch.agent.simulate` with ``pod``, d = 2) on the same load, which counts
+events the same way (uniformized events of rate N (1 + lam), a service token at an idle server
+wasted), so ns/event is the like-for-like figure. Target: the JIQ agent within 1.5x of the pod
+agent's cost per event.
+
+Each figure is the best of ``--repeat`` runs after a warm-up run (compile time and first-touch
+of the cache excluded), in CPU time of this process (``time.process_time``: on a machine shared
+with other jobs, wall time measures the neighbours too; both are printed). A run includes set-up
+(O(N): initial state, ring buffers) and output analysis; to report the cost of the event loop
+alone, each case is timed at two run lengths and the *marginal* cost ``(t2 - t1) / (E2 - E1)``
+is shown beside the plain one. The cost ratios use the marginal CPU costs.
+
+Extending: a case is a :class:`Case` (label, engine group, a function ``run(n, events)``) in
+:data:`CASES`; the occupancy half adds its own cases (e.g. a group ``"occupancy"``) to the list
+or through :func:`register`, and :func:`main` times whatever is registered, with ``--only``
+selecting groups.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_jiq.py [--sizes 10000 1000000] [--events 4000000 16000000]
+        [--repeat 3] [--only agent dispatch]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import cpu_model  # noqa: E402
+
+LAM, R = 0.9, 10
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    group: str  #: engine group, e.g. "agent", "dispatch", "occupancy"
+    run: Callable[[int, int], object]  #: run(n_servers, events) -> a result with mean_response
+
+
+CASES: list[Case] = []
+
+
+def register(case: Case) -> Case:
+    CASES.append(case)
+    return case
+
+
+def _jiq_agent(policy: str, d: int = 1):
+    def run(n, events):
+        from sim.jiq.agent import simulate
+
+        return simulate(n, LAM, policy, R, d=d, events=events, seed=1)
+    return run
+
+
+def _dispatch_pod(d: int):
+    def run(n, events):
+        from sim.dispatch.agent import simulate
+
+        return simulate(n, LAM, "pod", d=d, events=events, seed=1)
+    return run
+
+
+register(Case("jiq agent, jiq", "agent", _jiq_agent("jiq")))
+register(Case("jiq agent, jiq_pod d=2", "agent", _jiq_agent("jiq_pod", 2)))
+register(Case("dispatch agent, pod d=2 (reference)", "dispatch", _dispatch_pod(2)))
+
+
+
+
+def best_time(fn, repeat: int):
+    """Best (CPU seconds, wall seconds) of ``repeat`` calls, and the last result."""
+    best_cpu, best_wall, out = float("inf"), float("inf"), None
+    for _ in range(repeat):
+        c0, w0 = time.process_time(), time.perf_counter()
+        out = fn()
+        best_cpu = min(best_cpu, time.process_time() - c0)
+        best_wall = min(best_wall, time.perf_counter() - w0)
+    return best_cpu, best_wall, out
+
+
+def measure(case: Case, n: int, events: tuple[int, int], repeat: int) -> dict:
+    e1, e2 = events
+    case.run(n, min(e1, 10 * n + 10**5))  # warm-up: compile or load the cache
+    c1, _, _ = best_time(lambda: case.run(n, e1), repeat)
+    c2, w2, res = best_time(lambda: case.run(n, e2), repeat)
+    marginal = (c2 - c1) / (e2 - e1) if c2 > c1 else float("nan")
+    return {"ns_per_event": 1e9 * c2 / e2, "events_per_s": e2 / c2,
+            "wall_ns_per_event": 1e9 * w2 / e2, "marginal_ns": 1e9 * marginal,
+            "mean_response": float(res.mean_response), "se": float(res.mean_response_se)}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10**4, 10**6])
+    ap.add_argument("--events", type=int, nargs=2, default=[4_000_000, 16_000_000],
+                    help="two run lengths (the marginal cost is their difference)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", nargs="+", default=None, help="engine groups to time")
+    args = ap.parse_args(argv)
+    print(f"CPU: {cpu_model()}  (python {platform.python_version()})")
+    print(f"lam = {LAM}, r = {R}; best of {args.repeat} after a warm-up, CPU time; "
+          f"events {args.events[1]:,} (marginal: {args.events[1]:,} - {args.events[0]:,})")
+    out = {}
+    for n in args.sizes:
+        print(f"N = {n:,}")
+        ref = None
+        for case in CASES:
+            if args.only and case.group not in args.only:
+                continue
+            m = measure(case, n, tuple(args.events), args.repeat)
+            out[(case.label, n)] = m
+            if case.group == "dispatch":
+                ref = m
+            print(f"  {case.label:<38s} cpu {m['ns_per_event']:7.1f} ns/event "
+                  f"({m['events_per_s'] / 1e6:6.2f} M events/s), marginal "
+                  f"{m['marginal_ns']:7.1f} ns; wall {m['wall_ns_per_event']:7.1f} ns/event; "
+                  f"E[T] = {m['mean_response']:.4f} +- {m['se']:.4f}")
+        if ref is not None:
+            for case in CASES:
+                if case.group == "agent" and (case.label, n) in out:
+                    m = out[(case.label, n)]
+                    print(f"  cost per event, {case.label} / pod agent: marginal "
+                          f"{m['marginal_ns'] / ref['marginal_ns']:.2f}, whole run "
+                          f"{m['ns_per_event'] / ref['ns_per_event']:.2f} (target <= 1.5)")
+    return out
+
+
+if __name__ == "__main__":
+    main()

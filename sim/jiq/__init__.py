@@ -1,0 +1,126 @@
+"""Distributed Join-the-Idle-Queue (Wang, Feng & Cheng, "Distributed Join-the-Idle-Queue for low
+latency cloud services"; Lu et al. 2011 for the original JIQ): the model.
+
+Model
+-----
+``N`` identical servers with FIFO queues and Exp(1) service; ``M`` schedulers, ``r = N / M``
+servers per scheduler (``r > 0`` with ``N / r`` a positive integer). Tasks arrive as a Poisson
+process of rate ``lam * N`` (``0 <= lam < 1``), each at a uniformly chosen scheduler. Each
+scheduler holds an *I-queue*, a list of idle servers; a server that becomes idle sends a "join"
+message to an I-queue chosen uniformly among the ``M``.
+
+A task arriving at a scheduler whose I-queue is non-empty goes to a server drawn uniformly from
+that I-queue, which leaves it (no message). If the I-queue is empty:
+
+- ``jiq``: the task goes to a server drawn uniformly among all ``N``;
+- ``jiq_pod``: ``d`` distinct servers are probed (uniformly) and the task joins the shortest,
+  ties uniform;
+
+and if the chosen server was idle it is listed in another I-queue and sends it a "delete"
+message, so that I-queues hold idle servers only (and every idle server is listed once).
+
+Variants:
+
+- ``jiq_original`` (Lu et al. 2011): no delete messages. A listed server may become busy by a
+  blind assignment and stays listed; a scheduler that draws it sends the task there although it
+  is busy (and it leaves that I-queue). A server is listed at most once: a listed server that
+  becomes idle again does not join a second I-queue.
+- ``jiq_threshold`` (threshold ``z >= 0``): the I-queues hold exactly the servers with at most
+  ``z`` tasks (join on falling to ``z``, leave on rising above ``z`` by any route); a scheduler
+  draws uniformly from its I-queue and the server stays listed while it holds at most ``z``
+  tasks. ``z = 0`` is ``jiq``.
+- ``jiq_sqd`` (JIQ-SQ(d)): as ``jiq``, but a server becoming idle samples ``d`` distinct
+  I-queues and joins the shortest (ties uniform); needs ``d <= M``.
+
+Messages (one-way): a probe of a server or of an I-queue is a request and a reply, 2; a join or
+a delete, 1. Under ``jiq_threshold`` a server rising above ``z`` by a task from its own I-queue's
+scheduler sends a delete when ``z > 0`` (the scheduler cannot know its count); for ``z = 0`` the
+scheduler knows the server was idle and drops it itself, as under ``jiq``.
+
+Engines
+-------
+- ``agent`` (:mod:`sim.jiq.agent`, kernels in :mod:`sim.jiq._agent_kernel`): one entry per
+  server and per I-queue, uniformized continuous time, every task's response measured directly,
+  O(1) per event, any ``M >= 1``.
+- ``occupancy`` (:mod:`sim.jiq.occupancy`, kernels in :mod:`sim.jiq._occupancy_kernel`):
+  counts of servers per queue length and of I-queues per size, O(levels) per event whatever N
+  (jiq, jiq_pod, jiq_sqd: the policies whose counts are a Markov chain).
+- ``meanfield`` (:mod:`sim.jiq.meanfield`): the ``N, M -> infinity`` limit with ``r`` fixed
+  (``p0``, the server tails, the I-queue size law, message rates), by root and by ODE.
+
+:func:`check_task` validates the model's parameters of a task (kept light: numpy only, no numba).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["POLICIES", "check_task", "n_schedulers"]
+
+#: the policies of this model
+POLICIES = ("jiq", "jiq_pod", "jiq_original", "jiq_threshold", "jiq_sqd")
+
+
+def _is_number(x) -> bool:
+    return (isinstance(x, (int, float, np.integer, np.floating))
+            and not isinstance(x, (bool, np.bool_)))
+
+
+def _integral(x) -> bool:
+    """An integer, or an integer-valued float (YAML formulas give floats)."""
+    return _is_number(x) and math.isfinite(float(x)) and float(x) == int(x)
+
+
+def n_schedulers(n_servers, r) -> int:
+    """``M = N / r``; ``ValueError`` naming ``r`` unless it is a positive integer."""
+    if r is None:
+        raise ValueError("r=None: the JIQ model needs r (servers per scheduler), a number > 0")
+    if not _is_number(r) or not math.isfinite(float(r)) or not float(r) > 0:
+        raise ValueError(f"r={r!r} must be a finite number > 0 (servers per scheduler)")
+    m_float = float(n_servers) / float(r)
+    m = round(m_float)
+    if m < 1 or abs(m_float - m) > 1e-9 * max(1.0, m_float):
+        raise ValueError(f"r={r!r}: n_servers / r = {n_servers} / {r} = {m_float:.10g} must be a "
+                         "positive integer (the number of schedulers)")
+    if m >= 2**31:
+        raise ValueError(f"r={r!r}: n_servers / r = {m} schedulers, must be < 2**31")
+    return int(m)
+
+
+def check_task(task: dict) -> None:
+    """``ValueError`` with one clear message naming the key and its value if the task's model
+    parameters are invalid: ``policy``, ``n_servers`` (integer >= 1), ``lam`` in [0, 1), ``r``
+    (> 0 with ``n_servers / r`` a positive integer), ``d`` (jiq_pod: 1 <= d <= n_servers;
+    jiq_sqd: 1 <= d <= M), ``z`` (jiq_threshold: an integer >= 0)."""
+    policy = task.get("policy")
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r} is not a JIQ policy; valid: {', '.join(POLICIES)}")
+    n = task.get("n_servers")
+    if not _integral(n) or int(n) < 1:
+        raise ValueError(f"n_servers={n!r} must be an integer >= 1")
+    if int(n) >= 2**31 and task.get("engine", "agent") == "agent":
+        raise ValueError(f"n_servers={n!r}: the agent engine needs n_servers < 2**31 "
+                         "(use the occupancy engine)")
+    n = int(n)
+    lam = task.get("lam")
+    if not _is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
+        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
+    m = n_schedulers(n, task.get("r"))
+    if policy in ("jiq_pod", "jiq_sqd"):
+        d = task.get("d")
+        if d is None:
+            raise ValueError(f"d=None: policy={policy!r} needs d (an integer >= 1)")
+        top, what = (n, "n_servers") if policy == "jiq_pod" else (m, "M = n_servers / r")
+        if not _integral(d) or not 1 <= int(d) <= top:
+            raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {top} "
+                             f"for policy={policy!r}")
+    if policy == "jiq_threshold":
+        z = task.get("z")
+        if z is None:
+            raise ValueError("z=None: policy='jiq_threshold' needs z (an integer >= 0)")
+        if not _integral(z) or int(z) < 0:
+            raise ValueError(f"z={z!r} must be an integer >= 0 for policy='jiq_threshold'")
+    if task.get("engine") == "meanfield" and float(lam) <= 0.0:
+        raise ValueError(f"lam={lam!r}: the JIQ mean field needs 0 < lam < 1 (p0 is the root of "
+                         "a normalisation that degenerates at lam = 0)")

@@ -1,0 +1,391 @@
+"""Agent engine of distributed Join-the-Idle-Queue: one entry per server and per I-queue.
+
+Model: see :mod:`sim.jiq` (N FIFO servers with Exp(1) service, M = N / r schedulers each with
+an I-queue of idle servers; policies ``jiq``, ``jiq_pod``, ``jiq_original``, ``jiq_threshold``,
+``jiq_sqd``).
+
+Simulation (as the dispatch model's agent engine, :mod:`sim.dispatch.agent`): uniformization,
+one event stream of total rate ``R = (1 + lam) N``; an event is an arrival (at a uniform
+scheduler) with probability ``lam / (1 + lam)``, else a service token at a uniform server,
+wasted when the server is idle. Time advances by the deterministic step ``1 / R`` per event: the
+inter-event times of a uniformized chain are i.i.d. and independent of the jump chain, so every
+*mean* is unchanged (Wald), but response-time *distributions* are not the model's.
+
+Per event O(1) (O(d) for the probes), whatever N and M: servers have FIFO ring buffers of
+arrival times (:mod:`sim.core.fifo`); I-queues are rows of a flat array with a position index
+``where[n]``, so a join, a delete and a uniform draw are each O(1)
+(:mod:`sim.jiq._agent_kernel`). Memory: ``4 N C`` bytes of ring buffers (int32 arrival stamps,
+int64 for runs of more than 2**31 events; ``C`` a power of two above the longest queue seen:
+C = 32 for jiq at lam = 0.9, N = 10**6, whose queues reach 16, C = 8 for jiq_pod) and ``4 M K``
+bytes of I-queue rows (``K`` a power of two above the longest I-queue ever seen, at least 8),
+plus a few arrays of N and M entries: about 180 MB for jiq at N = 10**6, r = 10.
+
+Any number of schedulers ``M >= 1`` is simulated literally; nothing assumes ``M`` large. ``M =
+1`` (``r = N``) is Stolyar's centralized JIQ (the one I-queue lists every idle server; a task
+waits only when all servers are busy); ``M > N`` (``r < 1``) is allowed. The mean-field limit
+(:mod:`sim.jiq.meanfield`) is for ``M -> infinity`` with ``r`` fixed, so for small ``M`` it
+is only a warm start, and a poor one (e.g. ``p0`` is then the chance that one of few I-queues
+is empty): the warm-up cut handles the rest.
+
+Measurements, after the warm-up cut (the larger of the MSER-5 cuts on the per-window mean queue
+length and on the per-window fraction of empty I-queues, the two slow modes of this model),
+batch means with standard errors. Near lam = 1 the I-queue sizes relax slowly: from empty at
+lam = 0.98, r = 10 the mean field itself needs t > 800 to settle, and MSER-5 may cut at most
+half the run, so a run of 1000 time units from empty read T = 4.96 +- 0.03 against 5.39 (N =
+1000; 5.39-5.56 from the warm start or with 3000+ time units): start from the mean field
+(the default) or run many relaxation times, and heed a "batches correlated" warning in
+``ci_method``.
+
+- ``mean_response``, ``mean_wait``: measured per task from the ring buffers, credited to the
+  window of the task's arrival; tasks still present at the end are closed without bias by
+  :func:`sim.core.fifo.close_censored`; tasks present at time 0 are not recorded;
+- ``prob_wait``: fraction of tasks sent to a busy server;
+- ``mean_queue`` (tasks per server), ``tail`` ``s_i`` with ``tail_se``: time averages;
+- ``p0``: time-average fraction of empty I-queues; ``mean_iqueue``: time-average mean I-queue
+  length (listed servers / M; equal to ``r (1 - s_1)`` under jiq, jiq_pod, jiq_sqd, where the
+  listed servers are exactly the idle ones);
+- ``join_rate``, ``delete_rate``, ``probe_rate``: one-way messages per server per unit time
+  (a probe is 2: request and reply; a join or a delete 1); ``messages_per_job``: all messages
+  per task.
+
+Warm start (``init="meanfield"``): server queue lengths i.i.d. from the mean-field tail of the
+policy (:func:`sim.jiq.meanfield.fixed_point`; ``jiq_original`` and ``jiq_threshold`` use
+jiq's), I-queue lengths i.i.d. from its I-queue size law, made consistent with the servers: the
+listed servers are exactly the idle ones (the sizes are trimmed by removing uniformly random
+listed slots, or topped up by joins by the policy's own rule, until they add up to the number
+of idle servers; the idle servers are then placed in the slots in random order). Under
+``jiq_threshold`` with ``z > 0`` the servers with ``1..z`` tasks then join uniform I-queues.
+``lam = 0`` has no mean-field point here and starts empty (which is then the fixed point).
+For ``r > 10**4`` (e.g. ``M = 1`` with large N) computing the mean-field point costs too much
+memory, and the start is its ``r -> infinity`` limit: ``s_1 = lam``, ``s_2 = 0`` (``p0 -> 0``),
+the idle servers joining by the policy's rule (``init_used = "large_r_limit"``).
+``init="empty"``: all servers idle and listed, each having joined an I-queue by the policy's
+join rule (uniform; jiq_sqd: shortest of ``d``). Reproducible: xoshiro256+ seeded from
+``SeedSequence(seed)``, set-up shuffles from a spawned child of it.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.core.fifo import close_censored, draw_initial_queues
+from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.results import check_run_args, result_row
+from sim.core.rng import seed_state, threshold
+from sim.core.windows import window_bounds
+from sim.jiq import _agent_kernel as _k
+from sim.jiq import check_task, n_schedulers
+
+__all__ = ["JiqAgentResult", "simulate", "run_task", "EXTRA_KEYS"]
+
+#: keys :func:`run_task` returns beyond :data:`sim.core.results.RESULT_KEYS`
+EXTRA_KEYS = ("p0", "p0_se", "mean_iqueue", "mean_iqueue_se", "join_rate", "join_rate_se",
+              "delete_rate", "delete_rate_se", "probe_rate", "probe_rate_se", "tail_se")
+
+#: mean-field tail levels below this are treated as empty in the warm start
+_TAIL_EPS = 1e-17
+
+#: above this r the warm start uses the r -> infinity limit instead of the mean-field point
+#: (measured: fixed_point takes 0.1 s at r = 10**4 and ran out of memory at r = 10**6, with an
+#: I-queue size law of ~ r + 10 sqrt(r / p0) entries)
+_MF_MAX_R = 1e4
+
+
+class JiqAgentResult(NamedTuple):
+    """Estimates of one JIQ agent run (times in the model's unit, rates per server per unit)."""
+
+    mean_response: float
+    mean_response_se: float
+    mean_wait: float
+    mean_wait_se: float
+    prob_wait: float  #: fraction of tasks sent to a busy server
+    prob_wait_se: float
+    mean_queue: float  #: time-average tasks per server, in service included
+    mean_queue_se: float
+    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
+    tail_se: np.ndarray
+    p0: float  #: time-average fraction of empty I-queues
+    p0_se: float
+    mean_iqueue: float  #: time-average mean I-queue length (listed servers / M)
+    mean_iqueue_se: float
+    join_rate: float  #: join messages per server per unit time
+    join_rate_se: float
+    delete_rate: float
+    delete_rate_se: float
+    probe_rate: float  #: probe messages (2 per probe) per server per unit time
+    probe_rate_se: float
+    messages_per_job: float  #: all messages per task
+    messages_per_job_se: float
+    n_jobs: int  #: tasks whose response was measured after the warm-up cut
+    events_run: int
+    sim_time: float
+    warmup_time: float
+    warmup_windows: int
+    n_windows: int
+    n_batches: int
+    n_schedulers: int  #: M = N / r
+    init_used: str  #: what the run started from: "meanfield", "large_r_limit" or "empty"
+    ci_method: str
+
+
+class _State(NamedTuple):
+    """Final state of a run (for invariant checks in tests)."""
+
+    q: np.ndarray
+    iq: np.ndarray
+    isize: np.ndarray
+    where: np.ndarray
+    kshift: int
+    ctr: np.ndarray
+
+
+# --------------------------------------------------------------------------------------------
+# initial state
+# --------------------------------------------------------------------------------------------
+def _meanfield_point(policy: str, lam: float, r: float, d: int):
+    """The mean-field fixed point used for the warm start (jiq's for jiq_original and
+    jiq_threshold), with enough levels that the tail is below ``_TAIL_EPS``; None if the mean
+    field is unavailable (module missing) or undefined (lam = 0)."""
+    try:
+        from sim.jiq import meanfield as mf
+    except ImportError:
+        return None
+    if lam <= 0.0:
+        return None
+    mf_policy = policy if policy in ("jiq", "jiq_pod", "jiq_sqd") else "jiq"
+    mf_d = d if mf_policy != "jiq" else 1
+    levels = 256
+    while True:
+        fp = mf.fixed_point(mf_policy, lam, r, mf_d, max_level=levels)
+        if fp.tail[-1] < _TAIL_EPS or levels >= 1 << 22:
+            return fp
+        levels *= 8
+
+
+def _initial_state(policy: str, code: int, lam: float, n_servers: int, n_sched: int, r: float,
+                   d: int, z: int, init: str, state: np.ndarray, rng: np.random.Generator):
+    """Queues and I-queues to start from: ``(q, iq, isize, where, kshift, init_used)``."""
+    sqd = code == _k.JIQ_SQD
+    large_r = init == "meanfield" and lam > 0.0 and r > _MF_MAX_R
+    fp = (_meanfield_point(policy, lam, r, d) if init == "meanfield" and not large_r
+          else None)
+    if large_r:
+        # r -> infinity: p0 -> 0, so s_1 = lam and s_2 = lam p0 -> 0: a fraction lam of the
+        # servers hold one task, the idle ones join by the policy's rule
+        init_used = "large_r_limit"
+        q = draw_initial_queues(np.array([lam]), n_servers, state)
+        isize = np.zeros(n_sched, dtype=np.int64)
+        _k.initial_joins(isize, int(np.sum(q == 0)), d, sqd, state)
+    elif fp is None:
+        init_used = "empty"
+        q = np.zeros(n_servers, dtype=np.int64)
+        isize = np.zeros(n_sched, dtype=np.int64)
+        _k.initial_joins(isize, n_servers, d, sqd, state)
+    else:
+        init_used = "meanfield"
+        tail = np.asarray(fp.tail, dtype=np.float64)
+        q = draw_initial_queues(np.ascontiguousarray(tail[tail >= _TAIL_EPS]), n_servers, state)
+        pmf = np.clip(np.asarray(fp.iqueue_pmf, dtype=np.float64), 0.0, None)
+        ptail = np.minimum(np.cumsum(pmf[::-1])[::-1][1:] / pmf.sum(), 1.0)  # P_j, j >= 1
+        isize = draw_initial_queues(np.ascontiguousarray(ptail), n_sched, state)
+        n_idle = int(np.sum(q == 0))
+        excess = int(isize.sum()) - n_idle
+        if excess > 0:  # remove uniformly random listed slots
+            owners = np.repeat(np.arange(n_sched), isize)
+            drop = rng.choice(owners.size, excess, replace=False)
+            isize -= np.bincount(owners[drop], minlength=n_sched)
+        elif excess < 0:  # the missing idle servers join by the policy's rule
+            _k.initial_joins(isize, -excess, d, sqd, state)
+    listed = np.flatnonzero(q == 0)
+    if code == _k.JIQ_THRESHOLD and z > 0:
+        extra = np.flatnonzero((q >= 1) & (q <= z))
+        _k.initial_joins(isize, extra.size, 1, False, state)
+        listed = np.concatenate((listed, extra))
+    assert int(isize.sum()) == listed.size
+    kshift = _k.capacity_shift(int(isize.max()))
+    owners = np.repeat(np.arange(n_sched, dtype=np.int64), isize)
+    offsets = np.concatenate(([0], np.cumsum(isize)[:-1]))
+    slots = (owners << kshift) + (np.arange(owners.size) - offsets[owners])
+    servers = rng.permutation(listed)
+    iq = np.zeros(n_sched << kshift, dtype=np.uint32)
+    iq[slots] = servers
+    where = np.full(n_servers, -1, dtype=np.int64)
+    where[servers] = slots
+    return q, iq, isize, where, kshift, init_used
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: int = 0,
+             events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
+             max_level: int = 64, *, n_windows: int = 1000) -> JiqAgentResult:
+    """Simulate the JIQ agent engine; batch-means estimates after the warm-up cut.
+
+    Parameters
+    ----------
+    n_servers : int
+        N >= 1.
+    lam : float
+        Load per server, 0 <= lam < 1 (total arrival rate ``lam * N``).
+    policy : str
+        ``"jiq"``, ``"jiq_pod"``, ``"jiq_original"``, ``"jiq_threshold"`` or ``"jiq_sqd"``.
+    r : float
+        Servers per scheduler, > 0 with ``N / r`` a positive integer (the number M of
+        schedulers; ``r = N`` is one central I-queue).
+    d : int
+        jiq_pod: servers probed when the I-queue is empty (1 <= d <= N); jiq_sqd: I-queues
+        sampled by a server becoming idle (1 <= d <= M); ignored by the other policies.
+    z : int
+        jiq_threshold: servers with at most ``z`` tasks are listed (z >= 0); ignored otherwise.
+    events : int
+        Uniformized events to simulate, warm-up included (>= n_windows).
+    seed : int
+        Non-negative seed.
+    init : str
+        ``"meanfield"`` (warm start at the mean-field fixed point, see the module docstring) or
+        ``"empty"``.
+    n_batches : int
+        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
+    max_level : int
+        Length of the reported tail ``s_1..s_max_level``.
+    n_windows : int
+        Fine windows for the warm-up cut and batching (keyword only).
+
+    Returns
+    -------
+    JiqAgentResult
+
+    Raises
+    ------
+    ValueError
+        On bad input, naming the offending parameter and its value.
+    """
+    res, _ = _simulate(n_servers, lam, policy, r, d, z, events, seed, init, n_batches,
+                       max_level, n_windows=n_windows)
+    return res
+
+
+def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="meanfield",
+              n_batches=20, max_level=64, *, n_windows=1000, check=False):
+    """:func:`simulate`, also returning the final state (:class:`_State`); ``check`` verifies
+    the I-queue invariants after every window (slow: O(N + M K) per window; for tests)."""
+    # ---- validation (the model's parameters by the model's own check)
+    task = {"policy": policy, "n_servers": n_servers, "lam": lam, "r": r}
+    if policy in ("jiq_pod", "jiq_sqd"):
+        task["d"] = d
+    if policy == "jiq_threshold":
+        task["z"] = z
+    check_task(task)
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
+    n_servers, lam, r = int(n_servers), float(lam), float(r)
+    n_sched = n_schedulers(n_servers, r)
+    d = int(d) if policy in ("jiq_pod", "jiq_sqd") else 1
+    z = int(z) if policy == "jiq_threshold" else 0
+    events, n_batches, max_level, n_windows = int(events), int(n_batches), int(max_level), int(n_windows)
+    code = _k.POLICY_CODES[policy]
+
+    # ---- set-up
+    rate = (1.0 + lam) * n_servers
+    dt = 1.0 / rate
+    p_arrival = threshold(lam / (1.0 + lam))
+    state = seed_state(seed)
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    q, iq, isize, where, kshift, init_used = _initial_state(
+        policy, code, lam, n_servers, n_sched, r, d, z, init, state, rng)
+    cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
+    while cap <= int(q.max()):
+        cap *= 2
+    # arrival event indices, -1: unknown (present at time 0); int32 when every event index
+    # fits (half the cache footprint), as in the dispatch agent engine
+    stamp = np.int32 if events <= 2**31 else np.int64
+    buf = np.full((n_servers, cap), -1, dtype=stamp)
+    head = np.zeros(n_servers, dtype=np.int64)
+    bounds = window_bounds(events, n_windows)
+    n_windows = bounds.size - 1
+    i64 = {"dtype": np.int64}
+    w_jobs, w_starts, w_arr, w_waited, w_qarea = (np.zeros(n_windows, **i64) for _ in range(5))
+    w_resp, w_wait = np.zeros(n_windows), np.zeros(n_windows)
+    w_tail = np.zeros((n_windows, max_level), **i64)
+    w_empty, w_listed, w_join, w_delete, w_probe = (np.zeros(n_windows, **i64) for _ in range(5))
+
+    buf, iq, kshift, ctr = _k.agent_kernel(
+        code, d, z, p_arrival, q, buf, head, iq, isize, where, kshift, bounds, state,
+        w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
+        w_empty, w_listed, w_join, w_delete, w_probe, check=check)
+    close_censored(q, buf, head, np.ones(n_servers), rate, bounds, w_jobs, w_resp, w_starts, w_wait)
+
+    # ---- output analysis
+    lengths = np.diff(bounds).astype(np.float64)
+    cut = max(warmup_cut(w_qarea, lengths, n_servers, n_batches),
+              warmup_cut(w_empty, lengths, n_sched, n_batches))
+    keep = slice(cut, n_windows)
+    kl = lengths[keep]
+
+    def bm(num, den):
+        return batch_means(num[keep], den, n_batches)
+
+    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
+    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
+    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
+    queue = batch_means(w_qarea[keep], kl * n_servers, n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], kl, n_servers, n_batches)
+    p0 = bm(w_empty, kl * n_sched)
+    miq = bm(w_listed, kl * n_sched)
+    server_time = kl * dt * n_servers
+    join, delete, probe = bm(w_join, server_time), bm(w_delete, server_time), bm(w_probe, server_time)
+    msgs = bm((w_join + w_delete + w_probe).astype(np.float64), w_arr[keep])
+    res = JiqAgentResult(
+        mean_response=resp.estimate, mean_response_se=resp.se,
+        mean_wait=wait.estimate, mean_wait_se=wait.se,
+        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
+        mean_queue=queue.estimate, mean_queue_se=queue.se,
+        tail=tail, tail_se=tail_se,
+        p0=p0.estimate, p0_se=p0.se, mean_iqueue=miq.estimate, mean_iqueue_se=miq.se,
+        join_rate=join.estimate, join_rate_se=join.se,
+        delete_rate=delete.estimate, delete_rate_se=delete.se,
+        probe_rate=probe.estimate, probe_rate_se=probe.se,
+        messages_per_job=msgs.estimate, messages_per_job_se=msgs.se,
+        n_jobs=int(w_jobs[keep].sum()), events_run=events, sim_time=events * dt,
+        warmup_time=float(bounds[cut]) * dt, warmup_windows=int(cut), n_windows=n_windows,
+        n_batches=n_batches, n_schedulers=n_sched, init_used=init_used,
+        ci_method=ci_label(n_batches, resp.batch_values),
+    )
+    return res, _State(q, iq, isize, where, int(kshift), ctr)
+
+
+def run_task(task: dict) -> dict:
+    """Run one JIQ agent task and return :data:`sim.core.results.RESULT_KEYS` plus
+    :data:`EXTRA_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`).
+
+    Task keys: ``n_servers``, ``lam``, ``policy``, ``r``, ``d`` (jiq_pod, jiq_sqd), ``z``
+    (jiq_threshold), ``events``, ``seed``, and optionally ``init``, ``n_batches``,
+    ``max_level``, ``h`` (integer-valued floats are accepted for the integers).
+    """
+    def as_int(key, default=None):
+        x = task.get(key, default)
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    check_task(task)
+    policy = task["policy"]
+    res = simulate(
+        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, r=task["r"],
+        d=as_int("d", 1) if policy in ("jiq_pod", "jiq_sqd") else 1,
+        z=as_int("z", 0) if policy == "jiq_threshold" else 0,
+        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
+        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+    )
+    # single-task jobs: inherent delay 1; no buffer; within h = 1 iff no wait
+    row = result_row(
+        res,
+        queueing_ratio=float(res.mean_response) - 1.0,
+        queueing_ratio_se=float(res.mean_response_se),
+        drop_prob=0.0, drop_prob_se=0.0,
+        frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
+    )
+    for key in EXTRA_KEYS:  # (tail_se may already be a result key)
+        v = getattr(res, key)
+        row[key] = [float(x) for x in v] if key == "tail_se" else float(v)
+    return row

@@ -1,0 +1,365 @@
+"""Occupancy engine of distributed Join-the-Idle-Queue: simulation on counts of servers per
+queue length and of I-queues per size.
+
+Model (Wang, Feng & Cheng, "Distributed Join-the-Idle-Queue for low latency cloud services";
+``/work/shared/papers/wang-feng-cheng-distributed-jiq.txt``)
+-----------------------------------------------------------------------------------------
+``N`` FIFO servers with Exp(1) service, ``M = N / r`` schedulers. Tasks arrive as a Poisson
+process of rate ``lam * N``, each to a uniform scheduler. Each scheduler holds an I-queue of idle
+servers; a server becoming idle sends a "join" message to an I-queue. A task whose scheduler's
+I-queue is non-empty goes to a uniform server of that I-queue, which leaves it; otherwise it is
+dispatched blindly, and if the server it reaches was idle, that server sends a "delete" message
+to the I-queue listing it (so I-queues list idle servers only, each exactly once). Policies:
+
+- ``jiq``: joins go to a uniform I-queue; a blind task goes to a uniform server;
+- ``jiq_pod``: as ``jiq``, but a blind task probes ``d`` distinct uniform servers and joins
+  the shortest (ties uniform);
+- ``jiq_sqd``: as ``jiq``, but a server becoming idle samples ``d`` distinct I-queues
+  (``d <= M``) and joins the shortest (ties uniform).
+
+``jiq_original`` (no delete messages) and ``jiq_threshold`` (servers with up to ``z`` tasks
+listed) are served by the agent engine only: the I-queues then list servers that are not
+exchangeable given the counts, so the counts are not a Markov chain.
+
+State and events
+----------------
+With delete messages the state is symmetric: the counts ``x[l]`` of servers with ``l`` tasks
+and ``y[j]`` of I-queues of size ``j`` form a Markov chain, with ``sum_j j y[j] = x[0]``. An event
+costs O(levels + d), whatever N is (N up to ``2**62``), and memory is a few arrays as long as
+the highest level and the largest I-queue; they grow (doubling) as needed. The transitions are
+described in :mod:`sim.jiq._occupancy_kernel`.
+
+Clock: the embedded jump chain with Rao-Blackwellised time, as in :mod:`sim.dispatch.occupancy`
+(read its docstring for why): in state ``x`` the total rate is ``R = lam N + busy``; each event
+is drawn with probabilities proportional to the rates and the state it leaves is credited with
+its expected holding time ``1 / R``. ``events`` counts arrivals and service completions;
+``sim_time`` is the sum of the expected holding times.
+
+Measurements
+------------
+- ``mean_response``: a task joining at position ``p`` of a FIFO queue with Exp(1) service has
+  expected response ``p`` (Rao-Blackwell), recorded at arrival; by PASTA the mean over arrivals
+  is the steady-state mean. ``mean_wait``: mean of ``p - 1``; ``prob_wait``: fraction with
+  ``p >= 2``; ``queueing_ratio = mean_response - 1`` (no drops: ``drop_prob = 0``).
+- ``mean_queue``, ``tail`` (``s_i``, fraction of servers with ``>= i`` tasks): time averages.
+- ``p0``: time average of ``y[0] / M`` (fraction of empty I-queues).
+- ``mean_iqueue``: time average of the listed servers per I-queue, ``sum_j j y[j] / M``, tracked
+  from the I-queue counts alone; it equals ``x[0] / M`` by the invariant, so comparing it with
+  ``r (1 - s_1)`` checks the two halves of the state against each other.
+- ``join_rate``, ``delete_rate``, ``probe_rate``: messages per server per unit time (a join or a
+  delete 1, a probe of a server or an I-queue 2: request and reply; ``jiq_pod`` probes ``d``
+  servers per blind task, ``jiq_sqd`` ``d`` I-queues per join, ``jiq`` none);
+  ``messages_per_job``: all messages over arrivals.
+
+Output analysis: windows of ``2**j`` events (between ``n_windows`` and ``2 n_windows``), warm-up
+cut by MSER-5 on the per-window mean queue length *and* on the per-window ``p0`` (the larger
+cut: the I-queue sizes relax much more slowly than the queue lengths at high load -- from empty
+at lam = 0.98, r = 10 the mean field needs t > 800 to settle), then batch means with ratio
+estimators over ``n_batches`` contiguous batches.
+
+Initial state: ``init="meanfield"`` draws the counts from the mean-field fixed point
+(:func:`sim.jiq.meanfield.fixed_point`): ``y ~ Multinomial(M, iqueue_pmf)``, ``x[0] = sum_j j y[j]``
+(redrawn if it exceeds N), and the ``N - x[0]`` busy servers' levels
+``~ Multinomial(N - x[0], (s_l - s_{l+1}) / s_1)``; the draws use their own stream
+(``SeedSequence(seed, spawn_key=(1,))``). ``init="empty"`` (and the fall-back when the mean field
+is not available or ``r > 10**5``, where its I-queue law is too long to compute): all servers
+idle and listed, spread as evenly as possible over the I-queues. ``init_used`` says which.
+
+Memory: the level array is as long as the longest queue and the I-queue size array as long as
+the longest I-queue, O(r); hence ``r <= 2**24`` (one I-queue of 10**9 servers would need 8 GB:
+few schedulers are the agent engine's domain). Time per event does not grow with r: the
+I-queue draws scan sizes from the smallest occupied one.
+
+Speed (benchmarks/bench_jiq_occupancy.py, lam = 0.9, r = 10, AMD EPYC, 2 shared cores): CPU
+time 21 ns per event for ``jiq`` and 26 ns for ``jiq_pod`` (d = 2), the same from N = 10**3 to
+N = 10**9 (max / min over N 1.01); wall time was 2-4x that on the loaded machine.
+
+Caveat for large N: a run of ``events`` covers about ``events / (N (lam + s_1))`` time units,
+so at large N the within-run batch-means SE is honest only if that is many relaxation times;
+use independent replications there.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.core.output import batch_means, ci_label, mser5, tail_estimate, warmup_cut
+from sim.core.results import check_run_args, is_int, result_row
+from sim.core.windows import window_bounds
+from sim.jiq import _occupancy_kernel as _k
+from sim.jiq import n_schedulers
+
+__all__ = ["JiqOccupancyResult", "simulate", "run_task", "initial_counts", "OCCUPANCY_POLICIES",
+           "AGENT_ONLY_POLICIES", "EXTRA_KEYS"]
+
+#: policies this engine serves
+OCCUPANCY_POLICIES: tuple[str, ...] = tuple(_k.POLICY_CODES)
+#: policies of the model that only the agent engine serves (no symmetric count state)
+AGENT_ONLY_POLICIES: tuple[str, ...] = ("jiq_original", "jiq_threshold")
+#: largest r (servers per scheduler): the I-queue size arrays are O(r) long (16 bytes per size)
+MAX_R = 2**24
+#: largest r with a mean-field warm start: sim.jiq.meanfield.fixed_point took 1.1 s at r = 1e5
+#: and asked for 512 MiB arrays at r = 1e6 (its I-queue law has ~2.6 r terms); above, start empty
+MEANFIELD_MAX_R = 10**5
+
+#: keys :func:`run_task` adds to the common result keys
+EXTRA_KEYS: tuple[str, ...] = ("p0", "p0_se", "mean_iqueue", "mean_iqueue_se", "join_rate",
+                               "join_rate_se", "delete_rate", "delete_rate_se", "probe_rate",
+                               "probe_rate_se", "tail_se")
+
+
+class JiqOccupancyResult(NamedTuple):
+    """Estimates of one occupancy run of distributed JIQ (mean service time 1)."""
+
+    mean_response: float  #: mean response of a task (E[position] by Rao-Blackwell)
+    mean_response_se: float
+    mean_wait: float  #: mean of (position - 1)
+    mean_wait_se: float
+    prob_wait: float  #: fraction of tasks at position >= 2
+    prob_wait_se: float
+    mean_queue: float  #: time-average tasks per server, in service included
+    mean_queue_se: float
+    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
+    tail_se: np.ndarray
+    queueing_ratio: float  #: mean_response - 1
+    queueing_ratio_se: float
+    drop_prob: float  #: 0: no buffer
+    drop_prob_se: float
+    frac_within_h: float  #: fraction of tasks at position 1 (h = 1): 1 - prob_wait
+    frac_within_h_se: float
+    p0: float  #: time-average fraction of empty I-queues
+    p0_se: float
+    mean_iqueue: float  #: time-average listed (idle) servers per I-queue
+    mean_iqueue_se: float
+    join_rate: float  #: join messages per server per unit time
+    join_rate_se: float
+    delete_rate: float  #: delete messages per server per unit time
+    delete_rate_se: float
+    probe_rate: float  #: probe messages (2 per probe) per server per unit time
+    probe_rate_se: float
+    messages_per_job: float  #: all messages per arriving task
+    messages_per_job_se: float
+    n_jobs: int  #: tasks arrived after the warm-up cut
+    n_schedulers: int  #: M = N / r
+    init_used: str  #: "meanfield" or "empty" (what the run actually started from)
+    events_run: int
+    sim_time: float
+    warmup_time: float
+    warmup_windows: int
+    n_windows: int
+    n_batches: int
+    ci_method: str
+    final_levels: np.ndarray  #: x at the end of the run (servers per level)
+    final_iqueues: np.ndarray  #: y at the end of the run (I-queues per size)
+
+
+# --------------------------------------------------------------------------------------------
+# initial state
+# --------------------------------------------------------------------------------------------
+def _empty_counts(n_servers: int, n_iq: int) -> tuple[np.ndarray, np.ndarray]:
+    """All servers idle and listed, spread as evenly as possible over the I-queues."""
+    q, rem = divmod(n_servers, n_iq)
+    x = np.array([n_servers], dtype=np.int64)
+    y = np.zeros(q + 2, dtype=np.int64)
+    y[q] = n_iq - rem
+    y[q + 1] = rem
+    return x, y
+
+
+def initial_counts(policy: str, lam: float, r: float, d: int, n_servers: int, n_iq: int,
+                   init: str, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """Initial ``(x, y, how)``: drawn from the mean-field fixed point (``how = "meanfield"``)
+    or all idle (``"empty"``, also when :mod:`sim.jiq.meanfield` is not available, when
+    ``r > MEANFIELD_MAX_R``, or when no draw with ``sum_j j y[j] <= N`` was found in 100
+    tries)."""
+    if init == "meanfield" and r <= MEANFIELD_MAX_R:
+        try:
+            from sim.jiq.meanfield import fixed_point
+        except ImportError:
+            fixed_point = None
+        if fixed_point is not None:
+            fp = fixed_point(policy, lam, r, d, max_level=4096)
+            pmf = np.clip(np.asarray(fp.iqueue_pmf, dtype=np.float64), 0.0, None)
+            s = np.concatenate((np.asarray(fp.tail, dtype=np.float64), [0.0]))
+            s = np.minimum.accumulate(np.clip(s, 0.0, 1.0))
+            q = s[:-1] - s[1:]  # P(level = l), l = 1..L
+            keep = np.nonzero(q > 0)[0]
+            q = q[: keep[-1] + 1] if keep.size else np.array([1.0])
+            rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+            for _ in range(100):
+                y = rng.multinomial(n_iq, pmf / pmf.sum()).astype(np.int64)
+                idle = int(np.dot(np.arange(y.size, dtype=np.int64), y))
+                if idle <= n_servers:
+                    break
+            else:
+                return (*_empty_counts(n_servers, n_iq), "empty")
+            busy = n_servers - idle
+            x = np.zeros(q.size + 1, dtype=np.int64)
+            x[0] = idle
+            x[1:] = rng.multinomial(busy, q / q.sum())
+            return x, y, "meanfield"
+    return (*_empty_counts(n_servers, n_iq), "empty")
+
+
+def _padded(c: np.ndarray) -> np.ndarray:
+    """Counts in an array of a power-of-two length (>= 16) with room above the top."""
+    cap = 16
+    while cap < c.size + 2:
+        cap *= 2
+    out = np.zeros(cap, dtype=np.int64)
+    out[: c.size] = c
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# checks
+# --------------------------------------------------------------------------------------------
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
+             events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
+             max_level: int = 64, *, n_windows: int = 1000) -> JiqOccupancyResult:
+    """Simulate distributed JIQ on counts; batch-means estimates after an MSER-5 warm-up cut.
+
+    Parameters
+    ----------
+    n_servers : int
+        N, 1 <= N < 2**62 (the cost per event does not depend on N).
+    lam : float
+        Load per server, 0 < lam < 1 (task rate ``lam * N``).
+    policy : str
+        ``jiq``, ``jiq_pod`` or ``jiq_sqd`` (``jiq_original``, ``jiq_threshold``: agent engine).
+    r : float
+        Servers per scheduler, ``r <= 2**24``; ``M = N / r`` must be a positive integer.
+    d : int
+        ``jiq_pod``: servers probed by a blind task, 1 <= d <= N; ``jiq_sqd``: I-queues
+        sampled by a server becoming idle, 1 <= d <= M; ignored by ``jiq``.
+    events : int
+        Jump-chain events (arrivals and completions), warm-up included, >= n_windows.
+    seed : int
+        Non-negative; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    init : str
+        ``meanfield`` (counts drawn from the mean-field fixed point) or ``empty``.
+    n_batches : int
+        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
+    max_level : int
+        Length of the reported tail ``s_1..s_max_level``.
+    n_windows : int
+        Fine windows for the warm-up cut and batching (keyword only).
+
+    Raises
+    ------
+    ValueError
+        On bad input, naming the offending parameter and its value.
+    """
+    if policy in AGENT_ONLY_POLICIES:
+        raise ValueError(f"policy={policy!r} is served by the agent engine only (without delete "
+                         "messages or with a threshold the count state is not Markov)")
+    if policy not in OCCUPANCY_POLICIES:
+        raise ValueError(f"policy={policy!r} is not served by the JIQ occupancy engine; valid: "
+                         f"{', '.join(OCCUPANCY_POLICIES)}")
+    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
+        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
+    n_servers = int(n_servers)
+    if not _is_number(lam) or not math.isfinite(float(lam)) or not 0.0 < float(lam) < 1.0:
+        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
+    n_iq = n_schedulers(n_servers, r)  # ValueError naming r unless N / r is a positive integer
+    if float(r) > MAX_R:
+        raise ValueError(f"r={r!r} must be <= 2**24 in the occupancy engine (its I-queue size "
+                         "arrays are O(r) long); use the agent engine for few schedulers")
+    if policy == "jiq":
+        d = 1
+    else:
+        limit, what = (n_servers, "n_servers") if policy == "jiq_pod" else (n_iq, "M = N / r")
+        if not is_int(d) or not 1 <= d <= limit:
+            raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {limit} "
+                             f"(policy {policy})")
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
+    lam, r, d, events, seed = float(lam), float(r), int(d), int(events), int(seed)
+    n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
+
+    # ---- set-up
+    x0, y0, how = initial_counts(policy, lam, r, d, n_servers, n_iq, init, seed)
+    x, y = _padded(x0), _padded(y0)
+    state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
+    bounds = window_bounds(events, n_windows)
+    n_win = bounds.size - 1
+    outputs = _k.new_outputs(n_win, max_level)
+    x, y = _k.occupancy_kernel(_k.POLICY_CODES[policy], n_servers, n_iq, lam * n_servers, d,
+                               x, y, bounds, state, outputs)
+    (w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited, w_join, w_del,
+     w_probe) = outputs
+
+    # ---- output analysis: the larger of the MSER-5 cuts on queue length and on p0
+    cut_q = warmup_cut(w_qarea, w_time, n_servers, n_batches)
+    cut_p0 = min(mser5(w_y0area / (w_time * n_iq)), n_win - n_batches)
+    cut = max(cut_q, cut_p0)
+    k = slice(cut, n_win)
+    arr = w_arr[k].astype(np.float64)
+    resp = batch_means(w_resp[k], arr, n_batches)
+    wait = batch_means(w_resp[k] - w_arr[k], arr, n_batches)
+    pwait = batch_means(w_waited[k], arr, n_batches)
+    queue = batch_means(w_qarea[k], w_time[k] * n_servers, n_batches)
+    tail, tail_se = tail_estimate(w_tail[k], w_time[k], n_servers, n_batches)
+    p0 = batch_means(w_y0area[k], w_time[k] * n_iq, n_batches)
+    iq = batch_means(w_listarea[k], w_time[k] * n_iq, n_batches)
+    srv_time = w_time[k] * n_servers
+    join = batch_means(w_join[k], srv_time, n_batches)
+    dele = batch_means(w_del[k], srv_time, n_batches)
+    probe = batch_means(w_probe[k], srv_time, n_batches)
+    msgs = batch_means(w_join[k] + w_del[k] + w_probe[k], arr, n_batches)
+    return JiqOccupancyResult(
+        mean_response=resp.estimate, mean_response_se=resp.se,
+        mean_wait=wait.estimate, mean_wait_se=wait.se,
+        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
+        mean_queue=queue.estimate, mean_queue_se=queue.se,
+        tail=tail, tail_se=tail_se,
+        queueing_ratio=resp.estimate - 1.0, queueing_ratio_se=resp.se,
+        drop_prob=0.0, drop_prob_se=0.0,
+        frac_within_h=1.0 - pwait.estimate, frac_within_h_se=pwait.se,
+        p0=p0.estimate, p0_se=p0.se, mean_iqueue=iq.estimate, mean_iqueue_se=iq.se,
+        join_rate=join.estimate, join_rate_se=join.se,
+        delete_rate=dele.estimate, delete_rate_se=dele.se,
+        probe_rate=probe.estimate, probe_rate_se=probe.se,
+        messages_per_job=msgs.estimate, messages_per_job_se=msgs.se,
+        n_jobs=int(w_arr[k].sum()), n_schedulers=n_iq, init_used=how, events_run=events,
+        sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
+        warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
+        ci_method=ci_label(n_batches, resp.batch_values)
+        + f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0",
+        final_levels=x, final_iqueues=y,
+    )
+
+
+def run_task(task: dict) -> dict:
+    """Run one task (keys ``n_servers, lam, policy, r, d, events, seed, init, n_batches,
+    max_level, h``) and return :data:`sim.core.results.RESULT_KEYS` plus :data:`EXTRA_KEYS`
+    as plain Python values (``frac_within_h`` only for ``h = 1``: 1 - prob_wait)."""
+    def as_int(key, default=None):
+        v = task.get(key, default)
+        return int(v) if isinstance(v, float) and v.is_integer() else v
+
+    h = as_int("h", 1)
+    if h is not None and (not is_int(h) or h < 1):
+        raise ValueError(f"h={h!r} must be an integer >= 1")
+    res = simulate(
+        n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"], r=task["r"],
+        d=as_int("d", 1) if task.get("d") is not None else 1, events=as_int("events"),
+        seed=as_int("seed", 0), init=task.get("init", "meanfield"),
+        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+    )
+    out = result_row(res, frac_within_h=res.frac_within_h if h in (None, 1) else None)
+    for key in EXTRA_KEYS:
+        if key in out:  # already a common key (tail_se in newer RESULT_KEYS)
+            continue
+        v = getattr(res, key)
+        out[key] = [float(t) for t in v] if key == "tail_se" else float(v)
+    return out
