@@ -33,6 +33,10 @@ from analysis.jiq import analyze_jiq  # noqa: E402
 
 ANALYSES["jiq"] = analyze_jiq
 
+from analysis.led import analyze_led  # noqa: E402
+
+ANALYSES["led"] = analyze_led
+
 __all__ = [
     "ANALYSES",
     "METRICS",

@@ -186,6 +186,21 @@ def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[st
     return axes, constants, formulas
 
 
+def _hashable(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _expand_classes(name: str, classes, where: str) -> list:
+    """A list parameter given as classes ``[[count, value], ...]`` (for example 50 servers of
+    mean 1 and 50 of mean 3: ``[[50, 1.0], [50, 3.0]]``) expanded to the list of values."""
+    out = []
+    for count, value in classes:
+        if not (_is_number(count) and float(count).is_integer() and count >= 1):
+            raise ConfigError(f"{where} {name}: class [{count!r}, {value!r}] needs a whole count >= 1")
+        out += [value] * int(count)
+    return out
+
+
 def _literal(name: str, value, where: str):
     """A literal value of parameter ``name`` checked against its kind (auxiliary variables are
     numbers); ``ConfigError`` naming ``where`` and the value otherwise."""
@@ -200,6 +215,9 @@ def _literal(name: str, value, where: str):
             raise ConfigError(f"{where} {name}={value!r} must be true or false")
         return value
     if kind == "floats":
+        if (isinstance(value, (list, tuple)) and value
+                and all(isinstance(c, (list, tuple)) and len(c) == 2 for c in value)):
+            value = _expand_classes(name, value, where)
         if (not isinstance(value, (list, tuple)) or not value
                 or not all(_is_number(v) and math.isfinite(v) for v in value)):
             raise ConfigError(f"{where} {name}={value!r} must be a non-empty list of finite numbers")
@@ -373,6 +391,6 @@ def make_plan(cfg: dict) -> Plan:
         points=points,
         tasks=tasks,
         param_columns=names,
-        varying=[n for n in names if len({pt.values.get(n) for pt in points}) > 1],
+        varying=[n for n in names if len({_hashable(pt.values.get(n)) for pt in points}) > 1],
         param_types=types,
     )

@@ -129,8 +129,11 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
 
 
 def analysis_params(plan: Plan) -> list[str]:
-    """The parameter columns that define a point (run length only where it is an axis)."""
-    return [p for p in plan.param_columns if p != "events" or "events" in plan.varying]
+    """The parameter columns that define a point (run length only where it is an axis; list
+    parameters such as service_rates are left out: a list is not a group key, and a sweep that
+    varies one does so through a variant, whose name is a column)."""
+    return [p for p in plan.param_columns
+            if (p != "events" or "events" in plan.varying) and plan.param_types.get(p) is not list]
 
 
 def print_summary(analysis: dict, plan: Plan) -> None:

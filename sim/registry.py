@@ -61,6 +61,19 @@ PARAMS: dict[str, Param] = {
     "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
     "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
     "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks"),
+    # multi-dispatcher LED model (slotted engine)
+    "m_dispatchers": Param("int", "dispatchers M, each with its own estimates (default 1)"),
+    "update": Param("choice", "how LED estimates are refreshed", ("push", "pull")),
+    "p_hat": Param("float", "LED update probability in [0, 1]"),
+    "d_u": Param("int", "Push: servers sampled per update"),
+    "count_own": Param("bool", "a dispatcher adds its own dispatches to its estimates (default false)"),
+    "arrival_dist": Param("choice", "law of arrivals per dispatcher per slot",
+                          ("poisson", "bernoulli", "binomial")),
+    "arrival_n": Param("int", "trials of binomial arrivals"),
+    "service_dist": Param("choice", "law of service offered per server per slot",
+                          ("bernoulli", "binomial", "poisson", "geometric")),
+    "service_n": Param("int", "trials of binomial services"),
+    "dispatch_weights": Param("floats", "split of the arrivals over the dispatchers (default equal)"),
 }
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
@@ -89,11 +102,16 @@ class Entry:
 
 
 #: engines whose output is random (they take seeds, replications and a run length)
-STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy")
+STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy", "slotted")
 
 _D = "sim.dispatch"
 _C = "sim.centralization.simulate"
 _J = "sim.jiq"
+_L = "sim.led.slotted:run_task"
+#: what every slotted task may carry (defaults in sim.led.model.DEFAULTS)
+_LED_LAWS = ("m_dispatchers", "arrival_dist", "arrival_n", "service_dist", "service_n",
+             "service_rates", "dispatch_weights")
+_LED_UPDATES = ("update", "p_hat", "d_u", "count_own")
 ENTRIES: tuple[Entry, ...] = (
     # the dispatch model: N FIFO servers, Poisson jobs of k tasks, one dispatching policy
     Entry("agent", "random", "dispatch", f"{_D}.parallel:run_task", (), ("k", "b", "service_rates")),
@@ -128,6 +146,16 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("meanfield", "jiq", "jiq", f"{_J}.meanfield:run_task", ("r",)),
     Entry("meanfield", "jiq_pod", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
     Entry("meanfield", "jiq_sqd", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
+    # multiple dispatchers with local estimated queue lengths (LED, Zhou, Shroff & Wierman):
+    # discrete time; lam is the load rho = lam_Sigma / mu_Sigma
+    Entry("slotted", "l_jsq", "led", _L, (), _LED_UPDATES + _LED_LAWS),
+    Entry("slotted", "l_jba", "led", _L, (), _LED_UPDATES + _LED_LAWS),
+    Entry("slotted", "l_pod", "led", _L, ("d",), _LED_UPDATES + _LED_LAWS),
+    Entry("slotted", "jsq", "led", _L, (), _LED_LAWS),
+    Entry("slotted", "pod", "led", _L, ("d",), _LED_LAWS),
+    Entry("slotted", "jiq", "led", _L, (), _LED_LAWS),
+    Entry("slotted", "random", "led", _L, (), _LED_LAWS),
+    Entry("slotted", "weighted_random", "led", _L, (), _LED_LAWS),
 )
 
 _BY_KEY: dict[tuple[str, str], Entry] = {(e.engine, e.policy): e for e in ENTRIES}
@@ -160,6 +188,11 @@ RESULTS: dict[str, str] = {
     "p0": "float", "p0_se": "float", "mean_iqueue": "float", "mean_iqueue_se": "float",
     "join_rate": "float", "join_rate_se": "float", "delete_rate": "float",
     "delete_rate_se": "float", "probe_rate": "float", "probe_rate_se": "float",
+    # LED (slotted engine): sums over the servers, at slot starts
+    "mean_total_queue": "float", "mean_total_queue_se": "float",
+    "unused_service": "float", "unused_service_se": "float",
+    "imbalance": "float", "imbalance_se": "float",
+    "eps": "float", "zeta": "float", "ht_ratio": "float", "ht_ratio_se": "float",
     "n_jobs": "int", "events_run": "int", "sim_time": "float", "warmup_time": "float",
     "ci_method": "str",
 }

@@ -87,6 +87,18 @@ BAD = [
     (["policies=[jiq_threshold]", "engines=[agent]", "+params.r=10"], "params.z is required"),
     (["policies=[jiq_original]", "engines=[occupancy]", "+params.r=10"], "'jiq_original' is not served by engine 'occupancy'"),
     (["policies=[jiq]", "engines=[meanfield]", "+params.r=10", "params.lam=0"], "lam=0"),
+    # multi-dispatcher LED model (sim/led, slotted engine)
+    (["policies=[l_jsq]", "engines=[slotted]", "+params.p_hat=1.5"], "p_hat=1.5"),
+    (["policies=[l_pod]", "engines=[slotted]", "params.d=1001"], "d=1001"),
+    (["policies=[l_jsq]", "engines=[slotted]", "+params.update=push", "+params.d_u=2000"], "d_u=2000"),
+    (["policies=[jsq]", "engines=[slotted]", "params.lam=1.0"], "lam=1.0"),
+    (["policies=[jsq]", "engines=[slotted]", "+params.arrival_dist=bernoulli", "+params.m_dispatchers=1"], "bernoulli"),
+    (["policies=[jsq]", "engines=[slotted]", "+params.service_dist=bernoulli", "+params.service_rates=[[1000,2.0]]"], "bernoulli"),
+    (["policies=[jsq]", "engines=[slotted]", "+params.service_dist=lognormal"], "service_dist='lognormal'"),
+    (["policies=[jsq]", "engines=[slotted]", "+params.update=sideways"], "update='sideways'"),
+    (["policies=[jsq]", "engines=[slotted]", "+params.service_rates=[[999,1.0]]"], "service_rates"),
+    (["policies=[jsq]", "engines=[slotted]", "+params.service_rates=[[999,1.0],[1,-1.0]]"], "-1.0"),
+    (["policies=[jsq]", "engines=[slotted]", "+params.count_own=3"], "count_own=3"),
 ]
 
 

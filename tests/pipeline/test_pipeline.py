@@ -30,7 +30,7 @@ def documented_columns() -> list[str]:
     text = (REPO / "docs" / "results-schema.md").read_text().split("## The row", 1)[1]
     cols = []
     for line in text.splitlines():
-        m = re.match(r"\|\s*`([a-z_]+)`\s*\|", line)  # the parameter row lists several names
+        m = re.match(r"\|\s*`([a-z][a-z0-9_]*)`\s*\|", line)  # the parameter row lists several names
         if m:
             cols.append(m.group(1))
     return cols

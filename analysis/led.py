@@ -1,0 +1,221 @@
+"""Multiple dispatchers with local estimates (LED, Zhou, Shroff & Wierman): response against the
+load, the heavy-traffic ratio eps E[sum Q] / zeta against eps, messages, unstable points.
+
+Reads result frames only. Rows with ``status == "unstable"`` (the slotted engine's drift test,
+docs/led.md) are not averaged: they are listed, and plotted as crosses at the top of the panel.
+Per point (policy, variant and every parameter), replications are combined by
+:func:`analysis.aggregate.aggregate` (t over replications).
+
+Heavy-traffic verdict rule (also in docs/led.md), per arm (policy, variant and every parameter
+but the load), with the points sorted by eps: let ``g = |ratio - 1|``. ``approaches 1`` if the
+upper 95% bound of g at the smallest eps is below half of g at the largest eps (the distance to 1
+at least halved over the eps range) or the 95% interval of the ratio at the smallest eps
+contains 1 while it did not at the largest; ``does not approach 1`` if the lower 95% bound of g at
+the smallest eps is at least half of g at the largest eps; else ``inconclusive``. An arm with an
+unstable point at the smallest eps is ``unstable``. The ratio may approach 1 from below, hence
+the distance, not a log-fit of ratio - 1.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from analysis.aggregate import aggregate, check_params
+from analysis.fit import arm_columns
+
+__all__ = ["analyze_led", "heavy_traffic_table"]
+
+METRICS = ("mean_response", "mean_total_queue", "unused_service", "imbalance", "ht_ratio")
+APPROACHES, NOT_APPROACHING, INCONCLUSIVE, UNSTABLE = (
+    "approaches 1", "does not approach 1", "inconclusive", "unstable")
+NAMES = {"l_jsq": "L-JSQ", "l_jba": "L-JBA", "l_pod": "L-Pod", "jsq": "JSQ", "pod": "Po2",
+         "jiq": "JIQ", "random": "random", "weighted_random": "mu-weighted random"}
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def _label(row: dict) -> str:
+    name = NAMES.get(row["policy"], row["policy"])
+    if row.get("policy", "").startswith("l_") and row.get("update"):
+        name += "-" + row["update"].capitalize()
+    if row["policy"] in ("pod", "l_pod") and row.get("d") not in (None, 2):
+        name = name.replace("Po2", f"Po{row['d']}")
+    return name
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def heavy_traffic_table(agg: pl.DataFrame, unstable: pl.DataFrame, arm: list[str]) -> list[dict]:
+    """Per arm: the ratio at each eps and the verdict by the rule in the module docstring."""
+    rows = []
+    if "ht_ratio" not in agg.columns:
+        return rows
+    for key in agg.select(arm).unique(maintain_order=True).iter_rows(named=True):
+        pts = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
+                         pl.col("ht_ratio").is_not_null()).sort("eps")
+        uns = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]) if unstable.height else unstable
+        if pts.height < 2:
+            continue
+        small, large = pts.row(0, named=True), pts.row(-1, named=True)
+        g_small, g_large = abs(small["ht_ratio"] - 1), abs(large["ht_ratio"] - 1)
+        hw = small["ht_ratio_hw"] if small["ht_ratio_hw"] is not None else float("nan")
+        hw_large = large["ht_ratio_hw"] if large["ht_ratio_hw"] is not None else float("nan")
+        hi = g_small + hw
+        lo = max(0.0, g_small - hw) if abs(small["ht_ratio"] - 1) > hw else 0.0
+        contains_small = abs(small["ht_ratio"] - 1) <= hw
+        contains_large = abs(large["ht_ratio"] - 1) <= hw_large
+        eps_min_unstable = uns.height and uns["eps"].min() <= small["eps"]
+        if eps_min_unstable:
+            verdict = UNSTABLE
+        elif hi < 0.5 * g_large or (contains_small and not contains_large):
+            verdict = APPROACHES
+        elif lo >= 0.5 * g_large:
+            verdict = NOT_APPROACHING
+        else:
+            verdict = INCONCLUSIVE
+        rows.append({**key, "label": _label({**key, **small}), "eps": pts["eps"].to_list(),
+                     "ratio": pts["ht_ratio"].to_list(), "ratio_hw": pts["ht_ratio_hw"].to_list(),
+                     "distance_at_min_eps": g_small, "distance_hw": hw, "distance_at_max_eps": g_large,
+                     "verdict": verdict})
+    return rows
+
+
+def _plot_response(agg, unstable, arm, outdir) -> Path | None:
+    if agg.height == 0 or agg["lam"].n_unique() < 3:
+        return None
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    keys = agg.select(arm).unique(maintain_order=True).rows(named=True)[: len(_COLORS)]
+    top = float(agg["mean_response"].max()) * 2
+    for j, key in enumerate(keys):
+        c = _COLORS[j]
+        s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort("lam")
+        hw = np.nan_to_num(np.asarray(s["mean_response_hw"].to_list(), float))
+        ax.errorbar(s["lam"], s["mean_response"], yerr=hw, fmt="o-", ms=4, capsize=2, color=c,
+                    label=_label({**key, **s.row(0, named=True)}))
+        if unstable.height:
+            u = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
+            if u.height:
+                ax.plot(u["lam"].unique().to_list(), [top] * u["lam"].n_unique(), "x", color=c, ms=8)
+    ax.set_yscale("log")
+    ax.set_xlabel("load $\\rho = \\lambda_\\Sigma / \\mu_\\Sigma$")
+    ax.set_ylabel("mean response time (slots)")
+    ax.set_title("mean response against the load (x at the top: unstable runs)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    path = outdir / "response_vs_load.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def _plot_ratio(table: list[dict], outdir) -> Path | None:
+    table = [t for t in table if len(t["eps"]) >= 3][: len(_COLORS)]
+    if not table:
+        return None
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for j, t in enumerate(table):
+        hw = np.nan_to_num(np.asarray(t["ratio_hw"], float))
+        ax.errorbar(t["eps"], t["ratio"], yerr=hw, fmt="o-", ms=4, capsize=2, color=_COLORS[j],
+                    label=f"{t['label']}: {t['verdict']}")
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="heavy-traffic limit 1")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("$\\epsilon = \\mu_\\Sigma - \\lambda_\\Sigma$ (tasks per slot)")
+    ax.set_ylabel("$\\epsilon\\, E[\\sum_n Q_n] / \\zeta$")
+    ax.set_title("heavy-traffic ratio against eps (95% CI over replications)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    path = outdir / "ht_ratio_vs_eps.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def _plot_messages(agg, arm, x, outdir) -> Path | None:
+    if agg.height == 0 or agg[x].n_unique() < 2:
+        return None
+    fig = Figure(figsize=(7.5, 4.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    keys = agg.select(arm).unique(maintain_order=True).rows(named=True)[: len(_COLORS)]
+    for j, key in enumerate(keys):
+        s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort(x)
+        ax.plot(s[x], s["messages_per_job"], "o-", ms=4, color=_COLORS[j],
+                label=_label({**key, **s.row(0, named=True)}))
+    ax.axhline(4.0, color="k", ls=":", lw=1, label="Power-of-2 budget (4 per arrival)")
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_xlabel({"lam": "load $\\rho$", "p_hat": "update probability $\\hat p$"}.get(x, x))
+    ax.set_ylabel("one-way messages per arriving task")
+    ax.set_title("messages per arrival", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    path = outdir / "messages.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
+    """The LED analysis of a sweep's rows: tables, plots and the heavy-traffic verdicts."""
+    df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    params = [p for p in check_params(df, params) if p != "events" and df.schema[p] != pl.List(pl.Float64)]
+    lines = [f"# LED (multiple dispatchers, local estimates): {sweep_name}", ""]
+    unstable = df.filter(pl.col("status") == "unstable") if "status" in df.columns else df.head(0)
+    ok = df.filter(pl.col("status") == "ok") if "status" in df.columns else df
+    present = [m for m in METRICS if m in ok.columns]
+    agg = aggregate(ok, params, metrics=present)
+    extra = ok.group_by(["policy", "engine", *params], maintain_order=True).agg(
+        pl.col("eps").first(), pl.col("zeta").first(), pl.col("messages_per_job").mean())
+    agg = agg.join(extra, on=["policy", "engine", *params], how="left", nulls_equal=True)
+    # the curve variable: p_hat where it is an axis, else the load; an arm is one curve in it
+    # (arm_columns leaves out the parameters that are functions of x, such as a d_u formula)
+    x = "p_hat" if "p_hat" in params and ok["p_hat"].drop_nulls().n_unique() > 1 else "lam"
+    arm = ["policy", *arm_columns(ok, params, x)] if ok.height else ["policy"]
+
+    lines += ["## Points", "", "| policy | " + " | ".join(p for p in params) +
+              " | E[T] (95% CI) | E[sum Q] | eps E[sum Q]/zeta | E[sum U] (eps) | imbalance | messages/arrival |",
+              "|---|" + "---|" * len(params) + "---|---|---|---|---|---|"]
+    for r in agg.sort(["policy", *params]).iter_rows(named=True):
+        lines.append(f"| {_label(r)} | " + " | ".join(_fmt(r[p]) for p in params) +
+                     f" | {r['mean_response']:.4g} +- {_fmt(r['mean_response_hw'])} | {_fmt(r['mean_total_queue'])} | "
+                     f"{_fmt(r['ht_ratio'])} +- {_fmt(r['ht_ratio_hw'])} | {_fmt(r['unused_service'])} ({_fmt(r['eps'])}) | "
+                     f"{_fmt(r['imbalance'])} | {_fmt(r['messages_per_job'])} |")
+    if unstable.height:
+        lines += ["", "## Unstable points (not averaged)", ""]
+        for r in (unstable.group_by(["policy", *params], maintain_order=True).len()
+                  .sort(["policy", *params]).iter_rows(named=True)):
+            lines.append(f"- {_label(r)}: " + ", ".join(f"{p}={_fmt(r[p])}" for p in params) +
+                         f" ({r['len']} replication(s) unstable)")
+    table = heavy_traffic_table(agg, unstable, arm) if x == "lam" else []
+    if table and agg["lam"].max() >= 0.98:
+        lines += ["", "## Heavy-traffic ratio eps E[sum Q] / zeta as eps -> 0", "",
+                  "Rule (docs/led.md): the distance |ratio - 1| and its 95% CI at the smallest eps "
+                  "against the distance at the largest eps.", "",
+                  "| arm | eps | ratio (95% CI) | |ratio - 1| at smallest eps | at largest eps | verdict |",
+                  "|---|---|---|---|---|---|"]
+        for t in table:
+            cells = "; ".join(f"{e:.3g}: {r:.3f} +- {_fmt(h)}" for e, r, h in zip(t["eps"], t["ratio"], t["ratio_hw"]))
+            lines.append(f"| {t['label']} | {_fmt(min(t['eps']))}..{_fmt(max(t['eps']))} | {cells} | "
+                         f"{t['distance_at_min_eps']:.3f} +- {_fmt(t['distance_hw'])} | "
+                         f"{t['distance_at_max_eps']:.3f} | {t['verdict']} |")
+    plots = [p for p in (_plot_response(agg, unstable, arm, outdir),
+                         _plot_ratio(table, outdir) if table else None,
+                         _plot_messages(agg, arm, x, outdir)) if p is not None]
+    lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    report = outdir / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    (outdir / "heavy_traffic.json").write_text(json.dumps(table, indent=1, default=str))
+    metrics = [(f"led_ht_ratio/{t['label']}", float(t["ratio"][0]), 0) for t in table]
+    return {"report": report, "plots": plots, "metrics": metrics, "heavy_traffic": table}

@@ -1,0 +1,91 @@
+"""The LED model (Zhou, Shroff & Wierman, "Asymptotically optimal load balancing in large-scale
+heterogeneous systems with multiple dispatchers"): M dispatchers with local, stale estimates of
+the queues of N heterogeneous FIFO servers, in discrete time.
+
+Model
+-----
+N servers with FIFO queues, service means ``mu_n`` per slot (``service_rates``; all 1 by
+default); M dispatchers (``m_dispatchers``). The load ``lam`` is ``rho = lam_Sigma / mu_Sigma``
+(``mu_Sigma = sum_n mu_n``), so ``lam_Sigma = rho * mu_Sigma`` tasks arrive per slot in all,
+split over the dispatchers equally or in proportion to ``dispatch_weights``:
+``lam_m = lam_Sigma * w_m / sum(w)``. ``eps = mu_Sigma - lam_Sigma``. In each slot ``t``:
+
+1. arrivals: dispatcher ``m`` receives ``A_m(t)`` tasks, i.i.d. over slots, independent across
+   dispatchers (``arrival_dist``: ``poisson``, ``bernoulli`` or ``binomial`` with ``arrival_n``
+   trials);
+2. dispatching: each dispatcher with ``A_m(t) > 0`` picks one server, from its own information
+   only, and sends it all of its ``A_m(t)`` tasks;
+3. service: server ``n`` offers ``S_n(t)`` units, i.i.d. over slots, independent of everything
+   else (``service_dist``: ``bernoulli``, ``binomial`` with ``service_n`` trials, ``poisson`` or
+   ``geometric`` on {0, 1, ...}), ``Q_n(t+1) = max(Q_n(t) + A_n(t) - S_n(t), 0)`` and the
+   unused service is ``U_n(t) = max(S_n(t) - Q_n(t) - A_n(t), 0)``;
+4. updates of the dispatchers' estimates, at the end of the slot (below).
+
+``Q(t)`` is read at the start of slot ``t``, before its arrivals; a task's response is its
+completion slot minus its arrival slot plus 1, so ``E[T] = 1 + E[sum_n Q_n] / lam_Sigma``
+(Little: a task served in its arrival slot is never counted in Q).
+
+Policies
+--------
+LED policies (``l_jsq``, ``l_jba``, ``l_pod``): dispatcher ``m`` keeps an estimate
+``Qt[m, n]`` of every queue (all 0 at the start, when every queue is empty) and decides on it
+alone:
+
+- ``l_jsq``: the smallest estimate, ties uniform (each dispatcher draws its own);
+- ``l_jba``: a server among those whose estimate is at most the dispatcher's average estimate,
+  drawn with probability proportional to ``mu_n``;
+- ``l_pod``: ``d`` distinct servers drawn uniformly, the smallest estimate among them, ties
+  uniform.
+
+Updates (``update``): ``push``: at the end of a slot in which dispatcher ``m`` had arrivals, with
+probability ``p_hat`` it samples ``d_u`` distinct servers and sets their estimates to the true
+queue lengths ``Q(t+1)``. ``pull``: at the end of each slot, every server that completed tasks
+in it picks a dispatcher uniformly; if it is now empty it sends ``(n, 0)``, else with probability
+``p_hat`` it sends ``(n, Q_n(t+1))``. ``count_own`` (default false, as in the paper): a
+dispatcher adds the tasks it sends to its own estimate of the chosen server (LSQ-style).
+
+Baselines, each dispatcher deciding once per slot with arrivals: ``jsq`` (the shortest true
+queue, ties uniform; every dispatcher sees ``Q(t)``, the lengths at the start of the slot, not
+the other dispatchers' tasks of the same slot: the paper's herd effect), ``pod`` (``d`` distinct
+servers, the shortest true queue of ``Q(t)``), ``jiq`` (a server that completed tasks in a slot
+and is then empty reports once to a uniformly chosen dispatcher, unless it is listed already; a
+dispatcher with listed servers sends to one drawn uniformly and drops it from its list, else to a
+uniform server; a listed server that got work from elsewhere stays listed, as in the original
+JIQ; at the start every server is listed at a uniformly chosen dispatcher), ``random`` and
+``weighted_random`` (probability ``mu_n / mu_Sigma``).
+
+Messages (one-way, the project's unit): ``jsq`` 2N per decision, ``pod`` 2d per decision, Push
+``2 d_u`` per update, Pull 1 per report, ``jiq`` 1 per report; LED dispatching, ``random`` and
+``weighted_random`` decide locally (0). ``messages_per_job`` = messages per arriving task.
+
+Engine
+------
+``slotted`` (:mod:`sim.led.slotted`, kernels in :mod:`sim.led._slotted_kernel`): one entry per
+server and per (dispatcher, server) estimate; ``events`` counts slots.
+
+:func:`check_task` validates the model's values of a task (light: numpy only, no numba).
+"""
+from __future__ import annotations
+
+from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, UPDATES, model_spec
+
+__all__ = ["check_task", "POLICIES", "LED_POLICIES", "UPDATES", "DEFAULTS"]
+
+#: task keys of the model (beyond engine, policy, n_servers, lam and the run settings)
+MODEL_KEYS = ("m_dispatchers", "update", "p_hat", "d_u", "d", "count_own", "arrival_dist",
+              "arrival_n", "service_dist", "service_n", "service_rates", "dispatch_weights")
+
+
+def check_task(task: dict) -> None:
+    """``ValueError`` with one clear message naming the key and its value if the task's model
+    values cannot run: an unknown policy, ``p_hat`` outside [0, 1], ``d`` or ``d_u`` above
+    ``n_servers`` (or below 1), ``lam`` (the load rho) outside [0, 1), an unknown distribution
+    name, a distribution that cannot carry its mean (Bernoulli arrivals with ``lam_m > 1``,
+    Bernoulli service with ``mu_n > 1``, a binomial mean above its trials), negative means, a
+    ``service_rates`` list whose length is not ``n_servers``, ``m_dispatchers < 1``,
+    ``dispatch_weights`` not positive or of a length other than ``m_dispatchers``.
+
+    Parameters a policy does not use are not checked (they are null in its row)."""
+    model_spec(task.get("n_servers"), task.get("lam"), task.get("policy"),
+               task.get("m_dispatchers"), **{k: task.get(k) for k in MODEL_KEYS
+                                             if k != "m_dispatchers"})

@@ -1,0 +1,219 @@
+"""The LED model's parameters: names, defaults, value checks and the derived constants.
+
+Light (numpy only, scipy inside table building): :func:`sim.led.check_task` and
+:func:`sim.led.slotted.simulate` both validate through :func:`model_spec`, so a bad input gets
+the same message before any compute, from the plan or from a direct call.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.led.distributions import Law, make_law
+
+__all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "DEFAULTS", "ModelSpec",
+           "model_spec", "push_p_hat_for_budget"]
+
+#: LED policies: each dispatcher decides on its own estimates only
+LED_POLICIES: tuple[str, ...] = ("l_jsq", "l_jba", "l_pod")
+#: baselines served by the slotted engine (decisions on true lengths, or blind)
+BASELINES: tuple[str, ...] = ("jsq", "pod", "jiq", "random", "weighted_random")
+POLICIES: tuple[str, ...] = LED_POLICIES + BASELINES
+#: update strategies of the LED policies
+UPDATES: tuple[str, ...] = ("push", "pull")
+
+#: defaults of the optional parameters (None in a task means the default)
+DEFAULTS: dict = {
+    "update": "pull", "p_hat": 1.0, "d_u": 1, "d": 2, "count_own": False,
+    "arrival_dist": "poisson", "arrival_n": None, "service_dist": "poisson", "service_n": None,
+    "dispatch_weights": None, "m_dispatchers": 1,
+}
+
+
+class ModelSpec(NamedTuple):
+    """A validated LED model: the policy, the laws and the derived constants."""
+
+    n_servers: int
+    m_dispatchers: int
+    rho: float  #: load lam_Sigma / mu_Sigma
+    policy: str
+    update: str | None  #: None for the baselines
+    p_hat: float
+    d_u: int
+    d: int
+    count_own: bool
+    mu: np.ndarray  #: service means per slot, one per server
+    lam_m: np.ndarray  #: arrival means per slot, one per dispatcher
+    arrival_laws: tuple  #: one :class:`Law` per dispatcher
+    service_laws: tuple  #: one :class:`Law` per server
+    lam_sigma: float
+    mu_sigma: float
+    eps: float  #: mu_Sigma - lam_Sigma
+    sigma2: float  #: variance of the total arrivals per slot
+    nu2: float  #: sum of the service variances
+    zeta: float  #: (sigma2 + nu2) / 2
+
+
+def _is_number(x) -> bool:
+    return (isinstance(x, (int, float, np.integer, np.floating))
+            and not isinstance(x, (bool, np.bool_)))
+
+
+def _as_int(x):
+    """Integer-valued floats (YAML formulas) become ints; anything else is returned as is."""
+    if isinstance(x, (float, np.floating)) and math.isfinite(float(x)) and float(x).is_integer():
+        return int(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _float_list(name: str, values, length: int, length_what: str) -> np.ndarray:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise ValueError(f"{name}={values!r} must be a list of numbers")
+    vals = list(values)
+    if len(vals) != length:
+        raise ValueError(f"{name} has {len(vals)} entries; it needs one per {length_what} "
+                         f"({length})")
+    for i, v in enumerate(vals):
+        if not _is_number(v) or not math.isfinite(float(v)):
+            raise ValueError(f"{name}[{i}]={v!r} must be a finite number")
+    return np.array([float(v) for v in vals], dtype=np.float64)
+
+
+def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=None, d_u=None,
+               d=None, count_own=None, arrival_dist=None, arrival_n=None, service_dist=None,
+               service_n=None, service_rates=None, dispatch_weights=None) -> ModelSpec:
+    """Validate the model's values and derive its constants; ``ValueError`` naming the key and
+    the value on the first bad one. ``None`` means the default (:data:`DEFAULTS`)."""
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise ValueError(f"policy={policy!r} is unknown to the slotted engine; valid: "
+                         f"{', '.join(POLICIES)}")
+    n = _as_int(n_servers)
+    if not _is_int(n) or n < 1:
+        raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
+    if n >= 2**31:
+        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
+    m = _as_int(m_dispatchers if m_dispatchers is not None else 1)
+    if not _is_int(m) or m < 1:
+        raise ValueError(f"m_dispatchers={m_dispatchers!r} must be an integer >= 1")
+    if m >= 2**31:
+        raise ValueError(f"m_dispatchers={m_dispatchers!r} must be < 2**31")
+    if not _is_number(lam) or not math.isfinite(float(lam)):
+        raise ValueError(f"lam={lam!r} must be a finite number (the load rho)")
+    rho = float(lam)
+    if rho < 0:
+        raise ValueError(f"lam={lam!r} must be >= 0 (the load rho = lam_Sigma / mu_Sigma; a "
+                         "negative arrival mean)")
+    if rho >= 1:
+        raise ValueError(f"lam={lam!r} must be < 1 (the load rho = lam_Sigma / mu_Sigma; "
+                         "rho >= 1 has no steady state)")
+
+    led = policy in LED_POLICIES
+    upd = None
+    ph = float(DEFAULTS["p_hat"])
+    du = int(DEFAULTS["d_u"])
+    own = False
+    if led:
+        upd = DEFAULTS["update"] if update is None else update
+        if upd not in UPDATES:
+            raise ValueError(f"update={update!r} is unknown; valid: {', '.join(UPDATES)}")
+        if p_hat is not None:
+            if (not _is_number(p_hat) or not math.isfinite(float(p_hat))
+                    or not 0.0 <= float(p_hat) <= 1.0):
+                raise ValueError(f"p_hat={p_hat!r} must be a probability in [0, 1]")
+            ph = float(p_hat)
+        if upd == "push" and d_u is not None:
+            du = _as_int(d_u)
+            if not _is_int(du) or du < 1:
+                raise ValueError(f"d_u={d_u!r} must be an integer >= 1 (servers sampled per "
+                                 "push update)")
+            if du > n:
+                raise ValueError(f"d_u={d_u!r} must not exceed n_servers={n} (distinct servers "
+                                 "sampled per push update)")
+        if count_own is not None:
+            if not isinstance(count_own, (bool, np.bool_)):
+                raise ValueError(f"count_own={count_own!r} must be true or false")
+            own = bool(count_own)
+    dd = int(DEFAULTS["d"])
+    if policy in ("l_pod", "pod"):
+        if d is not None:
+            dd = _as_int(d)
+            if not _is_int(dd) or dd < 1:
+                raise ValueError(f"d={d!r} must be an integer >= 1 (servers sampled per decision)")
+            if dd > n:
+                raise ValueError(f"d={d!r} must not exceed n_servers={n} (distinct servers "
+                                 "sampled per decision)")
+    if dd > n:
+        dd = n  # the default d = 2 with a single server
+
+    # service means
+    if service_rates is None:
+        mu = np.ones(n)
+    else:
+        mu = _float_list("service_rates", service_rates, n, "server (n_servers)")
+        bad = np.nonzero(mu <= 0)[0]
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"service_rates[{i}]={float(mu[i])!r} must be > 0 (a service mean per "
+                             "slot; negative or zero means cannot serve)")
+    sdist = DEFAULTS["service_dist"] if service_dist is None else service_dist
+    slaws: dict[float, Law] = {}
+    service_laws = []
+    for i, v in enumerate(mu):
+        if v not in slaws:
+            slaws[v] = make_law(sdist, v, service_n, role="service", what=f"service_rates[{i}]")
+        service_laws.append(slaws[v])
+    mu_sigma = float(mu.sum())
+    lam_sigma = rho * mu_sigma
+
+    # dispatcher weights and arrival means
+    if dispatch_weights is None:
+        w = np.ones(m)
+    else:
+        w = _float_list("dispatch_weights", dispatch_weights, m, "dispatcher (m_dispatchers)")
+        bad = np.nonzero(w <= 0)[0]
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"dispatch_weights[{i}]={float(w[i])!r} must be > 0")
+    lam_m = lam_sigma * w / w.sum()
+    adist = DEFAULTS["arrival_dist"] if arrival_dist is None else arrival_dist
+    alaws: dict[float, Law] = {}
+    arrival_laws = []
+    for j, v in enumerate(lam_m):
+        if v not in alaws:
+            alaws[v] = make_law(adist, v, arrival_n, role="arrival",
+                                what=f"lam_m[{j}] = lam * mu_Sigma * w[{j}] / sum(w)")
+        arrival_laws.append(alaws[v])
+    sigma2 = float(sum(law.variance for law in arrival_laws))
+    nu2 = float(sum(law.variance for law in service_laws))
+    return ModelSpec(
+        n_servers=n, m_dispatchers=m, rho=rho, policy=policy, update=upd, p_hat=ph, d_u=du,
+        d=dd, count_own=own, mu=mu, lam_m=lam_m, arrival_laws=tuple(arrival_laws),
+        service_laws=tuple(service_laws), lam_sigma=lam_sigma, mu_sigma=mu_sigma,
+        eps=mu_sigma - lam_sigma, sigma2=sigma2, nu2=nu2, zeta=0.5 * (sigma2 + nu2))
+
+
+def push_p_hat_for_budget(budget: float, spec: ModelSpec) -> float:
+    """The ``p_hat`` at which Push spends ``budget`` one-way messages per arriving task.
+
+    Push spends ``2 d_u`` messages per update, and an update happens with probability ``p_hat``
+    at the end of each slot in which a dispatcher had arrivals, so the messages per task are
+    ``2 d_u p_hat sum_m P(A_m > 0) / lam_Sigma``: exact, no calibration needed. The result is
+    clipped to [0, 1] (then the row reports the budget actually spent). Power-of-d's budget is
+    ``2 d sum_m P(A_m > 0) / lam_Sigma`` (one decision per dispatcher and slot with arrivals).
+    Pull has no such formula (its idle reports are mandatory and their rate depends on the
+    state): calibrate with a pilot run, whose ``reports_idle`` and ``reports_busy`` per task
+    give ``p_hat = (budget - idle) / busy``.
+    """
+    p_busy = sum(1.0 - float(law.scipy().pmf(0)) ** law.pieces if law.mean > 0 else 0.0
+                 for law in spec.arrival_laws)
+    if spec.lam_sigma <= 0 or p_busy <= 0:
+        return 1.0
+    return float(min(max(budget * spec.lam_sigma / (2.0 * spec.d_u * p_busy), 0.0), 1.0))

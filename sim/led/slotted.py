@@ -1,0 +1,379 @@
+"""Slotted engine: discrete-time simulation of the LED model (:mod:`sim.led`), one entry per
+server and per (dispatcher, server) estimate.
+
+Order within slot ``t`` (the issue's, the paper's): observe ``Q(t)``; draw every dispatcher's
+arrivals ``A_m(t)``; every dispatcher with arrivals decides on the information it has at the
+start of the slot (LED: its estimates; ``jsq``/``pod``: the true ``Q(t)``, so that dispatchers
+of one slot do not see each other's tasks: the herd effect of JSQ with several dispatchers) and
+sends all of ``A_m(t)`` to one server (``count_own``: it adds them to its estimate); every
+server draws ``S_n(t)`` and serves FIFO; the updates (Push, Pull, JIQ reports) read ``Q(t+1)``.
+The run starts empty (all estimates 0, which is then exact).
+
+Measurements (per window of ``2**k`` slots, then MSER-5 cut and batch means as in the other
+engines, :mod:`sim.core.output`):
+
+- ``mean_total_queue``: time average of ``sum_n Q_n(t)`` over slot starts; ``mean_queue`` is it
+  over N; ``tail[i-1]``: time-average fraction of servers with at least ``i`` tasks;
+- ``mean_response``: measured per task from the FIFO order (a batch of ``A`` tasks arriving
+  together is one ``(slot, count)`` entry), response = completion slot - arrival slot + 1,
+  credited to the window of the arrival; at the end of the run the queues are drained (served on,
+  no new arrivals, which cannot change a FIFO task's completion), so no response is censored.
+  ``little_response = 1 + mean_total_queue / lam_Sigma`` is Little's law for the same quantity;
+- ``unused_service``: ``E[U_Sigma]``, ``U_Sigma(t) = sum_n U_n(t)`` (the identity
+  ``E[U_Sigma] = eps`` is exact in steady state); ``mean_u2 = E[U_Sigma^2]``, ``mean_qu =
+  E[Q_Sigma(t+1) U_Sigma(t)]`` and ``identity_gap = eps E[sum Q] - (zeta + eps^2/2 -
+  E[U_Sigma^2]/2 + E[Q_Sigma(t+1) U_Sigma(t)])``, which is 0 in steady state (the drift of
+  ``(sum Q)^2``), with the batch-means SE of the combination;
+- ``imbalance``: ``E[||Q(t) - mean_n Q_n(t) 1||_2]``, the Euclidean norm of the deviation from
+  the mean (the paper's ``||Q_perp||``, bounded as eps -> 0 under state-space collapse);
+- ``eps``, ``zeta = (sigma_Sigma^2 + nu_Sigma^2) / 2`` from the laws' own variances, and
+  ``ht_ratio = eps * mean_total_queue / zeta`` (-> 1 as eps -> 0 for heavy-traffic optimal
+  policies);
+- ``messages_per_job``: one-way messages (``sim.led``) per arriving task; ``reports_idle`` and
+  ``reports_busy``: per arriving task, the servers that completed tasks in a slot and were then
+  empty / not empty (a Pull run spends ``reports_idle + p_hat * reports_busy`` per task, which
+  calibrates ``p_hat`` to a message budget).
+
+Status (instability rule): ``"unstable"`` if ``sum Q`` exceeded ``max_total_queue`` (the run
+stops there; default ``100 * N * (1 + zeta / eps)``, a hundred times the level of mu-weighted
+random routing, which any policy at least as good as it never reaches), or if the batch means of
+``sum Q`` after the warm-up cut grow: the least-squares slope over the batch index is positive
+with a t statistic above the one-sided ``1e-4`` quantile of Student's t (``B - 2`` degrees of
+freedom) *and* the fitted rise over the kept part exceeds 20 % of the mean. Either an unstable
+policy or a run much shorter than the relaxation time (see :func:`suggested_slots`); either way
+the mean is not a steady-state mean. Otherwise ``"ok"``.
+
+Run length near eps = 0: in heavy traffic ``sum Q`` is close to a reflected random walk with
+drift ``-eps`` and variance ``2 zeta`` per slot; its relaxation time is about ``2 zeta / eps^2``
+slots, and the time average of reflected Brownian motion over ``T`` has variance
+``c sigma^6 / (mu^4 T)`` with ``c = 1/2`` (Poisson equation of RBM(-1, 1): ``g' = x``,
+``2 E[g(Z)(Z - 1/2)] = 1/2`` for ``Z ~ Exp(2)``), so the relative SE of ``mean_total_queue`` is
+about ``2 sqrt(zeta) / (eps sqrt(T))``. :func:`suggested_slots` turns a target relative SE into
+a run length (plus a warm-up of many relaxation times, most of which MSER-5 cuts). A sweep over
+eps should call it per point (``events = suggested_slots(eps, zeta, rel_se)``, the constants
+from :func:`sim.led.model.model_spec`). Measured (N = 4 servers of means 1, 1, 2, 2, M = 2,
+L-JSQ-Pull, rho = 0.9 .. 0.99, target 3 %): the relative SE reached was 0.3 to 0.6 of the
+target (1.0 % at rho = 0.9, 1.8 % at 0.98 and 0.99), so the rule is
+conservative for heavy-traffic optimal policies; policies that are not (weighted random, JSQ
+with herding) fluctuate more: check ``ci_method`` for correlated batches.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.results import check_run_args, result_row
+from sim.core.rng import seed_state, threshold
+from sim.core.sampling import alias_table
+from sim.core.windows import window_bounds
+from sim.led.distributions import build_tables
+from sim.led.model import DEFAULTS, ModelSpec, model_spec
+
+__all__ = ["LedResult", "simulate", "run_task", "suggested_slots", "EXTRA_KEYS"]
+
+#: result keys this engine adds to :data:`sim.core.results.RESULT_KEYS`
+EXTRA_KEYS = ("mean_total_queue", "mean_total_queue_se", "unused_service", "unused_service_se",
+              "imbalance", "imbalance_se", "eps", "zeta", "ht_ratio", "ht_ratio_se", "status")
+
+#: one-sided level of the growth test of the instability rule
+TREND_ALPHA = 1e-4
+#: smallest fitted rise (fraction of the mean) that the growth test calls growth
+TREND_RISE = 0.2
+
+
+class LedResult(NamedTuple):
+    """Estimates of one slotted run (times in slots)."""
+
+    mean_total_queue: float  #: E[sum_n Q_n(t)] at slot starts
+    mean_total_queue_se: float
+    mean_queue: float  #: mean_total_queue / N
+    mean_queue_se: float
+    mean_response: float  #: measured per task (completion - arrival + 1)
+    mean_response_se: float
+    little_response: float  #: 1 + mean_total_queue / lam_Sigma
+    little_response_se: float
+    unused_service: float  #: E[U_Sigma]
+    unused_service_se: float
+    mean_u2: float  #: E[U_Sigma(t)^2]
+    mean_u2_se: float
+    mean_qu: float  #: E[Q_Sigma(t+1) U_Sigma(t)]
+    mean_qu_se: float
+    identity_gap: float  #: eps E[sum Q] - zeta - eps^2/2 + E[U^2]/2 - E[Q(t+1) U(t)]
+    identity_gap_se: float
+    imbalance: float  #: E[||Q - mean(Q)||_2]
+    imbalance_se: float
+    eps: float
+    zeta: float
+    lam_sigma: float
+    ht_ratio: float  #: eps * mean_total_queue / zeta
+    ht_ratio_se: float
+    arrivals_per_slot: float  #: measured A_Sigma per slot (kept windows)
+    tail: np.ndarray
+    tail_se: np.ndarray
+    messages_per_job: float
+    messages_per_slot: float
+    decisions_per_job: float  #: dispatchers with arrivals per slot, per task
+    reports_idle: float  #: per task: servers that completed tasks and were then empty
+    reports_busy: float  #: per task: servers that completed tasks and were then not empty
+    n_jobs: int
+    events_run: int  #: slots run (warm-up included)
+    sim_time: float  #: = events_run
+    warmup_time: float  #: slots cut by MSER-5
+    warmup_windows: int
+    n_windows: int
+    n_batches: int
+    ci_method: str
+    status: str  #: "ok" or "unstable"
+    estimate_mismatches: int  #: debug runs: slots with some estimate != true queue (else -1)
+    jba_fallbacks: float = 0.0  #: L-JBA: fraction of decisions (whole run) drawn by the O(N) pass
+
+
+def suggested_slots(eps: float, zeta: float, rel_se: float = 0.05, *,
+                    warmup_relaxations: float = 20.0, minimum: int = 10**5) -> int:
+    """Slots for a relative SE ``rel_se`` of ``mean_total_queue`` in heavy traffic.
+
+    ``T = 4 zeta / (rel_se^2 eps^2)`` for the kept part (module docstring: reflected Brownian
+    motion with drift ``-eps`` and variance ``2 zeta``) plus ``warmup_relaxations`` relaxation
+    times ``2 zeta / eps^2`` (runs start empty, and MSER-5 may cut up to half), doubled so that
+    the kept part is at least the target after a cut of up to half; at least ``minimum``.
+    For a policy that is heavy-traffic optimal; others need more."""
+    if not eps > 0 or not zeta > 0 or not rel_se > 0:
+        raise ValueError(f"eps={eps!r}, zeta={zeta!r}, rel_se={rel_se!r} must all be > 0")
+    keep = 4.0 * zeta / (rel_se * rel_se * eps * eps)
+    warm = warmup_relaxations * 2.0 * zeta / (eps * eps)
+    return int(max(minimum, math.ceil(2.0 * keep + warm)))
+
+
+def _trend_unstable(batch_values) -> bool:
+    """The growth test of the instability rule (module docstring)."""
+    from scipy import stats
+
+    y = np.asarray(batch_values, dtype=np.float64)
+    if y.size < 4 or not np.all(np.isfinite(y)):
+        return False
+    x = np.arange(y.size, dtype=np.float64)
+    x -= x.mean()
+    slope = float((x * (y - y.mean())).sum() / (x * x).sum())
+    resid = y - y.mean() - slope * x
+    s2 = float((resid * resid).sum() / (y.size - 2))
+    if slope <= 0:
+        return False
+    se = math.sqrt(s2 / float((x * x).sum())) if s2 > 0 else 0.0
+    tstat = slope / se if se > 0 else math.inf
+    rise = slope * (y.size - 1)
+    mean = float(y.mean())
+    return bool(tstat > stats.t.isf(TREND_ALPHA, y.size - 2) and mean > 0
+                and rise > TREND_RISE * mean)
+
+
+def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=None,
+             d_u=None, d=None, count_own=False, arrival_dist="poisson", arrival_n=None,
+             service_dist="poisson", service_n=None, dispatch_weights=None,
+             events: int = 10**6, seed: int = 0, n_batches: int = 20, n_windows: int = 1000,
+             max_level: int = 64, max_total_queue=None, n_servers=None,
+             debug: bool = False) -> LedResult:
+    """Simulate the slotted LED engine; batch-means estimates after an MSER-5 warm-up cut.
+
+    Parameters
+    ----------
+    service_rates : list of float, or None
+        ``mu_n``, the service mean per slot of each server (> 0); None means all 1, and then
+        ``n_servers`` gives N.
+    lam : float
+        The load ``rho = lam_Sigma / mu_Sigma`` in [0, 1).
+    policy : str
+        ``l_jsq``, ``l_jba``, ``l_pod`` (LED), ``jsq``, ``pod``, ``jiq``, ``random``,
+        ``weighted_random``.
+    m_dispatchers : int
+        M >= 1.
+    update, p_hat, d_u, count_own :
+        LED policies: ``"push"`` or ``"pull"`` (default pull), the report/update probability
+        (default 1), Push's sample size (default 1), whether a dispatcher adds its own tasks to
+        its estimate (default False, as the paper).
+    d : int
+        ``l_pod``/``pod``: servers sampled per decision (default 2).
+    arrival_dist, arrival_n, service_dist, service_n :
+        Laws by name (:mod:`sim.led.distributions`); ``*_n`` the binomial's trials.
+    dispatch_weights : list of float or None
+        Split of ``lam_Sigma`` over the dispatchers (> 0); None: equal.
+    events : int
+        Slots, warm-up included (>= n_windows).
+    seed, n_batches, n_windows, max_level :
+        As in the other engines.
+    max_total_queue : int or None
+        Stop (status ``unstable``) when ``sum Q`` exceeds it; None: ``100 N (1 + zeta/eps)``.
+    debug : bool
+        LED policies: count the slots at whose start some estimate differs from its queue
+        (``estimate_mismatches``; an O(M N) check per slot).
+
+    Raises
+    ------
+    ValueError
+        On bad input, naming the offending parameter, before any compute.
+    """
+    if service_rates is None:
+        if n_servers is None:
+            raise ValueError("service_rates=None needs n_servers (all service means 1)")
+        n = n_servers
+    else:
+        n = len(service_rates) if n_servers is None else n_servers
+    spec = model_spec(n, lam, policy, m_dispatchers, update=update, p_hat=p_hat, d_u=d_u, d=d,
+                      count_own=count_own, arrival_dist=arrival_dist, arrival_n=arrival_n,
+                      service_dist=service_dist, service_n=service_n,
+                      service_rates=service_rates, dispatch_weights=dispatch_weights)
+    check_run_args(events=events, seed=seed, init="empty", n_batches=n_batches,
+                   max_level=max_level, n_windows=n_windows)
+    if max_total_queue is None:
+        cap = _default_cap(spec)
+    else:
+        if not isinstance(max_total_queue, (int, np.integer)) or max_total_queue < 1:
+            raise ValueError(f"max_total_queue={max_total_queue!r} must be an integer >= 1")
+        cap = int(max_total_queue)
+    return _run(spec, int(events), int(seed), int(n_batches), int(n_windows), int(max_level),
+                cap, bool(debug))
+
+
+def _default_cap(spec: ModelSpec) -> int:
+    ratio = spec.zeta / spec.eps if spec.eps > 0 else 0.0
+    return int(min(2**30, max(10**4, 100.0 * spec.n_servers * (1.0 + ratio))))
+
+
+def _run(spec: ModelSpec, events, seed, n_batches, n_windows, max_level, cap, debug):
+    from sim.led import _slotted_kernel as K
+
+    n_servers = spec.n_servers
+    # laws: each distinct law once; per dispatcher / server an index
+    laws, index = [], {}
+    def law_id(law):
+        if law not in index:
+            index[law] = len(laws)
+            laws.append(law)
+        return index[law]
+    arr_law = np.array([law_id(x) for x in spec.arrival_laws], dtype=np.int64)
+    srv_law = np.array([law_id(x) for x in spec.service_laws], dtype=np.int64)
+    tables = build_tables(laws)
+    mu = spec.mu
+    hetero = bool(np.any(mu != mu[0]))
+    code = K.POLICY_CODES[spec.policy]
+    upd = K.UPDATE_CODES[spec.update] if spec.update is not None else 0
+    if spec.policy in ("weighted_random", "l_jba") and hetero:
+        alias_thr, alias_idx = alias_table(mu / mu.sum())
+    elif spec.policy == "weighted_random":  # equal means: uniform
+        alias_thr = np.full(n_servers, threshold(1.0), dtype=np.uint64)
+        alias_idx = np.arange(n_servers, dtype=np.int64)
+    else:
+        alias_thr = np.zeros(1, dtype=np.uint64)
+        alias_idx = np.zeros(1, dtype=np.int64)
+    bounds = window_bounds(events, n_windows)
+    n_win = bounds.size - 1
+    out = {k: np.zeros(n_win, dtype=np.int64) for k in
+           ("w_q", "w_u", "w_arr", "w_dec", "w_msg", "w_idle", "w_busy", "w_jobs", "w_resp")}
+    for k in ("w_imb", "w_u2", "w_qu"):
+        out[k] = np.zeros(n_win)
+    out["w_hist"] = np.zeros((n_win + 1, max_level + 1), dtype=np.int64)
+    state = seed_state(seed)
+    slots, capped, mismatches, fallbacks = K.slotted_kernel(
+        code, upd, d=spec.d, d_u=spec.d_u, p_thr=threshold(spec.p_hat),
+        count_own=spec.count_own, hetero=hetero, debug=debug, q_cap=cap, max_level=max_level,
+        tables=tables, arr_law=arr_law, srv_law=srv_law, alias_thr=alias_thr,
+        alias_idx=alias_idx, mu=mu, bounds=bounds, state=state, out=out)
+    mism = mismatches if (debug and spec.policy in ("l_jsq", "l_jba", "l_pod")) else -1
+    res = _analyse(spec, out, bounds, slots, capped, n_batches, max_level, mism)
+    dec = float(out["w_dec"].sum())
+    return res._replace(jba_fallbacks=fallbacks / dec if dec > 0 else 0.0)
+
+
+def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, mism):
+    n_servers = spec.n_servers
+    eps, zeta, lam_sigma = spec.eps, spec.zeta, spec.lam_sigma
+    n_win = bounds.size - 1
+    nan = float("nan")
+    lengths = np.diff(bounds).astype(np.float64)
+    if capped:  # no steady state to report: every estimate NaN
+        fields = dict.fromkeys(LedResult._fields, nan)
+        fields.update(
+            eps=eps, zeta=zeta, lam_sigma=lam_sigma, tail=np.full(max_level, nan),
+            tail_se=np.full(max_level, nan), n_jobs=0, events_run=int(slots),
+            sim_time=float(slots), warmup_time=0.0, warmup_windows=0, n_windows=int(n_win),
+            n_batches=int(n_batches), status="unstable", estimate_mismatches=int(mism),
+            ci_method=f"none: the run stopped at slot {slots}, sum Q above its bound")
+        return LedResult(**fields)
+    cut = warmup_cut(out["w_q"], lengths, n_servers, n_batches)
+    keep = slice(cut, n_win)
+    ln = lengths[keep]
+    tq = batch_means(out["w_q"][keep], ln, n_batches)
+    resp = batch_means(out["w_resp"][keep], out["w_jobs"][keep], n_batches)
+    unused = batch_means(out["w_u"][keep], ln, n_batches)
+    u2 = batch_means(out["w_u2"][keep], ln, n_batches)
+    qu = batch_means(out["w_qu"][keep], ln, n_batches)
+    gap_w = (eps * out["w_q"][keep] - (zeta + 0.5 * eps * eps) * ln + 0.5 * out["w_u2"][keep]
+             - out["w_qu"][keep])
+    gap = batch_means(gap_w, ln, n_batches)
+    imb = batch_means(out["w_imb"][keep], ln, n_batches)
+    arr = batch_means(out["w_arr"][keep], ln, n_batches)
+    hist = out["w_hist"][:n_win][keep].astype(np.float64)
+    # tail[w, i-1] = slot-start area of servers with >= i tasks, i = 1..max_level
+    w_tail = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1][:, 1:]
+    tail, tail_se = tail_estimate(w_tail, ln, n_servers, n_batches)
+    n_arr = float(out["w_arr"][keep].sum())
+    n_slots = float(ln.sum())
+    msgs = float(out["w_msg"][keep].sum())
+    per_job = msgs / n_arr if n_arr > 0 else nan
+    idle = float(out["w_idle"][keep].sum()) / n_arr if n_arr > 0 else nan
+    busy = float(out["w_busy"][keep].sum()) / n_arr if n_arr > 0 else nan
+    little = 1.0 + tq.estimate / lam_sigma if lam_sigma > 0 else nan
+    little_se = tq.se / lam_sigma if lam_sigma > 0 else nan
+    ratio = eps * tq.estimate / zeta if zeta > 0 else nan
+    ratio_se = eps * tq.se / zeta if zeta > 0 else nan
+    status = "unstable" if _trend_unstable(tq.batch_values) else "ok"
+    return LedResult(
+        mean_total_queue=tq.estimate, mean_total_queue_se=tq.se,
+        mean_queue=tq.estimate / n_servers, mean_queue_se=tq.se / n_servers,
+        mean_response=resp.estimate, mean_response_se=resp.se,
+        little_response=little, little_response_se=little_se,
+        unused_service=unused.estimate, unused_service_se=unused.se,
+        mean_u2=u2.estimate, mean_u2_se=u2.se, mean_qu=qu.estimate, mean_qu_se=qu.se,
+        identity_gap=gap.estimate, identity_gap_se=gap.se,
+        imbalance=imb.estimate, imbalance_se=imb.se, eps=eps, zeta=zeta, lam_sigma=lam_sigma,
+        ht_ratio=ratio, ht_ratio_se=ratio_se, arrivals_per_slot=arr.estimate,
+        tail=tail, tail_se=tail_se, messages_per_job=per_job,
+        messages_per_slot=msgs / n_slots,
+        decisions_per_job=float(out["w_dec"][keep].sum()) / n_arr if n_arr > 0 else nan,
+        reports_idle=idle, reports_busy=busy,
+        n_jobs=int(out["w_jobs"][keep].sum()), events_run=int(slots), sim_time=float(slots),
+        warmup_time=float(bounds[cut]), warmup_windows=int(cut), n_windows=int(n_win),
+        n_batches=int(n_batches), ci_method=ci_label(n_batches, tq.batch_values),
+        status=status, estimate_mismatches=int(mism))
+
+
+def run_task(task: dict) -> dict:
+    """Run one slotted task (keys as in docs/results-schema.md) and return the row: the keys
+    of :data:`sim.core.results.RESULT_KEYS` plus :data:`EXTRA_KEYS`, plain Python values."""
+    def get(key):
+        v = task.get(key)
+        return DEFAULTS.get(key) if v is None else v
+
+    def as_int(x):
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    rates = task.get("service_rates")
+    res = simulate(
+        rates, task["lam"], task["policy"], as_int(get("m_dispatchers")),
+        update=task.get("update"), p_hat=task.get("p_hat"), d_u=as_int(task.get("d_u")),
+        d=as_int(task.get("d")), count_own=task.get("count_own"),
+        arrival_dist=get("arrival_dist"), arrival_n=as_int(task.get("arrival_n")),
+        service_dist=get("service_dist"), service_n=as_int(task.get("service_n")),
+        dispatch_weights=task.get("dispatch_weights"), events=as_int(task["events"]),
+        seed=as_int(task.get("seed", 0)), n_batches=as_int(task.get("n_batches", 20)),
+        max_level=as_int(task.get("max_level", 64)), n_servers=as_int(task["n_servers"]))
+    row = result_row(
+        res, mean_wait=res.mean_response - 1.0, mean_wait_se=res.mean_response_se,
+        prob_wait=None, prob_wait_se=None, queueing_ratio=None, queueing_ratio_se=None,
+        drop_prob=0.0, drop_prob_se=0.0, frac_within_h=None)
+    for key in EXTRA_KEYS:
+        v = getattr(res, key)
+        row[key] = v if isinstance(v, str) else float(v)
+    return row
