@@ -7,10 +7,10 @@ Per point (policy, variant and every parameter), replications are combined by
 :func:`analysis.aggregate.aggregate` (t over replications).
 
 Heavy-traffic verdict rule (also in docs/led.md), per arm (policy, variant and every parameter
-but the load), with the points sorted by eps: let ``g = |ratio - 1|``. ``approaches 1`` if the
+but the load), with the points sorted by eps: let ``g = |ratio - 1|``. ``falling toward 1`` if the
 upper 95% bound of g at the smallest eps is below half of g at the largest eps (the distance to 1
 at least halved over the eps range) or the 95% interval of the ratio at the smallest eps
-contains 1 while it did not at the largest; ``does not approach 1`` if the lower 95% bound of g at
+contains 1 while it did not at the largest; ``not falling toward 1`` if the lower 95% bound of g at
 the smallest eps is at least half of g at the largest eps; else ``inconclusive``. An arm with an
 unstable point at the smallest eps is ``unstable``. The ratio may approach 1 from below, hence
 the distance, not a log-fit of ratio - 1.
@@ -33,7 +33,7 @@ __all__ = ["analyze_led", "heavy_traffic_table"]
 
 METRICS = ("mean_response", "mean_total_queue", "unused_service", "imbalance", "ht_ratio")
 APPROACHES, NOT_APPROACHING, INCONCLUSIVE, UNSTABLE = (
-    "approaches 1", "does not approach 1", "inconclusive", "unstable")
+    "falling toward 1", "not falling toward 1", "inconclusive", "unstable")
 NAMES = {"l_jsq": "L-JSQ", "l_jba": "L-JBA", "l_pod": "L-Pod", "jsq": "JSQ", "pod": "Po2",
          "jiq": "JIQ", "random": "random", "weighted_random": "mu-weighted random"}
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -43,6 +43,8 @@ def _label(row: dict) -> str:
     name = NAMES.get(row["policy"], row["policy"])
     if row.get("policy", "").startswith("l_") and row.get("update"):
         name += "-" + row["update"].capitalize()
+    elif row.get("variant"):  # a baseline repeated per variant of the LED policies
+        name += f" ({row['variant']} variant)"
     if row["policy"] in ("pod", "l_pod") and row.get("d") not in (None, 2):
         name = name.replace("Po2", f"Po{row['d']}")
     return name
@@ -89,8 +91,8 @@ def heavy_traffic_table(agg: pl.DataFrame, unstable: pl.DataFrame, arm: list[str
     return rows
 
 
-def _plot_response(agg, unstable, arm, outdir) -> Path | None:
-    if agg.height == 0 or agg["lam"].n_unique() < 3:
+def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
+    if agg.height == 0 or agg[x].n_unique() < 3:
         return None
     fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
@@ -99,21 +101,25 @@ def _plot_response(agg, unstable, arm, outdir) -> Path | None:
     top = float(agg["mean_response"].max()) * 2
     for j, key in enumerate(keys):
         c = _COLORS[j]
-        s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort("lam")
+        s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort(x)
         hw = np.nan_to_num(np.asarray(s["mean_response_hw"].to_list(), float))
-        ax.errorbar(s["lam"], s["mean_response"], yerr=hw, fmt="o-", ms=4, capsize=2, color=c,
-                    label=_label({**key, **s.row(0, named=True)}))
+        extra = f", $\\rho$={key['lam']:g}" if x != "lam" and key.get("lam") is not None else ""
+        ax.errorbar(s[x], s["mean_response"], yerr=hw, fmt="o-", ms=4, capsize=2, color=c,
+                    label=_label({**key, **s.row(0, named=True)}) + extra)
         if unstable.height:
             u = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
             if u.height:
-                ax.plot(u["lam"].unique().to_list(), [top] * u["lam"].n_unique(), "x", color=c, ms=8)
+                ax.plot(u[x].unique().to_list(), [top] * u[x].n_unique(), "x", color=c, ms=8)
     ax.set_yscale("log")
-    ax.set_xlabel("load $\\rho = \\lambda_\\Sigma / \\mu_\\Sigma$")
+    if x == "p_hat":
+        ax.set_xscale("log")
+    ax.set_xlabel({"lam": "load $\\rho = \\lambda_\\Sigma / \\mu_\\Sigma$",
+                   "p_hat": "update probability $\\hat p$ (Push, one server per update)"}[x])
     ax.set_ylabel("mean response time (slots)")
-    ax.set_title("mean response against the load (x at the top: unstable runs)", fontsize=10)
+    ax.set_title("mean response (95% CI; x at the top: unstable runs, not averaged)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    path = outdir / "response_vs_load.png"
+    path = outdir / f"response_vs_{x}.png"
     fig.savefig(path, dpi=120)
     return path
 
@@ -210,7 +216,7 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
             lines.append(f"| {t['label']} | {_fmt(min(t['eps']))}..{_fmt(max(t['eps']))} | {cells} | "
                          f"{t['distance_at_min_eps']:.3f} +- {_fmt(t['distance_hw'])} | "
                          f"{t['distance_at_max_eps']:.3f} | {t['verdict']} |")
-    plots = [p for p in (_plot_response(agg, unstable, arm, outdir),
+    plots = [p for p in (_plot_response(agg, unstable, arm, x, outdir),
                          _plot_ratio(table, outdir) if table else None,
                          _plot_messages(agg, arm, x, outdir)) if p is not None]
     lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
