@@ -455,11 +455,7 @@ def test_meanfield_start_is_consistent():
 # ------------------------------------------------------------------------------------------
 # cross-engine: occupancy vs agent
 # ------------------------------------------------------------------------------------------
-HAS_AGENT = importlib.util.find_spec("sim.jiq.agent") is not None
-
-
-@pytest.mark.skipif(not HAS_AGENT, reason="sim.jiq.agent not available")
-@pytest.mark.parametrize("policy, d", [("jiq", 1), ("jiq_pod", 2)])
+@pytest.mark.parametrize("policy, d", [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2)])
 def test_agrees_with_agent_engine(policy, d):
     from sim.jiq.agent import simulate as agent_simulate
 
