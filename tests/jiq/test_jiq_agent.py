@@ -22,10 +22,7 @@ from sim.jiq import check_task
 from sim.jiq.agent import EXTRA_KEYS, _simulate, run_task, simulate
 from tests.helpers import ALPHA, assert_engines_agree, assert_within_se
 
-try:
-    from sim.jiq import meanfield as mf
-except ImportError:  # the mean field is written by a colleague
-    mf = None
+from sim.jiq import meanfield as mf
 
 
 def new_state(seed):
@@ -286,7 +283,6 @@ def test_invariants_hold_after_every_window(policy, d, z, r):
                              what="mean I-queue = r (1 - s_1)")
 
 
-@pytest.mark.skipif(mf is None, reason="sim.jiq.meanfield not available")
 @pytest.mark.parametrize("policy, d", [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2)])
 def test_warm_start_is_the_mean_field_point_with_listed_equal_to_idle(policy, d):
     # N = 10**5, M = 10**4: at time 0 the fractions of servers with >= i tasks are binomial
@@ -480,7 +476,6 @@ FINITE_N_GAP = {  # (policy, lam) -> quantity -> max over N >= 250 of N * |gap|
 }
 
 
-@pytest.mark.skipif(mf is None, reason="sim.jiq.meanfield not available")
 @pytest.mark.parametrize("policy, d, lam", sorted((p, 1 if p == "jiq" else 2, lam)
                                                   for p, lam in FINITE_N_GAP))
 def test_agent_matches_mean_field_at_large_n(policy, d, lam):

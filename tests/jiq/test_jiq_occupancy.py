@@ -6,7 +6,6 @@ use a chi-square p-value threshold with the same two-sided tail (``ALPHA``). See
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 from fractions import Fraction
 
@@ -19,7 +18,6 @@ from sim.jiq import _occupancy_kernel as K
 from sim.jiq.occupancy import EXTRA_KEYS, run_task, simulate
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
 
-HAS_MEANFIELD = importlib.util.find_spec("sim.jiq.meanfield") is not None
 
 
 def new_state(seed):
@@ -215,7 +213,7 @@ def test_huge_counts_are_drawn_exactly():
 ])
 def test_counts_stay_consistent(policy, d, n, r, lam, init):
     res = simulate(n, lam, policy, r, d, events=400_000, seed=11, init=init)
-    assert res.init_used == (init if r <= 10**5 and HAS_MEANFIELD else "empty")
+    assert res.init_used == (init if r <= 10**5 else "empty")
     x, y = res.final_levels, res.final_iqueues
     assert x.sum() == n and y.sum() == n // r == res.n_schedulers
     assert int(np.dot(np.arange(y.size), y)) == x[0]  # listed == idle
@@ -397,14 +395,12 @@ def check_against_meanfield(policy, r, lam, n, seed, time_units=None):
     return res
 
 
-@pytest.mark.skipif(not HAS_MEANFIELD, reason="sim.jiq.meanfield not available")
 @pytest.mark.parametrize("policy", ["jiq", "jiq_pod"])
 def test_matches_mean_field_at_ten_thousand_servers(policy):
     check_against_meanfield(policy, 10, 0.9, 10**4, seed=61)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_MEANFIELD, reason="sim.jiq.meanfield not available")
 @pytest.mark.parametrize("policy", ["jiq", "jiq_pod"])
 @pytest.mark.parametrize("r", [1, 10])
 @pytest.mark.parametrize("lam", [0.5, 0.9, 0.98])
@@ -413,13 +409,11 @@ def test_matches_mean_field_grid(policy, r, lam):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_MEANFIELD, reason="sim.jiq.meanfield not available")
 @pytest.mark.parametrize("policy", ["jiq", "jiq_pod"])
 def test_matches_mean_field_at_a_hundred_thousand_servers(policy):
     check_against_meanfield(policy, 10, 0.9, 10**5, seed=63, time_units=1000.0)
 
 
-@pytest.mark.skipif(not HAS_MEANFIELD, reason="sim.jiq.meanfield not available")
 @pytest.mark.parametrize("r", [1, 10])
 def test_light_load_response_tends_to_one(r):
     # mean field: E[T] = 1 / (1 - lam p0) -> 1 as lam -> 0 (1.00435 at r = 1, 1.00062 at
@@ -443,11 +437,11 @@ def test_meanfield_start_is_consistent():
 
     for policy, d in (("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 3)):
         x, y, how = initial_counts(policy, 0.9, 10, d, 10**6, 10**5, "meanfield", 5)
-        assert how == ("meanfield" if HAS_MEANFIELD else "empty")
+        assert how == "meanfield"
         assert x.sum() == 10**6 and y.sum() == 10**5
         assert int(np.dot(np.arange(y.size), y)) == x[0]
-        if HAS_MEANFIELD:  # idle fraction 1 - lam up to multinomial noise (sd ~ 3e-3 / 1e3)
-            assert abs(x[0] / 10**6 - 0.1) < 0.01
+        # idle fraction 1 - lam up to multinomial noise (sd ~ 3e-3 / 1e3)
+        assert abs(x[0] / 10**6 - 0.1) < 0.01
     x, y, how = initial_counts("jiq", 0.9, 2.5, 1, 10, 4, "empty", 0)
     assert how == "empty" and list(x) == [10] and list(y[:4]) == [0, 0, 2, 2]
 
