@@ -18,7 +18,8 @@ from numba.extending import intrinsic
 
 from sim.core.rng import below, below64, next_raw, threshold
 
-__all__ = ["prefetch", "sample_fy", "sample_rej", "draw_levels", "sample_levels", "alias_table"]
+__all__ = ["prefetch", "sample_fy", "sample_rej", "draw_levels", "sample_levels", "lowest_occupied",
+           "alias_table"]
 
 @intrinsic
 def prefetch(typingctx, arr, idx):
@@ -78,6 +79,15 @@ def sample_rej(samp, m, mark, stamp, s0, s1, s2, s3):
         mark[c] = stamp
         samp[j] = c
     return s0, s1, s2, s3
+
+
+@njit(cache=True)
+def lowest_occupied(x):
+    """The lowest index ``l`` with ``x[l] > 0`` of counts per level (some count must be > 0)."""
+    lvl = 0
+    while x[lvl] == 0:
+        lvl += 1
+    return lvl
 
 
 @njit(cache=True)

@@ -50,7 +50,7 @@ from numba import njit
 
 from sim.core.jobdelay import expected_max_gamma
 from sim.core.rng import below64, next_raw, u01
-from sim.core.sampling import draw_levels, sample_levels  # noqa: F401  (sample_levels: test helper)
+from sim.core.sampling import draw_levels, lowest_occupied, sample_levels  # noqa: F401  (sample_levels: test helper)
 
 from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_PER_TASK, RANDOM  # noqa: F401
 
@@ -61,19 +61,6 @@ from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_P
 # --------------------------------------------------------------------------------------------
 
 
-
-
-# --------------------------------------------------------------------------------------------
-# sampling without replacement from the counts
-# --------------------------------------------------------------------------------------------
-
-
-@njit(cache=True)
-def _lowest(x):
-    lvl = 0
-    while x[lvl] == 0:
-        lvl += 1
-    return lvl
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,7 +135,7 @@ def _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s
     the shortest (ties uniform); ``k = 1``, ``n_samp = d`` is power-of-d. Given the sampled
     minimum level, the chosen queue is a uniform server of that level (exchangeability)."""
     for j in range(k):
-        low = _lowest(x)
+        low = lowest_occupied(x)
         top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
         lvl = low
         while hs[lvl] == 0:
@@ -202,7 +189,7 @@ def _fill_batch_sampling(hs, tcnt, plev, k, bmax):
 @njit(cache=True)
 def _place_batch(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
     """Sample ``n_samp`` distinct queues, then batch-filling or batch-sampling (x untouched)."""
-    low = _lowest(x)
+    low = lowest_occupied(x)
     top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, k, hs, s0, s1, s2, s3)
     if policy == BATCH_FILLING:
         ok, placed, hi, s0, s1, s2, s3 = _fill_batch_filling(hs, tcnt, plev, k, bmax,

@@ -63,7 +63,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.rng import below64, next_raw, u01
-from sim.core.sampling import draw_levels
+from sim.core.sampling import draw_levels, lowest_occupied
 
 #: kernel codes of the policies this engine serves
 JIQ, JIQ_POD, JIQ_SQD = 0, 1, 2
@@ -101,14 +101,6 @@ def _size_biased(y, listed, first, s0, s1, s2, s3):
 
 
 @njit(cache=True)
-def _lowest(c):
-    i = 0
-    while c[i] == 0:
-        i += 1
-    return i
-
-
-@njit(cache=True)
 def _min_of_sample(c, n, d, hs, first, s0, s1, s2, s3):
     """Lowest index among ``d`` distinct items drawn uniformly without replacement from counts
     ``c`` (``n = sum(c)``, ``c[i] = 0`` below ``first``, the lowest occupied index); ``hs`` is
@@ -133,7 +125,7 @@ def _min_of_sample(c, n, d, hs, first, s0, s1, s2, s3):
 def _blind_level(policy, x, hs, n_servers, d, s0, s1, s2, s3):
     """Level of the server a blind task (empty I-queue) goes to."""
     if policy == JIQ_POD:
-        return _min_of_sample(x, n_servers, d, hs, _lowest(x), s0, s1, s2, s3)
+        return _min_of_sample(x, n_servers, d, hs, lowest_occupied(x), s0, s1, s2, s3)
     return _pick(x, n_servers, 0, s0, s1, s2, s3)
 
 
@@ -171,7 +163,7 @@ def step(policy, what, x, y, d, state):
     size = -1
     deleted = -1
     if what == ARRIVAL:
-        size, s0, s1, s2, s3 = _pick(yy, n_iq, _lowest(yy), s0, s1, s2, s3)
+        size, s0, s1, s2, s3 = _pick(yy, n_iq, lowest_occupied(yy), s0, s1, s2, s3)
         if size > 0:
             lvl = 0
             yy[size] -= 1
@@ -179,7 +171,7 @@ def step(policy, what, x, y, d, state):
         else:
             lvl, s0, s1, s2, s3 = _blind_level(policy, xx, hs, n_servers, d, s0, s1, s2, s3)
             if lvl == 0:
-                deleted, s0, s1, s2, s3 = _size_biased(yy, xx[0], _lowest(yy), s0, s1, s2, s3)
+                deleted, s0, s1, s2, s3 = _size_biased(yy, xx[0], lowest_occupied(yy), s0, s1, s2, s3)
                 yy[deleted] -= 1
                 yy[deleted - 1] += 1
         xx[lvl] -= 1
@@ -189,7 +181,7 @@ def step(policy, what, x, y, d, state):
         xx[lvl] -= 1
         xx[lvl - 1] += 1
         if lvl == 1:
-            size, s0, s1, s2, s3 = _join_size(policy, yy, hsy, n_iq, d, _lowest(yy),
+            size, s0, s1, s2, s3 = _join_size(policy, yy, hsy, n_iq, d, lowest_occupied(yy),
                                               s0, s1, s2, s3)
             yy[size] -= 1
             yy[size + 1] += 1
@@ -270,7 +262,7 @@ def _make_run_span(policy: int):
                     else:
                         if pod:
                             lvl, s0, s1, s2, s3 = _min_of_sample(x, n_servers, d, hs,
-                                                                 _lowest(x), s0, s1, s2, s3)
+                                                                 lowest_occupied(x), s0, s1, s2, s3)
                             w_probe[w] += probe_msgs
                         else:
                             lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
