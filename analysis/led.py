@@ -13,7 +13,15 @@ at least halved over the eps range) or the 95% interval of the ratio at the smal
 contains 1 while it did not at the largest; ``not falling toward 1`` if the lower 95% bound of g at
 the smallest eps is at least half of g at the largest eps; else ``inconclusive``. An arm with an
 unstable point at the smallest eps is ``unstable``. The ratio may approach 1 from below, hence
-the distance, not a log-fit of ratio - 1.
+the distance, not a log-fit of ratio - 1. Beside the verdict the table says whether 1 is inside
+the 95% interval at the smallest eps (reached, at that precision, or not), and gives at each eps
+``K = E[Q_Sigma(t+1) U_Sigma(t)] / eps`` (``mean_qu / eps``; E[U_Sigma] = eps): by the exact
+identity eps E[sum Q] = zeta + eps^2/2 - E[U^2]/2 + E[Q(t+1) U(t)], ratio - 1 is essentially
+``K eps / zeta``, so a K that stays flat as eps falls means the distance falls linearly in eps.
+
+Message budget (rows with ``msg_budget_per_job``, docs/led.md): the target beside the budget
+actually spent (``messages_per_job``) and the ``p_hat_used`` per point, in the report and as
+dashed lines in the messages plot.
 """
 from __future__ import annotations
 
@@ -82,9 +90,13 @@ def heavy_traffic_table(agg: pl.DataFrame, unstable: pl.DataFrame, arm: list[str
             verdict = NOT_APPROACHING
         else:
             verdict = INCONCLUSIVE
+        k_qu = ([q / e if q is not None and e else None
+                 for q, e in zip(pts["mean_qu"].to_list(), pts["eps"].to_list())]
+                if "mean_qu" in pts.columns else [None] * pts.height)
         rows.append({**key, "label": _label({**key, **small}), "eps": pts["eps"].to_list(),
                      "ratio": pts["ht_ratio"].to_list(), "ratio_hw": pts["ht_ratio_hw"].to_list(),
                      "distance_at_min_eps": g_small, "distance_hw": hw, "distance_at_max_eps": g_large,
+                     "one_in_ci_at_min_eps": bool(contains_small), "k_qu": k_qu,
                      "verdict": verdict})
     return rows
 
@@ -169,16 +181,44 @@ def _plot_messages(agg, arm, x, outdir) -> Path | None:
                        pl.col("messages_per_job") > 0).sort(x)
         if s.height:
             ax.plot(s[x], s["messages_per_job"], "o-", ms=4, color=_COLORS[j],
-                    label=_label({**key, **s.row(0, named=True)}))
+                    label=_label({**key, **s.row(0, named=True)}) + " (spent)")
+            b = s.filter(pl.col("msg_budget_per_job").is_not_null())
+            if b.height:
+                ax.plot(b[x], b["msg_budget_per_job"], "--", lw=1.2, color=_COLORS[j],
+                        label=_label({**key, **b.row(0, named=True)}) + " budget")
     ax.set_yscale("log")
     ax.set_xlabel({"lam": "load $\\rho$", "p_hat": "update probability $\\hat p$"}.get(x, x))
     ax.set_ylabel("one-way messages per arriving task")
-    ax.set_title("messages per arrival (Power-of-2's curve is the budget; 0 not shown)", fontsize=10)
+    ax.set_title("messages per arrival: spent (solid), budget (dashed); 0 not shown", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     path = outdir / "messages.png"
     fig.savefig(path, dpi=120)
     return path
+
+
+def _budget_section(agg: pl.DataFrame, params: list[str]) -> list[str]:
+    """Report lines: per point with a message budget, the budget, what was spent, p_hat used."""
+    if "msg_budget_per_job" not in agg.columns:
+        return []
+    b = agg.filter(pl.col("msg_budget_per_job").is_not_null())
+    if b.height == 0:
+        return []
+    show = [p for p in params if p in ("variant", "lam", "update", "d_u", "msg_budget",
+                                       "msg_budget_pod_d")]
+    lines = ["", "## Message budget: target against spent (one-way messages per arriving task)", "",
+             "Spent: mean over replications (+- their standard deviation); p_hat used: mean "
+             "(min..max) over replications. Pull's p_hat is calibrated by pilot runs per task, "
+             "Push's set exactly; a p_hat of 0 or 1 is clipped (budget not reachable).", "",
+             "| policy | " + " | ".join(show) + " | budget | spent | spent / budget | p_hat used |",
+             "|---|" + "---|" * len(show) + "---|---|---|---|"]
+    for r in b.sort(["policy", *params]).iter_rows(named=True):
+        ratio = r["messages_per_job"] / r["msg_budget_per_job"] if r["msg_budget_per_job"] else None
+        lines.append(f"| {_label(r)} | " + " | ".join(_fmt(r[p]) for p in show) +
+                     f" | {r['msg_budget_per_job']:.4g} | {_fmt(r['messages_per_job'])} +- "
+                     f"{_fmt(r['messages_per_job_sd'])} | {_fmt(ratio)} | {_fmt(r['p_hat_used'])} "
+                     f"({_fmt(r['p_hat_used_min'])}..{_fmt(r['p_hat_used_max'])}) |")
+    return lines
 
 
 def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
@@ -192,8 +232,16 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
     ok = df.filter(pl.col("status") == "ok") if "status" in df.columns else df
     present = [m for m in METRICS if m in ok.columns]
     agg = aggregate(ok, params, metrics=present)
+    opt = [c for c in ("mean_qu", "msg_budget_per_job", "p_hat_used") if c in ok.columns]
     extra = ok.group_by(["policy", "engine", *params], maintain_order=True).agg(
-        pl.col("eps").first(), pl.col("zeta").first(), pl.col("messages_per_job").mean())
+        pl.col("eps").first(), pl.col("zeta").first(), pl.col("messages_per_job").mean(),
+        pl.col("messages_per_job").std(ddof=1).alias("messages_per_job_sd"),
+        *[pl.col(c).mean() for c in opt],
+        *[pl.col(c).min().alias(f"{c}_min") for c in opt if c == "p_hat_used"],
+        *[pl.col(c).max().alias(f"{c}_max") for c in opt if c == "p_hat_used"])
+    for c in ("mean_qu", "msg_budget_per_job", "p_hat_used", "p_hat_used_min", "p_hat_used_max"):
+        if c not in extra.columns:
+            extra = extra.with_columns(pl.lit(None, dtype=pl.Float64).alias(c))
     agg = agg.join(extra, on=["policy", "engine", *params], how="left", nulls_equal=True)
     # the curve variable: p_hat where it is an axis, else the load; an arm is one curve in it
     # (arm_columns leaves out the parameters that are functions of x, such as a d_u formula)
@@ -201,13 +249,17 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
     arm = ["policy", *arm_columns(ok, params, x)] if ok.height else ["policy"]
 
     lines += ["## Points", "", "| policy | " + " | ".join(p for p in params) +
-              " | E[T] (95% CI) | E[sum Q] | eps E[sum Q]/zeta | E[sum U] (eps) | imbalance | messages/arrival |",
-              "|---|" + "---|" * len(params) + "---|---|---|---|---|---|"]
+              " | E[T] (95% CI) | E[sum Q] | eps E[sum Q]/zeta | E[sum U] (eps) | imbalance | messages/arrival"
+              " (budget) | p_hat used |",
+              "|---|" + "---|" * len(params) + "---|---|---|---|---|---|---|"]
     for r in agg.sort(["policy", *params]).iter_rows(named=True):
         lines.append(f"| {_label(r)} | " + " | ".join(_fmt(r[p]) for p in params) +
                      f" | {r['mean_response']:.4g} +- {_fmt(r['mean_response_hw'])} | {_fmt(r['mean_total_queue'])} | "
                      f"{_fmt(r['ht_ratio'])} +- {_fmt(r['ht_ratio_hw'])} | {_fmt(r['unused_service'])} ({_fmt(r['eps'])}) | "
-                     f"{_fmt(r['imbalance'])} | {_fmt(r['messages_per_job'])} |")
+                     f"{_fmt(r['imbalance'])} | {_fmt(r['messages_per_job'])}"
+                     + (f" ({_fmt(r['msg_budget_per_job'])})" if r["msg_budget_per_job"] is not None else "")
+                     + f" | {_fmt(r['p_hat_used'])} |")
+    lines += _budget_section(agg, params)
     if unstable.height:
         lines += ["", "## Unstable points (not averaged)", ""]
         for r in (unstable.group_by(["policy", *params], maintain_order=True).len()
@@ -219,12 +271,17 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
         lines += ["", "## Heavy-traffic ratio eps E[sum Q] / zeta as eps -> 0", "",
                   "Rule (docs/led.md): the distance |ratio - 1| and its 95% CI at the smallest eps "
                   "against the distance at the largest eps.", "",
-                  "| arm | eps | ratio (95% CI) | |ratio - 1| at smallest eps | at largest eps | verdict |",
-                  "|---|---|---|---|---|---|"]
+                  "K = E[Q_Sigma(t+1) U_Sigma(t)] / eps: ratio - 1 is essentially K eps / zeta (exact "
+                  "identity), so a flat K means a distance falling linearly in eps.", "",
+                  "| arm | eps | ratio (95% CI) | K at each eps | |ratio - 1| at smallest eps (95% CI) "
+                  "| 1 in the CI there | at largest eps | verdict |",
+                  "|---|---|---|---|---|---|---|---|"]
         for t in table:
             cells = "; ".join(f"{e:.3g}: {r:.3f} +- {_fmt(h)}" for e, r, h in zip(t["eps"], t["ratio"], t["ratio_hw"]))
-            lines.append(f"| {t['label']} | {_fmt(min(t['eps']))}..{_fmt(max(t['eps']))} | {cells} | "
+            ks = ", ".join(f"{k:.0f}" if k is not None else "-" for k in t["k_qu"])
+            lines.append(f"| {t['label']} | {_fmt(min(t['eps']))}..{_fmt(max(t['eps']))} | {cells} | {ks} | "
                          f"{t['distance_at_min_eps']:.3f} +- {_fmt(t['distance_hw'])} | "
+                         f"{'yes' if t['one_in_ci_at_min_eps'] else 'no'} | "
                          f"{t['distance_at_max_eps']:.3f} | {t['verdict']} |")
     plots = [p for p in (_plot_response(agg, unstable, arm, x, outdir),
                          _plot_ratio(table, outdir) if table else None,

@@ -74,6 +74,10 @@ PARAMS: dict[str, Param] = {
                           ("bernoulli", "binomial", "poisson", "geometric")),
     "service_n": Param("int", "trials of binomial services"),
     "dispatch_weights": Param("floats", "split of the arrivals over the dispatchers (default equal)"),
+    "msg_budget": Param("float", "LED: one-way messages per arriving task that set p_hat "
+                        "(Push exact, Pull calibrated by pilot runs); not with p_hat"),
+    "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
+                              "(instead of msg_budget); not with p_hat"),
 }
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
@@ -111,7 +115,7 @@ _L = "sim.led.slotted:run_task"
 #: what every slotted task may carry (defaults in sim.led.model.DEFAULTS)
 _LED_LAWS = ("m_dispatchers", "arrival_dist", "arrival_n", "service_dist", "service_n",
              "service_rates", "dispatch_weights")
-_LED_UPDATES = ("update", "p_hat", "d_u", "count_own")
+_LED_UPDATES = ("update", "p_hat", "d_u", "count_own", "msg_budget", "msg_budget_pod_d")
 ENTRIES: tuple[Entry, ...] = (
     # the dispatch model: N FIFO servers, Poisson jobs of k tasks, one dispatching policy
     Entry("agent", "random", "dispatch", f"{_D}.parallel:run_task", (), ("k", "b", "service_rates")),
@@ -193,6 +197,9 @@ RESULTS: dict[str, str] = {
     "unused_service": "float", "unused_service_se": "float",
     "imbalance": "float", "imbalance_se": "float",
     "eps": "float", "zeta": "float", "ht_ratio": "float", "ht_ratio_se": "float",
+    "mean_u2": "float", "mean_u2_se": "float", "mean_qu": "float", "mean_qu_se": "float",
+    "messages_per_job_se": "float", "p_hat_used": "float", "msg_budget_per_job": "float",
+    "calib_slots": "int",
     "n_jobs": "int", "events_run": "int", "sim_time": "float", "warmup_time": "float",
     "ci_method": "str",
 }

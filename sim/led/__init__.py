@@ -58,6 +58,12 @@ Messages (one-way, the project's unit): ``jsq`` 2N per decision, ``pod`` 2d per 
 ``2 d_u`` per update, Pull 1 per report, ``jiq`` 1 per report; LED dispatching, ``random`` and
 ``weighted_random`` decide locally (0). ``messages_per_job`` = messages per arriving task.
 
+Message budget (LED policies): ``msg_budget`` (one-way messages per arriving task) or
+``msg_budget_pod_d`` (Power-of-d's budget with that d) instead of ``p_hat``: Push gets its
+``p_hat`` from an exact formula; Pull's is calibrated by short pilot runs from the task's seed
+(:func:`sim.led.slotted.calibrate_pull`), clipped to [0, 1]; the row reports the ``p_hat_used``,
+the target ``msg_budget_per_job`` and the ``messages_per_job`` actually spent.
+
 Engine
 ------
 ``slotted`` (:mod:`sim.led.slotted`, kernels in :mod:`sim.led._slotted_kernel`): one entry per
@@ -73,7 +79,8 @@ __all__ = ["check_task", "POLICIES", "LED_POLICIES", "UPDATES", "DEFAULTS"]
 
 #: task keys of the model (beyond engine, policy, n_servers, lam and the run settings)
 MODEL_KEYS = ("m_dispatchers", "update", "p_hat", "d_u", "d", "count_own", "arrival_dist",
-              "arrival_n", "service_dist", "service_n", "service_rates", "dispatch_weights")
+              "arrival_n", "service_dist", "service_n", "service_rates", "dispatch_weights",
+              "msg_budget", "msg_budget_pod_d")
 
 
 def check_task(task: dict) -> None:
@@ -83,7 +90,8 @@ def check_task(task: dict) -> None:
     name, a distribution that cannot carry its mean (Bernoulli arrivals with ``lam_m > 1``,
     Bernoulli service with ``mu_n > 1``, a binomial mean above its trials), negative means, a
     ``service_rates`` list whose length is not ``n_servers``, ``m_dispatchers < 1``,
-    ``dispatch_weights`` not positive or of a length other than ``m_dispatchers``.
+    ``dispatch_weights`` not positive or of a length other than ``m_dispatchers``; a message
+    budget that is negative, out of range, doubly given or given with ``p_hat``.
 
     Parameters a policy does not use are not checked (they are null in its row)."""
     model_spec(task.get("n_servers"), task.get("lam"), task.get("policy"),

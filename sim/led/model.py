@@ -14,7 +14,7 @@ import numpy as np
 from sim.led.distributions import Law, make_law
 
 __all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "DEFAULTS", "ModelSpec",
-           "model_spec", "push_p_hat_for_budget"]
+           "model_spec", "push_p_hat_for_budget", "pod_budget_per_job"]
 
 #: LED policies: each dispatcher decides on its own estimates only
 LED_POLICIES: tuple[str, ...] = ("l_jsq", "l_jba", "l_pod")
@@ -28,7 +28,7 @@ UPDATES: tuple[str, ...] = ("push", "pull")
 DEFAULTS: dict = {
     "update": "pull", "p_hat": 1.0, "d_u": 1, "d": 2, "count_own": False,
     "arrival_dist": "poisson", "arrival_n": None, "service_dist": "poisson", "service_n": None,
-    "dispatch_weights": None, "m_dispatchers": 1,
+    "dispatch_weights": None, "m_dispatchers": 1, "msg_budget": None, "msg_budget_pod_d": None,
 }
 
 
@@ -54,6 +54,10 @@ class ModelSpec(NamedTuple):
     sigma2: float  #: variance of the total arrivals per slot
     nu2: float  #: sum of the service variances
     zeta: float  #: (sigma2 + nu2) / 2
+    #: LED policies with a message budget (``msg_budget`` or ``msg_budget_pod_d``): the target in
+    #: one-way messages per arriving task; None: ``p_hat`` as given (or its default)
+    budget: float | None = None
+    budget_pod_d: int | None = None  #: the d of ``msg_budget_pod_d`` (None otherwise)
 
 
 def _is_number(x) -> bool:
@@ -89,9 +93,19 @@ def _float_list(name: str, values, length: int, length_what: str) -> np.ndarray:
 
 def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=None, d_u=None,
                d=None, count_own=None, arrival_dist=None, arrival_n=None, service_dist=None,
-               service_n=None, service_rates=None, dispatch_weights=None) -> ModelSpec:
+               service_n=None, service_rates=None, dispatch_weights=None, msg_budget=None,
+               msg_budget_pod_d=None) -> ModelSpec:
     """Validate the model's values and derive its constants; ``ValueError`` naming the key and
-    the value on the first bad one. ``None`` means the default (:data:`DEFAULTS`)."""
+    the value on the first bad one. ``None`` means the default (:data:`DEFAULTS`).
+
+    Message budget (LED policies only; ignored, like ``p_hat``, by the baselines):
+    ``msg_budget`` (one-way messages per arriving task, >= 0) or ``msg_budget_pod_d`` (an integer
+    d in [1, N]: the budget of Power-of-d, ``2 d sum_m P(A_m > 0) / lam_Sigma`` per task,
+    computed from the arrival laws); at most one of them, and not with an explicit ``p_hat``
+    (which the budget determines). The spec then carries ``budget`` (per task) and ``p_hat``
+    as follows: Push, exact (:func:`push_p_hat_for_budget`; with ``msg_budget_pod_d`` it is
+    ``min(1, d / d_u)`` exactly); Pull, a placeholder 1.0: the slotted engine calibrates it by
+    pilot runs (:func:`sim.led.slotted.calibrate_pull`)."""
     if not isinstance(policy, str) or policy not in POLICIES:
         raise ValueError(f"policy={policy!r} is unknown to the slotted engine; valid: "
                          f"{', '.join(POLICIES)}")
@@ -141,6 +155,8 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
             if not isinstance(count_own, (bool, np.bool_)):
                 raise ValueError(f"count_own={count_own!r} must be true or false")
             own = bool(count_own)
+    if led:
+        _check_budget(msg_budget, msg_budget_pod_d, p_hat, n)
     dd = int(DEFAULTS["d"])
     if policy in ("l_pod", "pod"):
         if d is not None:
@@ -193,11 +209,63 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         arrival_laws.append(alaws[v])
     sigma2 = float(sum(law.variance for law in arrival_laws))
     nu2 = float(sum(law.variance for law in service_laws))
-    return ModelSpec(
+    spec = ModelSpec(
         n_servers=n, m_dispatchers=m, rho=rho, policy=policy, update=upd, p_hat=ph, d_u=du,
         d=dd, count_own=own, mu=mu, lam_m=lam_m, arrival_laws=tuple(arrival_laws),
         service_laws=tuple(service_laws), lam_sigma=lam_sigma, mu_sigma=mu_sigma,
         eps=mu_sigma - lam_sigma, sigma2=sigma2, nu2=nu2, zeta=0.5 * (sigma2 + nu2))
+    if not led or (msg_budget is None and msg_budget_pod_d is None):
+        return spec
+    if msg_budget_pod_d is not None:
+        bd = _as_int(msg_budget_pod_d)
+        budget = pod_budget_per_job(bd, spec)
+        if upd == "push":  # 2 d_u p_hat per update against 2 d per decision: exact
+            ph = min(1.0, bd / du)
+    else:
+        bd = None
+        budget = float(msg_budget)
+        if upd == "push":
+            ph = push_p_hat_for_budget(budget, spec)
+    if upd == "pull":
+        ph = 1.0  # placeholder: the engine calibrates it (sim.led.slotted.calibrate_pull)
+    return spec._replace(budget=budget, budget_pod_d=bd, p_hat=ph)
+
+
+def _check_budget(msg_budget, msg_budget_pod_d, p_hat, n) -> None:
+    if msg_budget is not None and msg_budget_pod_d is not None:
+        raise ValueError(f"msg_budget={msg_budget!r} and msg_budget_pod_d={msg_budget_pod_d!r} "
+                         "are both given: give one message budget")
+    if msg_budget is None and msg_budget_pod_d is None:
+        return
+    key, val = (("msg_budget", msg_budget) if msg_budget is not None
+                else ("msg_budget_pod_d", msg_budget_pod_d))
+    if p_hat is not None:
+        raise ValueError(f"{key}={val!r} and p_hat={p_hat!r} are both given: the message budget "
+                         "sets p_hat (give one of them)")
+    if msg_budget is not None:
+        if (not _is_number(msg_budget) or not math.isfinite(float(msg_budget))
+                or float(msg_budget) < 0):
+            raise ValueError(f"msg_budget={msg_budget!r} must be a finite number >= 0 (one-way "
+                             "messages per arriving task)")
+        return
+    bd = _as_int(msg_budget_pod_d)
+    if not _is_int(bd) or not 1 <= bd <= n:
+        raise ValueError(f"msg_budget_pod_d={msg_budget_pod_d!r} must be an integer in [1, "
+                         f"n_servers={n}] (the d of the Power-of-d budget)")
+
+
+def _p_busy(spec: ModelSpec) -> float:
+    """sum_m P(A_m > 0): the expected decisions per slot (one per dispatcher with arrivals)."""
+    return float(sum(1.0 - float(law.scipy().pmf(0)) ** law.pieces if law.mean > 0 else 0.0
+                     for law in spec.arrival_laws))
+
+
+def pod_budget_per_job(d: int, spec: ModelSpec) -> float:
+    """Power-of-d's one-way messages per arriving task: ``2 d`` per decision, one decision per
+    dispatcher and slot with arrivals, so ``2 d sum_m P(A_m > 0) / lam_Sigma`` (exact)."""
+    if spec.lam_sigma <= 0:
+        return 0.0
+    return 2.0 * d * _p_busy(spec) / spec.lam_sigma
 
 
 def push_p_hat_for_budget(budget: float, spec: ModelSpec) -> float:
@@ -212,8 +280,7 @@ def push_p_hat_for_budget(budget: float, spec: ModelSpec) -> float:
     state): calibrate with a pilot run, whose ``reports_idle`` and ``reports_busy`` per task
     give ``p_hat = (budget - idle) / busy``.
     """
-    p_busy = sum(1.0 - float(law.scipy().pmf(0)) ** law.pieces if law.mean > 0 else 0.0
-                 for law in spec.arrival_laws)
+    p_busy = _p_busy(spec)
     if spec.lam_sigma <= 0 or p_busy <= 0:
         return 1.0
     return float(min(max(budget * spec.lam_sigma / (2.0 * spec.d_u * p_busy), 0.0), 1.0))

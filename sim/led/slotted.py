@@ -34,6 +34,14 @@ engines, :mod:`sim.core.output`):
   empty / not empty (a Pull run spends ``reports_idle + p_hat * reports_busy`` per task, which
   calibrates ``p_hat`` to a message budget).
 
+Message budget: with ``msg_budget`` or ``msg_budget_pod_d`` (:func:`sim.led.model.model_spec`)
+instead of ``p_hat``, Push gets its ``p_hat`` exactly; Pull's is calibrated before the main run by
+:func:`calibrate_pull` (pilot runs from a stream derived from the task's seed, a fixed-point
+step on ``reports_idle + p_hat * reports_busy``, clipped to [0, 1]). The result carries
+``p_hat_used``, ``msg_budget_per_job`` (the target), ``messages_per_job`` (spent) with its SE,
+``calib_slots`` (the pilots' slots, not in ``events_run``), ``calib_se`` and ``calibration``
+(the pilots in order). ``mean_u2`` and ``mean_qu`` with their SEs are row columns too.
+
 Status (instability rule): ``"unstable"`` if ``sum Q`` exceeded ``max_total_queue`` (the run
 stops there; default ``100 * N * (1 + zeta / eps)``, a hundred times the level of mu-weighted
 random routing, which any policy at least as good as it never reaches), or if the batch means of
@@ -72,11 +80,21 @@ from sim.core.windows import window_bounds
 from sim.led.distributions import build_tables
 from sim.led.model import DEFAULTS, ModelSpec, model_spec
 
-__all__ = ["LedResult", "simulate", "run_task", "suggested_slots", "EXTRA_KEYS"]
+__all__ = ["LedResult", "Calibration", "simulate", "run_task", "suggested_slots",
+           "calibrate_pull", "pilot_slots", "EXTRA_KEYS"]
 
 #: result keys this engine adds to :data:`sim.core.results.RESULT_KEYS`
 EXTRA_KEYS = ("mean_total_queue", "mean_total_queue_se", "unused_service", "unused_service_se",
-              "imbalance", "imbalance_se", "eps", "zeta", "ht_ratio", "ht_ratio_se", "status")
+              "imbalance", "imbalance_se", "eps", "zeta", "ht_ratio", "ht_ratio_se", "status",
+              "mean_u2", "mean_u2_se", "mean_qu", "mean_qu_se",
+              "messages_per_job_se", "p_hat_used", "msg_budget_per_job", "calib_slots")
+#: of :data:`EXTRA_KEYS`, those that are null (not NaN) in a row where they do not apply
+OPTIONAL_KEYS = ("p_hat_used", "msg_budget_per_job", "calib_slots")
+
+#: Pull calibration: at most this many pilot runs
+MAX_PILOTS = 6
+#: key mixed with the task's seed for the pilots' stream (the main run keeps the task's seed)
+PILOT_KEY = 0x9E11
 
 #: one-sided level of the growth test of the instability rule
 TREND_ALPHA = 1e-4
@@ -129,6 +147,93 @@ class LedResult(NamedTuple):
     status: str  #: "ok" or "unstable"
     estimate_mismatches: int  #: debug runs: slots with some estimate != true queue (else -1)
     jba_fallbacks: float = 0.0  #: L-JBA: fraction of decisions (whole run) drawn by the O(N) pass
+    messages_per_job_se: float = float("nan")  #: batch-means SE of messages_per_job
+    p_hat_used: float = float("nan")  #: LED policies: the p_hat of the run (calibrated or given)
+    msg_budget_per_job: float = float("nan")  #: the message budget per task, if one was given
+    calib_slots: int = 0  #: slots of the Pull calibration's pilot runs (not in events_run)
+    calib_se: float = float("nan")  #: SE of the last pilot's messages per task
+    calibration: str = ""  #: the pilots, "p_hat -> messages per task (SE)", in order
+
+
+class Calibration(NamedTuple):
+    """Outcome of :func:`calibrate_pull`."""
+
+    p_hat: float  #: the p_hat for the main run, in [0, 1]
+    budget: float  #: the target, one-way messages per arriving task
+    pilots: tuple  #: ``(p_hat, messages per task, its SE, idle reports, busy reports)`` per pilot
+    slots: int  #: slots run by the pilots
+    se: float  #: SE of the last pilot's messages per task
+    clipped: str  #: ``""``, ``"1"`` (budget above what p_hat = 1 spends) or ``"0"`` (below the
+    #: mandatory idle reports)
+
+
+def pilot_slots(events: int) -> int:
+    """Slots of one calibration pilot: ``events // 16``, at least ``min(events, 2**15)``."""
+    return int(max(min(events, 2**15), events // 16))
+
+
+def calibrate_pull(spec: ModelSpec, events: int, seed: int, n_batches: int = 20,
+                   n_windows: int = 1000, max_level: int = 64, cap=None,
+                   pilot_events=None) -> Calibration:
+    """The ``p_hat`` at which Pull spends ``spec.budget`` one-way messages per arriving task.
+
+    Pull spends, per task, ``I(p) + p B(p)``: the mandatory reports of servers that became
+    empty (``reports_idle``) plus ``p_hat`` times the servers that completed tasks and were then
+    not empty (``reports_busy``), both functions of ``p_hat`` through the queue dynamics.
+    Pilot runs of :func:`pilot_slots` slots (or ``pilot_events``), each from empty queues and
+    from one stream derived from ``seed`` (the same for every pilot: common random numbers, so
+    the measured curve is smooth in ``p_hat``), with the MSER-5 cut of the main runs:
+
+    1. a pilot at ``p_hat = 1``; if it spends at most the budget, ``p_hat = 1`` (clipped: the
+       budget cannot be spent);
+    2. else the fixed-point step ``p <- clip((budget - I(p)) / B(p), 0, 1)`` on the last pilot's
+       ``I`` and ``B``, then a pilot at the new ``p``; until ``p`` moves by at most
+       ``max(0.001, 1 % of p)`` or the pilot is within one SE of the budget (the step is still
+       taken), at most :data:`MAX_PILOTS` pilots. At ``p = 0`` the step stays at 0 when the
+       mandatory idle reports alone exceed the budget (clipped to 0).
+
+    A pilot whose queues exceeded the bound (too little information to be stable) moves ``p``
+    halfway to 1. Deterministic for a seed; the main run keeps the task's own seed."""
+    if spec.budget is None or spec.update != "pull":
+        raise ValueError("calibrate_pull needs a Pull LED spec with a message budget")
+    budget = float(spec.budget)
+    n_ev = pilot_slots(events) if pilot_events is None else int(pilot_events)
+    n_win = min(int(n_windows), n_ev)
+    if cap is None:
+        cap = _default_cap(spec)
+    words = np.random.SeedSequence([int(seed), PILOT_KEY]).generate_state(2, dtype=np.uint32)
+    pseed = int(words[0]) << 32 | int(words[1])
+    p = 1.0
+    pilots, slots, se, clipped = [], 0, float("nan"), ""
+    for k in range(MAX_PILOTS):
+        r = _run(spec._replace(p_hat=p), n_ev, pseed, n_batches, n_win, max_level, cap, False)
+        slots += int(r.events_run)
+        msg = r.messages_per_job
+        if not math.isfinite(msg):
+            pilots.append((p, msg, float("nan"), float("nan"), float("nan")))
+            if p >= 1.0:
+                break
+            p = 0.5 * (p + 1.0)
+            continue
+        se = r.messages_per_job_se
+        idle, busy = r.reports_idle, r.reports_busy
+        pilots.append((p, msg, se, idle, busy))
+        if k == 0 and msg <= budget:
+            clipped = "1"
+            break
+        if busy > 0:
+            p_new = (budget - idle) / busy
+        else:
+            p_new = 1.0 if budget > idle else 0.0
+        p_new = float(min(max(p_new, 0.0), 1.0))
+        done = abs(p_new - p) <= max(1e-3, 0.01 * p) or abs(msg - budget) <= se
+        p = p_new
+        if done:
+            break
+    if p == 0.0 and not clipped:
+        clipped = "0"
+    return Calibration(p_hat=p, budget=budget, pilots=tuple(pilots), slots=slots, se=se,
+                       clipped=clipped)
 
 
 def suggested_slots(eps: float, zeta: float, rel_se: float = 0.05, *,
@@ -174,7 +279,8 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
              service_dist="poisson", service_n=None, dispatch_weights=None,
              events: int = 10**6, seed: int = 0, n_batches: int = 20, n_windows: int = 1000,
              max_level: int = 64, max_total_queue=None, n_servers=None,
-             debug: bool = False) -> LedResult:
+             debug: bool = False, msg_budget=None, msg_budget_pod_d=None,
+             pilot_events=None) -> LedResult:
     """Simulate the slotted LED engine; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -208,6 +314,12 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
     debug : bool
         LED policies: count the slots at whose start some estimate differs from its queue
         (``estimate_mismatches``; an O(M N) check per slot).
+    msg_budget, msg_budget_pod_d : float or int, optional
+        LED policies, instead of ``p_hat``: a message budget, one-way messages per arriving task
+        or Power-of-d's with that d (:func:`sim.led.model.model_spec`). Push: ``p_hat`` exact;
+        Pull: calibrated by :func:`calibrate_pull` before the main run.
+    pilot_events : int, optional
+        Slots per calibration pilot (default :func:`pilot_slots`).
 
     Raises
     ------
@@ -223,7 +335,11 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
     spec = model_spec(n, lam, policy, m_dispatchers, update=update, p_hat=p_hat, d_u=d_u, d=d,
                       count_own=count_own, arrival_dist=arrival_dist, arrival_n=arrival_n,
                       service_dist=service_dist, service_n=service_n,
-                      service_rates=service_rates, dispatch_weights=dispatch_weights)
+                      service_rates=service_rates, dispatch_weights=dispatch_weights,
+                      msg_budget=msg_budget, msg_budget_pod_d=msg_budget_pod_d)
+    if pilot_events is not None and (not isinstance(pilot_events, (int, np.integer))
+                                     or pilot_events < 1):
+        raise ValueError(f"pilot_events={pilot_events!r} must be an integer >= 1")
     check_run_args(events=events, seed=seed, init="empty", n_batches=n_batches,
                    max_level=max_level, n_windows=n_windows)
     if max_total_queue is None:
@@ -232,8 +348,23 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
         if not isinstance(max_total_queue, (int, np.integer)) or max_total_queue < 1:
             raise ValueError(f"max_total_queue={max_total_queue!r} must be an integer >= 1")
         cap = int(max_total_queue)
-    return _run(spec, int(events), int(seed), int(n_batches), int(n_windows), int(max_level),
-                cap, bool(debug))
+    cal = None
+    if spec.budget is not None and spec.update == "pull":
+        cal = calibrate_pull(spec, int(events), int(seed), int(n_batches), int(n_windows),
+                             int(max_level), cap, pilot_events)
+        spec = spec._replace(p_hat=cal.p_hat)
+    res = _run(spec, int(events), int(seed), int(n_batches), int(n_windows), int(max_level),
+               cap, bool(debug))
+    if spec.update is not None:  # an LED policy
+        res = res._replace(p_hat_used=spec.p_hat)
+    if spec.budget is not None:
+        res = res._replace(msg_budget_per_job=spec.budget)
+    if cal is not None:
+        text = "; ".join(f"{p:.4g} -> {m:.4g} ({e:.2g})" for p, m, e, _, _ in cal.pilots)
+        res = res._replace(calib_slots=cal.slots, calib_se=cal.se,
+                           calibration=text + (f"; clipped to {cal.clipped}" if cal.clipped
+                                               else ""))
+    return res
 
 
 def _default_cap(spec: ModelSpec) -> int:
@@ -299,7 +430,8 @@ def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, 
             tail_se=np.full(max_level, nan), n_jobs=0, events_run=int(slots),
             sim_time=float(slots), warmup_time=0.0, warmup_windows=0, n_windows=int(n_win),
             n_batches=int(n_batches), status="unstable", estimate_mismatches=int(mism),
-            ci_method=f"none: the run stopped at slot {slots}, sum Q above its bound")
+            ci_method=f"none: the run stopped at slot {slots}, sum Q above its bound",
+            jba_fallbacks=0.0, calib_slots=0, calibration="")
         return LedResult(**fields)
     cut = warmup_cut(out["w_q"], lengths, n_servers, n_batches)
     keep = slice(cut, n_win)
@@ -321,6 +453,7 @@ def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, 
     n_arr = float(out["w_arr"][keep].sum())
     n_slots = float(ln.sum())
     msgs = float(out["w_msg"][keep].sum())
+    msg_bm = batch_means(out["w_msg"][keep], out["w_arr"][keep], n_batches)
     per_job = msgs / n_arr if n_arr > 0 else nan
     idle = float(out["w_idle"][keep].sum()) / n_arr if n_arr > 0 else nan
     busy = float(out["w_busy"][keep].sum()) / n_arr if n_arr > 0 else nan
@@ -346,7 +479,7 @@ def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, 
         n_jobs=int(out["w_jobs"][keep].sum()), events_run=int(slots), sim_time=float(slots),
         warmup_time=float(bounds[cut]), warmup_windows=int(cut), n_windows=int(n_win),
         n_batches=int(n_batches), ci_method=ci_label(n_batches, tq.batch_values),
-        status=status, estimate_mismatches=int(mism))
+        status=status, estimate_mismatches=int(mism), messages_per_job_se=msg_bm.se)
 
 
 def run_task(task: dict) -> dict:
@@ -366,7 +499,8 @@ def run_task(task: dict) -> dict:
         d=as_int(task.get("d")), count_own=task.get("count_own"),
         arrival_dist=get("arrival_dist"), arrival_n=as_int(task.get("arrival_n")),
         service_dist=get("service_dist"), service_n=as_int(task.get("service_n")),
-        dispatch_weights=task.get("dispatch_weights"), events=as_int(task["events"]),
+        dispatch_weights=task.get("dispatch_weights"), msg_budget=task.get("msg_budget"),
+        msg_budget_pod_d=as_int(task.get("msg_budget_pod_d")), events=as_int(task["events"]),
         seed=as_int(task.get("seed", 0)), n_batches=as_int(task.get("n_batches", 20)),
         max_level=as_int(task.get("max_level", 64)), n_servers=as_int(task["n_servers"]))
     row = result_row(
@@ -375,5 +509,10 @@ def run_task(task: dict) -> dict:
         drop_prob=0.0, drop_prob_se=0.0, frac_within_h=None)
     for key in EXTRA_KEYS:
         v = getattr(res, key)
-        row[key] = v if isinstance(v, str) else float(v)
+        if key in OPTIONAL_KEYS:
+            applies = (res.calib_slots > 0 if key == "calib_slots"
+                       else math.isfinite(float(v)))
+            row[key] = (int(v) if key == "calib_slots" else float(v)) if applies else None
+        else:
+            row[key] = v if isinstance(v, str) else float(v)
     return row

@@ -51,6 +51,17 @@ BAD = [
     (dict(update="sync"), "update='sync' is unknown; valid: push, pull"),
     (dict(policy="lsq"), "policy='lsq' is unknown to the slotted engine"),
     (dict(count_own="yes"), "count_own='yes' must be true or false"),
+    # message budgets (instead of p_hat)
+    (dict(msg_budget=0.3), "msg_budget=0.3 and p_hat=0.5 are both given: the message budget "
+                           "sets p_hat"),
+    (dict(p_hat=None, msg_budget=-0.3), "msg_budget=-0.3 must be a finite number >= 0"),
+    (dict(p_hat=None, update="pull", msg_budget=float("inf")), "msg_budget=inf must be a finite"),
+    (dict(p_hat=None, msg_budget=0.3, msg_budget_pod_d=2), "msg_budget=0.3 and "
+                                                           "msg_budget_pod_d=2 are both given"),
+    (dict(p_hat=None, msg_budget_pod_d=5), "msg_budget_pod_d=5 must be an integer in [1, "
+                                           "n_servers=4]"),
+    (dict(p_hat=None, update="pull", msg_budget_pod_d=0), "msg_budget_pod_d=0 must be an "
+                                                          "integer in [1, n_servers=4]"),
 ]
 
 
