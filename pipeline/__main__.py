@@ -1,7 +1,14 @@
-"""``python -m pipeline [+sweep=NAME] [key=value ...]``: run a sweep (see README.md)."""
+"""``python -m pipeline [+sweep=NAME] [key=value ...]``: run a sweep (see README.md).
+
+Exit codes: 0 done; 1 some tasks failed (rows with ``status == "error"``; MLflow run FAILED);
+2 refused configuration (nothing started); 3 Ray could not be started or joined (nothing
+written); 130 interrupted by Ctrl-C or SIGTERM (MLflow run KILLED, folder marked partial,
+``python -m pipeline.resume DIR`` finishes it).
+"""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 
 import hydra
@@ -13,15 +20,42 @@ from pipeline.errors import ConfigError
 log = logging.getLogger("pipeline")
 
 
+def _sigterm_as_interrupt(signum, frame):  # ``ray job stop`` and ``kill`` send SIGTERM
+    raise KeyboardInterrupt
+
+
+def run_cli(run) -> int:
+    """Run ``run()`` (a sweep) and map its outcome to an exit code with one line of message."""
+    from pipeline.execute import ClusterError
+    from pipeline.run import EXIT_CLUSTER, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_TASKS_FAILED, Interrupted
+
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        out = run()
+    except ConfigError as exc:
+        log.error("configuration error: %s", exc)
+        return EXIT_CONFIG
+    except ClusterError as exc:
+        log.error("cluster error: %s", exc)
+        return EXIT_CLUSTER
+    except Interrupted as exc:
+        log.error("%s", exc)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # before any task started: nothing to resume
+        log.error("interrupted before the sweep started")
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return EXIT_TASKS_FAILED if out["errors"] else 0
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from pipeline.run import run_sweep
 
-    try:
-        run_sweep(cfg)
-    except ConfigError as exc:
-        log.error("configuration error: %s", exc)
-        sys.exit(2)
+    code = run_cli(lambda: run_sweep(cfg))
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -4,16 +4,25 @@
 tasks with their seeds (``tasks.json``), the result rows (``results/*.parquet``), the analysis
 outputs, the package versions (``environment.json``) and the git state (``git.json`` with
 commit and dirty flag, ``git.diff``).
+
+:func:`safe_extract` opens an archive someone else made: it reads every member header first and
+refuses absolute paths, ``..``, links and special files, duplicate names, more than
+:data:`MAX_MEMBERS` members or more than :data:`MAX_BYTES` declared uncompressed bytes, all before
+extracting anything; it counts the bytes written while extracting too, and turns a truncated,
+corrupt or non-tar file into a one-line :class:`~pipeline.errors.ConfigError`.
 """
 from __future__ import annotations
 
 import importlib.metadata
 import io
 import json
+import lzma
+import os
 import platform
 import subprocess
 import sys
 import tarfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import ConfigError
@@ -40,6 +49,18 @@ def environment() -> dict:
 
 
 def git_state(root: Path) -> tuple[dict, str]:
+    """(commit, dirty flag and ``git status``; ``git diff HEAD``) of the project folder.
+
+    In a Ray job sent by ``python -m pipeline.submit`` the working directory is Ray's copy,
+    without ``.git``: the state recorded by the submitter before the upload is used (the folder
+    named by ``LBSWEEP_PROVENANCE``, relative to the project folder)."""
+    recorded = os.environ.get("LBSWEEP_PROVENANCE")
+    if recorded and (Path(root) / recorded / "git.json").is_file():
+        folder = Path(root) / recorded
+        diff_file = folder / "git.diff"
+        return (json.loads((folder / "git.json").read_text()),
+                diff_file.read_text() if diff_file.is_file() else "")
+
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
@@ -81,28 +102,96 @@ def write_archive(out_dir: Path, files: dict[str, Path | str | bytes], project_r
     return target
 
 
-def check_members(tar: tarfile.TarFile) -> None:
-    """Refuse absolute paths, ``..``, links and special files before extracting anything."""
-    for m in tar.getmembers():
+#: default limits of :func:`safe_extract` (``python -m pipeline.reproduce --max-bytes/--max-members``).
+#: A result file is about 20 KB, so 2 GiB holds about 10^5 tasks; raise the limits for larger runs.
+MAX_BYTES = 2 * 1024**3
+MAX_MEMBERS = 200_000
+
+#: what a damaged archive raises while it is read: a bad tar header (``tarfile.ReadError``), a
+#: truncated gzip stream (``EOFError``), corrupt compressed data (``zlib.error``,
+#: ``gzip.BadGzipFile`` and bz2's errors are ``OSError``, ``lzma.LZMAError``), an unreadable file
+READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError)
+
+
+def check_members(tar: tarfile.TarFile, max_bytes: int = MAX_BYTES, max_members: int = MAX_MEMBERS,
+                  name: str = "archive") -> list[tarfile.TarInfo]:
+    """Read every member header and refuse the archive, before anything is extracted, if a member
+    has an absolute path, ``..``, is a link or special file, appears twice, or if there are more
+    than ``max_members`` members or their declared sizes sum to more than ``max_bytes``.
+
+    The declared size (the tar header's, after pax and GNU sparse headers; what ``tarfile``
+    writes) bounds what extraction writes; :func:`safe_extract` also counts what it writes.
+    Headers are read one at a time and reading stops at the first limit crossed.
+    """
+    members: list[tarfile.TarInfo] = []
+    seen: set[str] = set()
+    total = 0
+    for m in tar:
+        members.append(m)
+        if len(members) > max_members:
+            raise ConfigError(f"{name}: more than {max_members} members (limit --max-members); refused")
         p = PurePosixPath(m.name)
-        if p.is_absolute() or m.name.startswith(("/", "\\")) or ":" in p.parts[0]:
+        if p.is_absolute() or m.name.startswith(("/", "\\")) or (p.parts and ":" in p.parts[0]):
             raise ConfigError(f"archive member {m.name!r}: absolute paths are refused")
         if ".." in p.parts:
             raise ConfigError(f"archive member {m.name!r}: '..' in a path is refused")
         if not (m.isfile() or m.isdir()):
             raise ConfigError(f"archive member {m.name!r}: links and special files are refused")
+        key = str(p)
+        if key in seen:
+            raise ConfigError(f"archive member {m.name!r} appears twice; refused")
+        seen.add(key)
+        total += max(int(m.size), 0)
+        if total > max_bytes:
+            raise ConfigError(f"{name}: members declare more than {max_bytes} bytes uncompressed "
+                              f"(limit --max-bytes); refused before extracting")
+    return members
 
 
-def safe_extract(archive: Path, dest: Path) -> Path:
-    """Extract a run archive into ``dest`` after checking every member; return the run folder."""
+def safe_extract(archive: Path, dest: Path, max_bytes: int = MAX_BYTES,
+                 max_members: int = MAX_MEMBERS) -> Path:
+    """Extract a run archive into ``dest`` after checking every member; return the run folder.
+
+    Every refusal and every sign of a damaged archive (truncated, not gzip, corrupt) is a
+    :class:`ConfigError` with a one-line message. Members are extracted one at a time with
+    tarfile's ``data`` filter, and the bytes actually written are counted against ``max_bytes``
+    as well (a second check that does not rely on the headers).
+    """
+    name = f"archive={str(archive)!r}"
     try:
         tar = tarfile.open(archive, "r:*")
-    except (OSError, tarfile.TarError) as exc:
-        raise ConfigError(f"archive={str(archive)!r}: cannot open ({exc})") from None
+    except READ_ERRORS as exc:
+        raise ConfigError(f"{name}: cannot open ({_reason(exc)})") from None
     with tar:
-        check_members(tar)
-        tar.extractall(dest, filter="data")
+        try:
+            members = check_members(tar, max_bytes, max_members, name)
+        except ConfigError:
+            raise
+        except READ_ERRORS as exc:
+            raise ConfigError(f"{name}: damaged or truncated ({_reason(exc)})") from None
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        written = 0
+        try:
+            for m in members:
+                tar.extract(m, dest, filter="data")
+                if m.isfile():
+                    written += (dest / m.name).stat().st_size
+                    if written > max_bytes:
+                        raise ConfigError(f"{name}: more than {max_bytes} bytes written while "
+                                          f"extracting (limit --max-bytes); stopped")
+        except ConfigError:
+            raise
+        except tarfile.FilterError as exc:
+            raise ConfigError(f"{name}: member refused by tarfile's data filter ({_reason(exc)})") from None
+        except READ_ERRORS as exc:
+            raise ConfigError(f"{name}: damaged or truncated ({_reason(exc)})") from None
     run = dest / PREFIX
     if not (run / "config.yaml").is_file():
-        raise ConfigError(f"archive={str(archive)!r}: no {PREFIX}/config.yaml inside; not a run archive")
+        raise ConfigError(f"{name}: no {PREFIX}/config.yaml inside; not a run archive")
     return run
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "no detail"
+    return f"{type(exc).__name__}: {text}"

@@ -27,15 +27,21 @@ class RunConfig:
 
 @dataclass
 class ExecutionConfig:
-    #: ``ray`` (local cluster, or an existing one via ``address``/``RAY_ADDRESS``) or ``serial``
+    #: ``ray`` (a local cluster, or an existing one via ``address``/``RAY_ADDRESS``) or ``serial``
     backend: str = "ray"
-    #: address of an existing Ray cluster (``auto``, ``ray://host:10001``); RAY_ADDRESS wins
+    #: address of an existing Ray cluster (``host:6379``, ``auto``); RAY_ADDRESS wins;
+    #: null: start a local cluster of this machine, bound to 127.0.0.1
     address: Optional[str] = None
+    #: Ray authentication: ``auto`` (token if one is found, see docs/cluster.md), ``token``,
+    #: ``disabled``; an explicit RAY_AUTH_MODE in the environment wins over ``auto``
+    auth: str = "auto"
+    #: seconds to wait for the cluster's address to answer before giving up (exit code 3)
+    connect_timeout: float = 15.0
     #: CPUs of the local cluster (null: all cores of this machine); ignored when joining a cluster
     num_cpus: Optional[int] = None
-    #: small tasks are grouped so each Ray task runs at least about this long
-    min_task_seconds: float = 1.0
-    #: planning estimate of simulator speed, used only for grouping
+    #: tasks are grouped into about this many Ray tasks per CPU that Ray reports
+    tasks_per_cpu: int = 4
+    #: planning estimate of simulator speed, used only to balance the groups
     events_per_second: float = 5.0e7
     #: Ray retries of a task whose worker died
     max_retries: int = 2

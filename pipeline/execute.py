@@ -1,15 +1,21 @@
 """Fan tasks out on Ray (a local cluster by default, or an existing one), with progress.
 
-Small tasks are grouped so that each Ray task does at least ``min_task_seconds`` of work by
-a planning estimate of its cost; rows come back to the driver, which alone writes files.
+:func:`connect` starts or joins Ray before anything of a run is written, so that a cluster that
+cannot be reached leaves nothing behind. Small tasks are grouped so that there are about
+``execution.tasks_per_cpu`` Ray tasks per CPU that Ray reports (a planning estimate of each task's
+cost balances the groups); rows come back to the driver, which alone writes files. Each row
+records the Ray node it ran on (column ``node``).
 """
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from tqdm import tqdm
 
@@ -22,11 +28,18 @@ log = logging.getLogger(__name__)
 #: rough cost of one mean-field task, seconds (used only for grouping)
 MEANFIELD_SECONDS = 0.05
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
+#: authentication modes of ``execution.auth``
+AUTH_MODES = ("auto", "token", "disabled")
+#: where Ray looks for a token when none is given in the environment
+DEFAULT_TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 
 #: planning cost of one slot of the slotted engine, in agent events: a slot serves every server
 #: (measured here: about 30-110 ns per server per slot, against 8-20 ns per agent event)
 SLOT_EVENTS_PER_SERVER = 5.0
+
+
+class ClusterError(RuntimeError):
+    """Ray could not be started or joined; the message says where and why (exit code 3)."""
 
 
 def estimated_seconds(task: dict, events_per_second: float) -> float:
@@ -37,49 +50,174 @@ def estimated_seconds(task: dict, events_per_second: float) -> float:
     return MEANFIELD_SECONDS
 
 
-def group_tasks(tasks: list[dict], min_seconds: float, events_per_second: float) -> list[list[dict]]:
-    """Consecutive tasks grouped until each group's estimated cost reaches ``min_seconds``."""
-    groups: list[list[dict]] = []
+def group_tasks(tasks: list[dict], cpus: int, tasks_per_cpu: int,
+                events_per_second: float) -> list[list[dict]]:
+    """Consecutive tasks in about ``cpus * tasks_per_cpu`` groups of similar estimated cost,
+    the most expensive group first (so that the long ones do not start last)."""
+    if not tasks:
+        return []
+    costs = [estimated_seconds(t, events_per_second) for t in tasks]
+    n_groups = max(1, min(len(tasks), int(cpus) * int(tasks_per_cpu)))
+    target = sum(costs) / n_groups
+    groups: list[tuple[float, list[dict]]] = []
     current: list[dict] = []
     cost = 0.0
-    for task in tasks:
+    for task, c in zip(tasks, costs):
         current.append(task)
-        cost += estimated_seconds(task, events_per_second)
-        if cost >= min_seconds:
-            groups.append(current)
+        cost += c
+        if cost >= target:
+            groups.append((cost, current))
             current, cost = [], 0.0
     if current:
-        groups.append(current)
-    return groups
+        groups.append((cost, current))
+    groups.sort(key=lambda g: -g[0])  # stable: equal costs keep the plan's order
+    return [g for _, g in groups]
 
 
 def ray_address(exec_cfg: dict) -> str | None:
-    return os.environ.get("RAY_ADDRESS") or exec_cfg.get("address")
+    """The cluster to join (``RAY_ADDRESS`` wins, as in Ray), or None for a local cluster."""
+    return os.environ.get("RAY_ADDRESS") or exec_cfg.get("address") or None
 
 
-def init_ray(exec_cfg: dict) -> bool:
-    """Start or join Ray; return True if this call started it (and should stop it)."""
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a GCS (``host:port``) or Ray client (``ray://host:port``) address."""
+    if address == "auto":
+        return None
+    parsed = urlparse(address if "://" in address else f"gcs://{address}")
+    if not parsed.hostname:
+        return None
+    return parsed.hostname, parsed.port or (10001 if parsed.scheme == "ray" else 6379)
+
+
+def check_reachable(address: str, timeout: float) -> None:
+    """Refuse within ``timeout`` seconds an address nobody listens on (Ray itself retries
+    forever)."""
+    hp = _host_port(address)
+    if hp is None:
+        return
+    try:
+        with socket.create_connection(hp, timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ClusterError(f"execution.address={address!r}: cannot reach {hp[0]}:{hp[1]} within "
+                           f"{timeout:g} s ({exc.strerror or exc}); is the cluster up?") from None
+
+
+def token_available() -> bool:
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return Path(path).expanduser().is_file() if path else DEFAULT_TOKEN_PATH.is_file()
+
+
+def _set_auth_mode(mode: str) -> None:
+    os.environ["RAY_AUTH_MODE"] = mode
+    try:  # Ray caches its config at import; refresh it if Ray is already loaded
+        from ray._raylet import Config
+
+        Config.initialize("")
+    except ImportError:
+        pass
+
+
+def configure_auth(exec_cfg: dict, joining: bool) -> str:
+    """Set ``RAY_AUTH_MODE`` for this process from ``execution.auth``; return the mode used.
+
+    ``auto`` (the default): an explicit ``RAY_AUTH_MODE`` is respected; otherwise token mode
+    when joining a cluster and a token is available (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``
+    or ``~/.ray/auth_token``, which is where ``cluster.yaml`` puts it on every node), and for a
+    local cluster (Ray's own default since 2.5x: it makes a token if none exists).
+    """
+    mode = exec_cfg.get("auth") or "auto"
+    if mode == "auto":
+        if os.environ.get("RAY_AUTH_MODE"):
+            return os.environ["RAY_AUTH_MODE"]
+        mode = "token" if (token_available() or not joining) else "disabled"
+    if mode == "token" and joining and not token_available():
+        raise ClusterError("execution.auth='token' but no token was found: set RAY_AUTH_TOKEN, "
+                           f"RAY_AUTH_TOKEN_PATH or copy the cluster's token to {DEFAULT_TOKEN_PATH}")
+    _set_auth_mode(mode)
+    return mode
+
+
+@dataclass
+class Session:
+    """A Ray connection for one run (or none, for the serial backend)."""
+
+    backend: str
+    address: str | None  # None: a local cluster (or serial)
+    cpus: int
+    started: bool = False
+
+    def close(self) -> None:
+        if self.started:
+            import ray
+
+            ray.shutdown()
+            self.started = False
+
+
+def _local_loopback() -> None:
+    """Make a new local cluster advertise and bind 127.0.0.1 (all of Ray's gRPC servers: GCS,
+    raylet, workers). Ray 2.60 turns a ``127.0.0.1`` node address into the machine's routable IP
+    unless clusters are "disabled" (its macOS/Windows switch), which is what this does; it must
+    be undone before joining a real cluster in the same process (:func:`_undo_loopback`)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    try:
+        import ray._private.ray_constants as rc
+
+        rc.ENABLE_RAY_CLUSTER = False
+    except ImportError:
+        pass
+
+
+def _undo_loopback() -> None:
+    os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+    try:
+        import ray._private.ray_constants as rc
+
+        rc.ENABLE_RAY_CLUSTER = not rc.IS_WINDOWS_OR_OSX
+    except ImportError:
+        pass
+
+
+def connect(exec_cfg: dict) -> Session:
+    """Start a local Ray cluster (``address`` unset) or join one; refuse clearly, in bounded
+    time, a cluster that cannot be reached. Nothing of the run exists yet when this runs."""
+    if exec_cfg["backend"] == "serial":
+        return Session("serial", None, 1)
     address = ray_address(exec_cfg)
+    timeout = float(exec_cfg.get("connect_timeout") or 15)
+    if address:
+        check_reachable(address, timeout)
+    configure_auth(exec_cfg, joining=bool(address))
     import ray
 
-    if ray.is_initialized():
-        return False
-    if address:
-        # Joining a cluster: never pass num_cpus (it raises). Ship our two packages unless
-        # the job already runs from the project's working directory (ray job submit).
-        runtime_env = None
-        if not os.environ.get("RAY_JOB_ID") and address != "auto":
-            runtime_env = {"py_modules": [str(PROJECT_ROOT / "sim"), str(PROJECT_ROOT / "pipeline")]}
-        ray.init(address=address, runtime_env=runtime_env, logging_level=logging.WARNING)
-    else:
-        # a local cluster sized to this machine
-        ray.init(
-            num_cpus=exec_cfg.get("num_cpus") or os.cpu_count(),
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            log_to_driver=True,
-        )
-    return True
+    if ray.is_initialized():  # an embedding program (or a test) already connected
+        return Session("ray", address, int(ray.cluster_resources().get("CPU", 1)))
+    try:
+        if address:
+            # Never pass num_cpus when joining (Ray refuses it). Ship our two packages unless
+            # the job already runs from the project's working directory (ray job submit).
+            runtime_env = None
+            if not os.environ.get("RAY_JOB_ID"):
+                runtime_env = {"py_modules": [str(PROJECT_ROOT / "sim"), str(PROJECT_ROOT / "pipeline")]}
+            _undo_loopback()
+            ray.init(address=address, runtime_env=runtime_env, logging_level=logging.WARNING)
+        else:
+            _local_loopback()
+            ray.init(address="local", num_cpus=exec_cfg.get("num_cpus") or os.cpu_count(),
+                     include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    except Exception as exc:  # Ray's own errors, e.g. InvalidAuthToken after its retries
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = f"the Ray cluster at {address!r}" if address else "a local Ray cluster"
+        hint = (" (token authentication: see execution.auth and docs/cluster.md)"
+                if "auth" in str(exc).lower() or "token" in str(exc).lower() else "")
+        raise ClusterError(f"could not start or join {where}: {type(exc).__name__}: {first}{hint}") from None
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    log.info("%s Ray cluster: %d CPUs on %d node(s)", "joined" if address else "started a local",
+             cpus, sum(n["Alive"] for n in ray.nodes()))
+    return Session("ray", address, cpus, started=True)
 
 
 def execute(
@@ -87,9 +225,17 @@ def execute(
     exec_cfg: dict,
     on_row: Callable[[dict], None],
     desc: str = "tasks",
+    session: Session | None = None,
 ) -> int:
-    """Run every task, calling ``on_row`` on the driver for each result row; return #errors."""
-    groups = group_tasks(tasks, exec_cfg["min_task_seconds"], exec_cfg["events_per_second"])
+    """Run every task, calling ``on_row`` on the driver for each result row; return #errors.
+
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one by the command line) propagates
+    after the rows already delivered are written; the caller records the run as interrupted.
+    """
+    own = session is None
+    session = session or connect(exec_cfg)
+    groups = group_tasks(tasks, session.cpus, int(exec_cfg.get("tasks_per_cpu") or 4),
+                         exec_cfg["events_per_second"])
     bar = tqdm(total=len(tasks), desc=desc, unit="task", disable=not exec_cfg.get("progress", True),
                dynamic_ncols=True, smoothing=0.1)
     errors = 0
@@ -102,7 +248,7 @@ def execute(
             bar.update(1)
 
     try:
-        if exec_cfg["backend"] == "serial":
+        if session.backend == "serial":
             worker.configure_numba(1)
             for group in groups:
                 deliver([worker.run_one(t) for t in group])
@@ -110,32 +256,34 @@ def execute(
             _execute_ray(groups, exec_cfg, deliver)
     finally:
         bar.close()
+        if own:
+            session.close()
     return errors
 
 
 def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable) -> None:
     import ray
 
-    started = init_ray(exec_cfg)
+    remote = ray.remote(num_cpus=1, max_retries=int(exec_cfg["max_retries"]))(worker.run_chunk)
+    pending = {remote.remote(g): g for g in groups}
+    t0 = time.perf_counter()
     try:
-        remote = ray.remote(num_cpus=1, max_retries=int(exec_cfg["max_retries"]))(worker.run_chunk)
-        pending = {remote.remote(g): g for g in groups}
-        t0 = time.perf_counter()
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 group = pending.pop(ref)
                 try:
                     rows = ray.get(ref)
-                except Exception as exc:  # the worker died even after retries
-                    log.error("a Ray task of %d tasks failed: %s", len(group), exc)
+                except Exception as exc:  # the worker (or its node) died even after retries
+                    log.error("a Ray task of %d tasks failed: %s", len(group), str(exc).splitlines()[0])
                     rows = [_failed_row(t, exc) for t in group]
                 deliver(rows)
-        log.info("executed %d Ray tasks in %.1f s", len(groups), time.perf_counter() - t0)
     finally:
-        if started:
-            ray.shutdown()
+        for ref in pending:  # interrupted: do not leave work running on the cluster
+            ray.cancel(ref, force=True)
+    log.info("executed %d Ray tasks in %.1f s", len(groups), time.perf_counter() - t0)
 
 
 def _failed_row(task: dict, exc: BaseException) -> dict:
-    return {**worker.row_header(task), "status": "error", "error": f"Ray task failed: {exc}"}
+    return {**worker.row_header(task), "status": "error", "node": None,
+            "error": f"Ray task failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}

@@ -19,6 +19,7 @@ from sim.registry import (
 )
 
 from pipeline.errors import ConfigError
+from pipeline.execute import AUTH_MODES
 from pipeline.formulas import evaluate, evaluation_order, parse
 
 #: model parameters and their kinds (sim.registry.PARAMS); any other name in ``axes``/``params``
@@ -141,7 +142,14 @@ def check_top_level(cfg: dict) -> None:
     if ex.get("num_cpus") is not None:
         _int_at_least(cfg, "execution.num_cpus", 1)
     _int_at_least(cfg, "execution.max_retries", 0)
-    for key in ("min_task_seconds", "events_per_second"):
+    _int_at_least(cfg, "execution.tasks_per_cpu", 1)
+    if ex.get("auth", "auto") not in AUTH_MODES:
+        raise ConfigError(f"execution.auth={ex.get('auth')!r} is unknown; valid: {', '.join(AUTH_MODES)}")
+    addr = ex.get("address")
+    if addr is not None and (not isinstance(addr, str) or not addr.strip() or addr == "local"):
+        raise ConfigError(f"execution.address={addr!r} must be a cluster address such as "
+                          "'10.0.0.5:6379' or 'auto' (leave it null for a local cluster)")
+    for key in ("connect_timeout", "events_per_second"):
         v = ex.get(key)
         if not _is_number(v) or not v > 0:
             raise ConfigError(f"execution.{key}={v!r} must be a positive number")

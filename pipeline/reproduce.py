@@ -1,68 +1,365 @@
-"""``python -m pipeline.reproduce ARCHIVE``: rerun an archived sweep and compare every row.
+"""``python -m pipeline.reproduce ARCHIVE``: rerun an archived sweep on this machine and compare.
 
-The archive is checked member by member (no absolute paths, no ``..``, no links) before
-anything is extracted. The tasks are planned again from the archived config; their seeds must
-equal the archived ones. Every row's estimates are then compared with the archived row:
-bitwise where the environment (Python and the numeric packages) matches, otherwise to a
-relative tolerance, which is reported. Exit code 0 when every row matches, 1 otherwise,
-2 for an unusable archive.
+Extraction. The archive is opened by :func:`pipeline.archive.safe_extract`: every member header
+is read first, and the archive is refused (exit 2) if a member has an absolute path, ``..``, is a
+link or special file or appears twice, or if the members number more than ``--max-members``
+(default 200000) or declare more than ``--max-bytes`` uncompressed bytes (default 2 GiB); all of
+this before anything is written. The bytes written while extracting are counted too. A
+truncated, corrupt or non-tar file is a one-line ``error: ...`` and exit 2. The archive is
+extracted into a temporary folder (``lbsweep-reproduce-*`` under ``$TMPDIR``) that is removed
+when the command ends, also on errors and Ctrl-C.
+
+Where it runs. Locally, whatever the archive says: the archived ``execution`` section is not
+used except its ``backend`` (``--backend`` overrides it); the rest is this machine's defaults
+(:class:`pipeline.config.ExecutionConfig`). So the archived ``address`` is dropped, and
+``RAY_ADDRESS`` is hidden from the rerun too: an archive someone shares must not send work to,
+or take results from, a cluster of their choosing. Only ``--address ADDR`` joins a cluster. The
+archived ``num_cpus`` (the CPUs of the machine the run was made on), authentication mode,
+timeouts and grouping are machine-specific as well; the local cluster gets ``--num-cpus`` or all
+cores. None of these settings changes a result: every task's seed is fixed by the plan. MLflow
+tracking is off for the rerun. (Ray is started by :func:`pipeline.execute.connect`; a Ray
+session the calling process already holds is reused, which the command line never has.)
+
+What is compared, after the tasks are planned again from the archived config:
+
+* ``tasks.json``: every task with its seed (the seeds must come out identical);
+* the result rows (``results/*.parquet``), matched by ``task_id``: every column of the union of
+  both frames' columns (a column on one side only, a different dtype, a missing or extra row are
+  mismatches), except :data:`EXCLUDED_COLUMNS`: ``wall_time`` (how long a task took), ``node``
+  (the cluster node it ran on) and ``run_id`` (a fresh id per run): they describe the run, not
+  its results;
+* every file under the archive's ``run/analysis/`` against the rerun's ``analysis/`` (a file on
+  one side only is a mismatch): Parquet frames cell by cell by the same rules (rows matched by
+  ``task_id`` where there is one, otherwise by position, since the analysis sorts its output);
+  JSON structurally (keys in :data:`EXCLUDED_COLUMNS` or matching the timing rule skipped);
+  other text files (``report.md``) line by line, except timing lines, found by the rule below;
+  PNG images pixel by pixel after dropping their metadata chunks (``tEXt``, ``zTXt``, ``iTXt``,
+  ``tIME``: matplotlib writes its version there), and only when the environment matches and
+  matplotlib is the same version (another renderer draws other pixels from the same numbers);
+  otherwise they are listed as not compared.
+
+The timing rule (:data:`TIMING`). In text and JSON strings the archived run's output folder and
+the rerun's are first replaced by ``<output_dir>`` (absolute paths differ by construction).
+Then a line is a timing line, left out on both sides, if it contains ``wall time``/``wall-time``/
+``wall_time``/``wall clock``/``wallclock``, ``elapsed``, an ISO date (``2026-12-01``) or a clock
+time (``11:42:07``). That is the contract for report writers: a line that reports how long
+something took, or when, says so with one of these; everything else in a report is compared.
+The shipped analyses write no such line today; their only timing is the ``wall_time`` column of
+``summary.parquet`` (a sum over tasks), excluded with the column.
+
+Numbers are compared bitwise where the environment (Python, machine, and the packages in
+:data:`pipeline.archive.KEY_PACKAGES`) matches, otherwise to a relative tolerance ``--rtol``.
+Text lines are compared exactly in both cases. Every mismatch is named (file, task id or row,
+column or line, archived and rerun values, floats by ``repr``: full precision); the first
+:data:`SHOWN` are printed and the rest counted. Exit code 0 when everything matches
+(REPRODUCED), 1 otherwise (NOT REPRODUCED), 2 for an unusable archive or option, 3 when Ray
+could not be started or joined, 130 when interrupted.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import difflib
+import hashlib
 import json
 import logging
 import math
+import os
+import re
+import struct
 import sys
 import tempfile
 import time
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from pipeline.archive import environment, safe_extract
+from pipeline.archive import MAX_BYTES, MAX_MEMBERS, PREFIX, environment, safe_extract
 from pipeline.errors import ConfigError
-from pipeline.store import ESTIMATE_COLUMNS, read_results
+from pipeline.store import read_results
 
 log = logging.getLogger("pipeline.reproduce")
+
+#: columns (and JSON keys) that describe a run rather than its results
+EXCLUDED_COLUMNS = frozenset({"wall_time", "node", "run_id"})
+#: a line (or JSON key or string) carrying a timing, a date or a clock time; see the module doc
+TIMING = re.compile(r"wall[ _-]?(?:time|clock)|elapsed|(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
+                    r"|(?<!\d)\d{1,2}:\d{2}:\d{2}(?!\d)", re.IGNORECASE)
+#: placeholder for the output folders in text
+OUTPUT_DIR = "<output_dir>"
+#: mismatches printed; the rest are counted
+SHOWN = 20
+#: PNG chunks that carry metadata, not pixels
+PNG_METADATA = frozenset({b"tEXt", b"zTXt", b"iTXt", b"tIME"})
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: columns that name a row of an analysis frame in messages (with the analysis parameters)
+LABEL_COLUMNS = ("policy", "engine", "variant")
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = _Absent()
+
+
+# ----------------------------------------------------------------------------------- values
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _floats_same(a: float, b: float, rtol: float, exact: bool) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if exact:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return math.isclose(a, b, rel_tol=rtol, abs_tol=1e-300)
+
+
+def cell_difference(a: Any, b: Any, rtol: float, exact: bool) -> tuple[str, Any, Any] | None:
+    """None if ``a`` and ``b`` agree (bitwise if ``exact``, else to ``rtol``); otherwise the first
+    difference as (where inside the cell, e.g. ``[3]`` of a list, archived part, rerun part)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return " length", len(a), len(b)
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = cell_difference(x, y, rtol, exact)
+            if d is not None:
+                return f"[{i}]{d[0]}", d[1], d[2]
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):  # a Polars struct
+        for k in list(a) + [k for k in b if k not in a]:
+            d = cell_difference(a.get(k, ABSENT), b.get(k, ABSENT), rtol, exact)
+            if d is not None:
+                return f".{k}{d[0]}", d[1], d[2]
+        return None
+    if _is_number(a) and _is_number(b) and (isinstance(a, float) or isinstance(b, float)):
+        return None if _floats_same(float(a), float(b), rtol, exact) else ("", a, b)
+    if type(a) is not type(b) or a != b:
+        return "", a, b
+    return None
 
 
 def _same(a, b, rtol: float) -> tuple[bool, bool]:
     """(bitwise equal, equal within rtol) for scalars or lists."""
-    if isinstance(a, list) or isinstance(b, list):
-        if a is None or b is None or len(a) != len(b):
-            return False, False
-        pairs = [_same(x, y, rtol) for x, y in zip(a, b)]
-        return all(p[0] for p in pairs), all(p[1] for p in pairs)
-    if a is None or b is None:
-        return a is None and b is None, a is None and b is None
-    if isinstance(a, float) and isinstance(b, float):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b), math.isnan(a) and math.isnan(b)
-        return a == b and math.copysign(1, a) == math.copysign(1, b), math.isclose(a, b, rel_tol=rtol, abs_tol=1e-300)
-    return a == b, a == b
+    return cell_difference(a, b, rtol, True) is None, cell_difference(a, b, rtol, False) is None
 
 
-def compare(old: pl.DataFrame, new: pl.DataFrame, rtol: float) -> dict:
-    old_rows = {r["task_id"]: r for r in old.iter_rows(named=True)}
-    new_rows = {r["task_id"]: r for r in new.iter_rows(named=True)}
-    missing = sorted(set(old_rows) - set(new_rows))
-    extra = sorted(set(new_rows) - set(old_rows))
-    bitwise = close = 0
-    mismatches = []
-    for tid in sorted(set(old_rows) & set(new_rows)):
-        o, n = old_rows[tid], new_rows[tid]
-        bit_all, close_all = True, True
-        for col in ESTIMATE_COLUMNS + ["status"]:
-            b, c = _same(o.get(col), n.get(col), rtol)
-            bit_all &= b
-            close_all &= c
-            if not c:
-                mismatches.append((tid, col, o.get(col), n.get(col)))
-        bitwise += bit_all
-        close += close_all
-    return {"rows": len(old_rows), "bitwise": bitwise, "close": close, "missing": missing,
-            "extra": extra, "mismatches": mismatches}
+# ------------------------------------------------------------------------------- comparison
+
+class Comparison:
+    """Collects named mismatches between the archived run and the rerun."""
+
+    def __init__(self, rtol: float, exact: bool, old_dirs: list[str], new_dirs: list[str]):
+        self.rtol, self.exact = rtol, exact
+        # longest first, so that a path is replaced before a prefix of it
+        self.old_dirs = sorted({d for d in old_dirs if d}, key=len, reverse=True)
+        self.new_dirs = sorted({d for d in new_dirs if d}, key=len, reverse=True)
+        self.mismatches: list[tuple[str, str, str, Any, Any]] = []
+        self.timing_lines: dict[str, list[int]] = {}
+        self.files: list[str] = []
+        self.images_skipped: list[str] = []
+
+    def add(self, file: str, where: str, column: str, archived: Any, rerun: Any) -> None:
+        self.mismatches.append((file, where, column, archived, rerun))
+
+    def differ(self, a: Any, b: Any) -> tuple[str, Any, Any] | None:
+        return cell_difference(a, b, self.rtol, self.exact)
+
+    def _normalize(self, text: str, dirs: list[str]) -> str:
+        for d in dirs:
+            text = text.replace(d, OUTPUT_DIR)
+        return text
+
+    # frames
+    def frames(self, old: pl.DataFrame, new: pl.DataFrame, file: str, key: str | None = "task_id",
+               label_columns: tuple[str, ...] = ()) -> dict:
+        """Cell by cell over the union of columns (less the excluded ones)."""
+        columns = [c for c in old.columns] + [c for c in new.columns if c not in old.columns]
+        columns = [c for c in columns if c not in EXCLUDED_COLUMNS]
+        common = []
+        for c in columns:
+            if c not in old.columns or c not in new.columns:
+                self.add(file, "every row", c, ABSENT if c not in old.columns else f"<column {old.schema[c]}>",
+                         ABSENT if c not in new.columns else f"<column {new.schema[c]}>")
+            elif old.schema[c] != new.schema[c]:
+                self.add(file, "schema", c, f"<dtype {old.schema[c]}>", f"<dtype {new.schema[c]}>")
+            else:
+                common.append(c)
+        keyed = key is not None and key in old.columns and key in new.columns
+        old_rows = self._rows(old, key if keyed else None, file)
+        new_rows = self._rows(new, key if keyed else None, file)
+        labels = [c for c in (*LABEL_COLUMNS, *label_columns) if c in old.columns]
+
+        def label(k, row) -> str:
+            if keyed:
+                return f"{key}={k}"
+            named = ", ".join(f"{c}={row[c]!r}" for c in dict.fromkeys(labels))
+            return f"row {k}" + (f" ({named})" if named else "")
+
+        missing = [k for k in old_rows if k not in new_rows]
+        extra = [k for k in new_rows if k not in old_rows]
+        for k in missing:
+            self.add(file, label(k, old_rows[k]), "(row)", "<present>", ABSENT)
+        for k in extra:
+            self.add(file, label(k, new_rows[k]), "(row)", ABSENT, "<present>")
+        bitwise = close = 0
+        rows = 0
+        for k, o in old_rows.items():
+            if k not in new_rows:
+                continue
+            n = new_rows[k]
+            rows += 1
+            bit_row = close_row = True
+            for c in common:
+                a, b = o[c], n[c]
+                bit = cell_difference(a, b, self.rtol, True)
+                near = bit if bit is None else cell_difference(a, b, self.rtol, False)
+                bit_row &= bit is None
+                close_row &= near is None
+                d = bit if self.exact else near
+                if d is not None:
+                    self.add(file, label(k, o), c + d[0], d[1], d[2])
+            bitwise += bit_row
+            close += close_row
+        return {"rows": len(old_rows), "bitwise": bitwise, "close": close,
+                "missing": sorted(map(str, missing)), "extra": sorted(map(str, extra))}
+
+    def _rows(self, frame: pl.DataFrame, key: str | None, file: str) -> dict:
+        rows: dict = {}
+        for i, r in enumerate(frame.iter_rows(named=True)):
+            k = i if key is None else r[key]
+            if k in rows:
+                self.add(file, f"{key}={k}", "(row)", "<duplicate row>", "")
+                continue
+            rows[k] = r
+        return rows
+
+    # text
+    def _lines(self, text: str, dirs: list[str], file: str, record: bool) -> list[tuple[int, str]]:
+        out = []
+        for i, line in enumerate(text.splitlines(), 1):
+            line = self._normalize(line, dirs)
+            if TIMING.search(line):
+                if record:
+                    self.timing_lines.setdefault(file, []).append(i)
+                continue
+            out.append((i, line))
+        return out
+
+    def text(self, old: str, new: str, file: str) -> None:
+        a = self._lines(old, self.old_dirs, file, record=True)
+        b = self._lines(new, self.new_dirs, file, record=False)
+        sm = difflib.SequenceMatcher(None, [x for _, x in a], [x for _, x in b], autojunk=False)
+        for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            if tag == "equal":
+                continue
+            for k in range(max(i2 - i1, j2 - j1)):
+                old_line = a[i1 + k] if i1 + k < i2 else None
+                new_line = b[j1 + k] if j1 + k < j2 else None
+                where = f"line {old_line[0]}" if old_line else f"rerun line {new_line[0]}"
+                self.add(file, where, "", old_line[1] if old_line else ABSENT,
+                         new_line[1] if new_line else ABSENT)
+
+    # JSON
+    def json(self, old: Any, new: Any, file: str, path: str = "$") -> None:
+        if isinstance(old, dict) and isinstance(new, dict):
+            for k in list(old) + [k for k in new if k not in old]:
+                if k in EXCLUDED_COLUMNS or TIMING.search(str(k)):
+                    continue
+                self.json(old.get(k, ABSENT), new.get(k, ABSENT), file, f"{path}.{k}")
+            return
+        if isinstance(old, list) and isinstance(new, list):
+            if len(old) != len(new):
+                self.add(file, path, "length", len(old), len(new))
+            for i, (x, y) in enumerate(zip(old, new)):
+                self.json(x, y, file, f"{path}[{i}]")
+            return
+        if isinstance(old, str) and isinstance(new, str):
+            old, new = self._normalize(old, self.old_dirs), self._normalize(new, self.new_dirs)
+            if TIMING.search(old) and TIMING.search(new):
+                return
+        d = self.differ(old, new)
+        if d is not None:
+            self.add(file, path + d[0], "", d[1], d[2])
+
+    # analysis folders
+    def folders(self, old_root: Path, new_root: Path, prefix: str, label_columns: tuple[str, ...],
+                images: str | None) -> None:
+        """Every file under either folder; ``images`` is None to compare PNGs, else why not."""
+        def files(root: Path) -> set[str]:
+            return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
+
+        old_files, new_files = files(old_root), files(new_root)
+        for rel in sorted(old_files | new_files):
+            file = f"{prefix}/{rel}"
+            if rel not in new_files or rel not in old_files:
+                self.add(file, "file", "", "<present>" if rel in old_files else ABSENT,
+                         "<present>" if rel in new_files else ABSENT)
+                continue
+            self.files.append(file)
+            old_path, new_path = old_root / rel, new_root / rel
+            suffix = Path(rel).suffix.lower()
+            if suffix == ".parquet":
+                self.frames(pl.read_parquet(old_path), pl.read_parquet(new_path), file, key="task_id",
+                            label_columns=label_columns)
+            elif suffix == ".png":
+                if images is not None:
+                    self.images_skipped.append(file)
+                    continue
+                self.image(old_path.read_bytes(), new_path.read_bytes(), file)
+            else:
+                old_bytes, new_bytes = old_path.read_bytes(), new_path.read_bytes()
+                try:
+                    old_text, new_text = old_bytes.decode(), new_bytes.decode()
+                except UnicodeDecodeError:
+                    if old_bytes != new_bytes:
+                        self.add(file, "bytes", "", _digest(old_bytes), _digest(new_bytes))
+                    continue
+                if suffix == ".json":
+                    try:
+                        self.json(json.loads(old_text), json.loads(new_text), file)
+                        continue
+                    except json.JSONDecodeError:
+                        pass  # compared as text
+                self.text(old_text, new_text, file)
+
+    def image(self, old: bytes, new: bytes, file: str) -> None:
+        a, b = png_pixels(old), png_pixels(new)
+        if a is None or b is None:
+            a, b = old, new  # not a PNG we can read: bytes
+        if a != b:
+            self.add(file, "pixels", "", _digest(a), _digest(b))
+
+
+def _digest(data: bytes) -> str:
+    return f"<{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}>"
+
+
+def png_pixels(data: bytes) -> bytes | None:
+    """The critical chunks of a PNG with the image data decompressed (metadata chunks dropped),
+    or None if ``data`` is not a well-formed PNG."""
+    if not data.startswith(PNG_SIGNATURE):
+        return None
+    out, idat, i = [], [], len(PNG_SIGNATURE)
+    try:
+        while i < len(data):
+            (n,) = struct.unpack(">I", data[i:i + 4])
+            kind, body = data[i + 4:i + 8], data[i + 8:i + 8 + n]
+            i += 12 + n
+            if kind == b"IDAT":
+                idat.append(body)
+            elif kind not in PNG_METADATA and kind != b"IEND":
+                out.append(kind + body)
+        return b"".join(out) + zlib.decompress(b"".join(idat))
+    except (struct.error, zlib.error):
+        return None
 
 
 def env_differences(archived: dict, current: dict) -> list[str]:
@@ -78,67 +375,257 @@ def env_differences(archived: dict, current: dict) -> list[str]:
     return diffs
 
 
+def compare(old: pl.DataFrame, new: pl.DataFrame, rtol: float, exact: bool = True) -> dict:
+    """The result rows alone (see :meth:`Comparison.frames`), with the mismatches."""
+    c = Comparison(rtol, exact, [], [])
+    out = c.frames(old, new, "results")
+    return {**out, "mismatches": c.mismatches}
+
+
+# ---------------------------------------------------------------------------- the rerun
+
+def _read_run(run: Path, archive: Path) -> tuple[dict, dict, dict, dict]:
+    """The archived config without its ``execution`` section (merged over the schema: missing
+    keys get their defaults, unknown ones are refused), that section, the tasks document and the
+    environment."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from pipeline.config import Config
+
+    where = f"archive={str(archive)!r}"
+    try:
+        loaded = OmegaConf.to_container(OmegaConf.load(run / "config.yaml"), resolve=True)
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{where}: {PREFIX}/config.yaml is not a mapping")
+        archived_exec = loaded.pop("execution", None) or {}
+        cfg = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(Config), loaded), resolve=True)
+    except ConfigError:
+        raise
+    except (OmegaConfBaseException, ValueError, OSError) as exc:  # yaml errors are ValueErrors
+        raise ConfigError(f"{where}: {PREFIX}/config.yaml is not a usable config "
+                          f"({' '.join(str(exc).split())})") from None
+    docs = []
+    for name in ("tasks.json", "environment.json"):
+        try:
+            docs.append(json.loads((run / name).read_text()))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{where}: {PREFIX}/{name} is missing or not JSON ({type(exc).__name__})") from None
+    if not isinstance(docs[0], dict) or not isinstance(docs[0].get("tasks"), list):
+        raise ConfigError(f"{where}: {PREFIX}/tasks.json has no task list")
+    if not isinstance(docs[1], dict):
+        raise ConfigError(f"{where}: {PREFIX}/environment.json is not an object")
+    return cfg, dict(archived_exec), docs[0], docs[1]
+
+
+def local_execution(archived: dict, backend: str | None, address: str | None,
+                    num_cpus: int | None, progress: bool) -> dict:
+    """The rerun's ``execution`` section: this machine's defaults (:class:`ExecutionConfig`), the
+    archived backend unless ``backend`` is given, and only the explicit ``address``/``num_cpus``.
+    The archived address, CPU count, authentication, timeouts and grouping describe the machine
+    the run was made on; none of them changes a result (seeds are fixed by the plan)."""
+    from pipeline.config import ExecutionConfig
+
+    ex = dataclasses.asdict(ExecutionConfig())
+    ex["backend"] = backend or ("ray" if address else archived.get("backend") or ex["backend"])
+    if address and ex["backend"] != "ray":
+        raise ConfigError(f"--address={address!r} needs the ray backend (not --backend {ex['backend']})")
+    ex.update(address=address, num_cpus=num_cpus, progress=progress)
+    ignored = {k: v for k, v in archived.items()
+               if k not in ("backend", "progress") and v is not None and v != ex.get(k)}
+    if ignored:
+        log.info("archived execution settings not used (this machine's instead): %s",
+                 ", ".join(f"{k}={v}" for k, v in ignored.items()))
+    return ex
+
+
+@contextlib.contextmanager
+def _ray_environment(address: str | None) -> Iterator[None]:
+    """Hide ``RAY_ADDRESS`` for the rerun (an explicit ``address`` goes through the config), and
+    set Ray's auth mode for a local cluster as :mod:`pipeline` does when Ray is not imported yet."""
+    saved = {k: os.environ.get(k) for k in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    if saved["RAY_ADDRESS"] is not None:
+        log.info("RAY_ADDRESS=%s is ignored by reproduce (use --address to join a cluster)",
+                 saved["RAY_ADDRESS"])
+    os.environ.pop("RAY_ADDRESS", None)
+    if address is None and "ray" not in sys.modules:
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = None,
-              rtol: float = 1e-9, progress: bool = True) -> dict:
-    from pipeline.run import run_sweep
+              rtol: float = 1e-9, progress: bool = True, *, address: str | None = None,
+              num_cpus: int | None = None, max_bytes: int = MAX_BYTES,
+              max_members: int = MAX_MEMBERS) -> dict:
+    """Rerun the archived sweep locally (or on ``address``) and compare; see the module doc."""
+    from pipeline.run import analysis_params, run_sweep
 
     archive = Path(archive)
     if not archive.is_file():
         raise ConfigError(f"archive={str(archive)!r} does not exist")
-    work = Path(tempfile.mkdtemp(prefix="lbsweep-reproduce-"))
-    run = safe_extract(archive, work)
-    from omegaconf import OmegaConf
+    with tempfile.TemporaryDirectory(prefix="lbsweep-reproduce-") as tmp:
+        run = safe_extract(archive, Path(tmp), max_bytes=max_bytes, max_members=max_members)
+        cfg, archived_exec, archived_doc, archived_env = _read_run(run, archive)
+        archived_out = cfg.get("output_dir")
+        if out_dir is None:
+            out_dir = archive.resolve().parent / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}"
+        out_dir = Path(out_dir).resolve()
+        cfg["output_dir"] = str(out_dir)
+        cfg["mlflow"]["enabled"] = False
+        ex = cfg["execution"] = local_execution(archived_exec, backend, address, num_cpus, progress)
+        execution = {"backend": ex["backend"], "address": address,
+                     "num_cpus": (num_cpus or os.cpu_count()) if ex["backend"] == "ray" and not address else None}
+        with _ray_environment(address):
+            result = run_sweep(cfg, quiet=True)
 
-    cfg = OmegaConf.to_container(OmegaConf.load(run / "config.yaml"), resolve=True)
-    archived_tasks = json.loads((run / "tasks.json").read_text())["tasks"]
-    if out_dir is None:
-        out_dir = archive.resolve().parent / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}"
-    cfg["output_dir"] = str(out_dir)
-    cfg["mlflow"]["enabled"] = False
-    cfg["execution"]["progress"] = progress
-    if backend:
-        cfg["execution"]["backend"] = backend
-    result = run_sweep(cfg, quiet=True)
-    new_tasks = json.loads((Path(out_dir) / "tasks.json").read_text())["tasks"]
-    seeds_match = [(t["_meta"]["task_id"], t["seed"]) for t in archived_tasks] == \
-                  [(t["_meta"]["task_id"], t["seed"]) for t in new_tasks]
-    old = read_results(run / "results")
-    cmp = compare(old, result["frame"], rtol)
-    archived_env = json.loads((run / "environment.json").read_text())
-    diffs = env_differences(archived_env, environment())
-    env_match = not diffs
-    ok = seeds_match and not cmp["missing"] and not cmp["extra"] and (
-        cmp["bitwise"] == cmp["rows"] if env_match else cmp["close"] == cmp["rows"])
+        new_doc = json.loads((out_dir / "tasks.json").read_text())
+        seeds_match = [(t["_meta"]["task_id"], t["seed"]) for t in archived_doc["tasks"]] == \
+                      [(t["_meta"]["task_id"], t["seed"]) for t in new_doc["tasks"]]
+        diffs = env_differences(archived_env, environment())
+        env_match = not diffs
+        images = None
+        old_mpl = (archived_env.get("packages") or {}).get("matplotlib")
+        new_mpl = environment()["packages"].get("matplotlib")
+        if not env_match:
+            images = "the environment differs"
+        elif old_mpl != new_mpl:
+            images = f"matplotlib {old_mpl} -> {new_mpl}"
+
+        c = Comparison(rtol, env_match, [str(archived_out or "")], [str(out_dir), str(result["output_dir"])])
+        c.json(archived_doc, new_doc, "tasks.json")
+        rows = c.frames(read_results(run / "results"), result["frame"], "results")
+        c.folders(run / "analysis", out_dir / "analysis", "analysis",
+                  tuple(analysis_params(result["plan"])), images)
+    ok = seeds_match and not c.mismatches
     return {"ok": ok, "seeds_match": seeds_match, "env_match": env_match, "env_differences": diffs,
-            "output_dir": Path(out_dir), **cmp}
+            "output_dir": out_dir, "execution": execution, **rows, "mismatches": c.mismatches,
+            "analysis_files": c.files, "images_skipped": c.images_skipped, "images_reason": images,
+            "timing_lines": c.timing_lines, "rtol": rtol}
+
+
+# ---------------------------------------------------------------------------- command line
+
+def _size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 2G, 500M, 1000000)")
+    return int(float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_"))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return n
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m pipeline.reproduce",
+        description="Rerun an archived sweep on this machine and compare every result column and "
+                    "analysis output with the archive (exit 0: REPRODUCED, 1: NOT REPRODUCED, "
+                    "2: unusable archive).",
+        epilog="The rerun is local: of the archive's execution section only the backend is used "
+               "(not its address, num_cpus, auth, timeouts or grouping), and the RAY_ADDRESS "
+               "environment variable is ignored; --address joins a cluster. "
+               "Compared: tasks and seeds, every result column except wall_time, node and run_id, "
+               "every file under analysis/ (timing lines of text files left out; images only "
+               "when the environment matches). See the module docstring of pipeline/reproduce.py.")
+    ap.add_argument("archive", type=Path, help="a run's archive.tar.gz")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder of the rerun (default: reproduce-<time> next to the archive)")
+    ap.add_argument("--backend", choices=["ray", "serial"], default=None,
+                    help="override the archived execution backend")
+    ap.add_argument("--address", default=None, metavar="ADDR",
+                    help="run on this Ray cluster (e.g. auto, host:6379) instead of locally; "
+                         "without it the archived address and RAY_ADDRESS are ignored")
+    ap.add_argument("--num-cpus", type=_positive_int, default=None, metavar="N",
+                    help="CPUs of the local Ray cluster (default: all cores of this machine; the "
+                         "archived value is not used)")
+    ap.add_argument("--rtol", type=float, default=1e-9,
+                    help="relative tolerance used when the environment differs (default 1e-9)")
+    ap.add_argument("--max-bytes", type=_size, default=MAX_BYTES, metavar="SIZE",
+                    help="refuse an archive whose members declare more uncompressed bytes than "
+                         "this (default 2G; suffixes K, M, G, T are powers of 1024)")
+    ap.add_argument("--max-members", type=_positive_int, default=MAX_MEMBERS, metavar="N",
+                    help=f"refuse an archive with more members than this (default {MAX_MEMBERS})")
+    ap.add_argument("--no-progress", action="store_true")
+    return ap
+
+
+def _cluster_errors() -> tuple[type[BaseException], ...]:
+    """Ray could not be started or joined (exit code 3, as for ``python -m pipeline``)."""
+    from pipeline import execute
+
+    err = getattr(execute, "ClusterError", None)
+    return (err,) if err else ()
+
+
+def _interrupted() -> tuple[type[BaseException], ...]:
+    """What :func:`pipeline.run.run_sweep` raises when the rerun is interrupted."""
+    from pipeline import run
+
+    err = getattr(run, "Interrupted", None)
+    return (err,) if err else ()
+
+
+def _where(file: str, where: str, column: str) -> str:
+    return f"{file} {where}" + (f" {column}" if column else "")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.reproduce", description=__doc__.split("\n\n")[0])
-    ap.add_argument("archive", type=Path, help="a run's archive.tar.gz")
-    ap.add_argument("--out", type=Path, default=None, help="output folder of the rerun")
-    ap.add_argument("--backend", choices=["ray", "serial"], default=None,
-                    help="override the archived execution backend")
-    ap.add_argument("--rtol", type=float, default=1e-9,
-                    help="relative tolerance used when the environment differs (default 1e-9)")
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
     try:
-        rep = reproduce(args.archive, args.out, args.backend, args.rtol, progress=not args.no_progress)
+        rep = reproduce(args.archive, args.out, args.backend, args.rtol, progress=not args.no_progress,
+                        address=args.address, num_cpus=args.num_cpus, max_bytes=args.max_bytes,
+                        max_members=args.max_members)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except _cluster_errors() as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 3
+    except (KeyboardInterrupt, *_interrupted()):
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    ex = rep["execution"]
+    where = (f"cluster {ex['address']}" if ex["address"] else
+             f"local Ray cluster of {ex['num_cpus']} CPUs" if ex["backend"] == "ray" else "serial, in this process")
+    mode = "bitwise" if rep["env_match"] else f"to rtol={rep['rtol']:g}"
     print(f"archive:      {args.archive}")
-    print(f"rerun:        {rep['output_dir']}")
+    print(f"rerun:        {rep['output_dir']}  ({where})")
     print(f"seeds:        {'identical' if rep['seeds_match'] else 'DIFFERENT'}")
-    print(f"environment:  {'matches' if rep['env_match'] else 'differs: ' + '; '.join(rep['env_differences'])}")
+    print(f"environment:  {'matches' if rep['env_match'] else 'differs: ' + '; '.join(rep['env_differences'])}"
+          f"  (numbers compared {mode})")
     print(f"rows:         {rep['bitwise']}/{rep['rows']} bitwise identical, "
-          f"{rep['close']}/{rep['rows']} within rtol={args.rtol:g}")
+          f"{rep['close']}/{rep['rows']} within rtol={rep['rtol']:g}; every column compared but "
+          f"{', '.join(sorted(EXCLUDED_COLUMNS))}")
     if rep["missing"] or rep["extra"]:
         print(f"missing rows: {rep['missing']}  extra rows: {rep['extra']}")
-    for tid, col, a, b in rep["mismatches"][:20]:
-        print(f"  mismatch {tid} {col}: archived {a!r} rerun {b!r}")
+    compared = [f for f in rep["analysis_files"] if f not in rep["images_skipped"]]
+    print(f"analysis:     {len(compared)} files compared: {', '.join(f.split('/', 1)[1] for f in compared)}")
+    if rep["images_skipped"]:
+        print(f"not compared: {len(rep['images_skipped'])} images ({rep['images_reason']})")
+    for file, lines in rep["timing_lines"].items():
+        print(f"timing lines: {file} line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} left out")
+    mism = rep["mismatches"]
+    if mism:
+        print(f"mismatches:   {len(mism)}")
+        for file, wh, col, a, b in mism[:SHOWN]:
+            print(f"  {_where(file, wh, col)}: archived {a!r}, rerun {b!r}")
+        if len(mism) > SHOWN:
+            print(f"  ... and {len(mism) - SHOWN} more")
     print("REPRODUCED" if rep["ok"] else "NOT REPRODUCED")
     return 0 if rep["ok"] else 1
 

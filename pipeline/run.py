@@ -15,7 +15,7 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import ConfigError
-from pipeline.execute import PROJECT_ROOT, execute, ray_address
+from pipeline.execute import PROJECT_ROOT, connect, execute
 from pipeline.plan import Plan, make_plan
 from pipeline.store import read_results, schema_for, write_row
 
@@ -41,48 +41,144 @@ def tasks_document(plan: Plan) -> dict:
     }
 
 
-def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: bool = False) -> dict:
-    """Validate, execute, record, analyse, track and archive one sweep; return what was made."""
+#: exit codes of the command lines (README.md): 1 = some tasks failed (their rows say why),
+#: 2 = refused input (nothing started), 3 = Ray could not be started or joined (nothing
+#: written), 130 = interrupted (the folder is marked partial; ``python -m pipeline.resume``)
+EXIT_OK, EXIT_TASKS_FAILED, EXIT_CONFIG, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: present in an output folder while some task has no result (interrupted, killed or running)
+PARTIAL_MARKER = "PARTIAL"
+STATE_FILE = "run.json"
+
+
+class Interrupted(Exception):
+    """The run was stopped (Ctrl-C, SIGTERM, ``ray job stop``); its folder is marked partial."""
+
+    def __init__(self, out_dir: Path, done: int, total: int):
+        super().__init__(f"interrupted: {done} of {total} tasks have results in {out_dir}; "
+                         f"resume with: python -m pipeline.resume {out_dir}")
+        self.out_dir, self.done, self.total = out_dir, done, total
+
+
+def done_task_ids(results_dir: Path) -> set[str]:
+    """Task ids that have a result file (``<task_id>-<unique>.parquet``, written atomically)."""
+    return {f.name.rsplit("-", 1)[0] for f in Path(results_dir).glob("*.parquet")}
+
+
+def _write_state(out_dir: Path, state: dict) -> None:
+    state["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    tmp = out_dir / f".{STATE_FILE}.tmp"
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(out_dir / STATE_FILE)
+
+
+def _check_resumable(out_dir: Path, plan: Plan) -> dict:
+    for name in ("config.yaml", "tasks.json", STATE_FILE):
+        if not (out_dir / name).is_file():
+            raise ConfigError(f"output_dir={str(out_dir)!r} has no {name}: not a run folder to resume")
+    archived = json.loads((out_dir / "tasks.json").read_text())["tasks"]
+    if [(t["_meta"]["task_id"], t.get("seed")) for t in archived] != \
+            [(t["_meta"]["task_id"], t.get("seed")) for t in plan.tasks]:
+        raise ConfigError(f"output_dir={str(out_dir)!r}: its tasks.json differs from the tasks its "
+                          "config.yaml plans now (changed code or config?); refusing to mix them")
+    return json.loads((out_dir / STATE_FILE).read_text())
+
+
+def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: bool = False,
+              resume: bool = False, retry_failed: bool = False) -> dict:
+    """Validate, execute, record, analyse, track and archive one sweep; return what was made.
+
+    With ``resume``, ``output_dir`` is an existing run folder: only the tasks without a result
+    file run (with ``retry_failed``, also those whose row is an error: their old rows move to
+    ``results/failed/``), under the run's own run id and MLflow run, so that the final rows are
+    those of an uninterrupted run. Raises :class:`Interrupted` after recording an interruption.
+    """
     conf = to_plain(cfg)
     plan = make_plan(conf)
     if not conf.get("output_dir"):
         raise ConfigError("output_dir is not set (it defaults to Hydra's run folder)")
     out_dir = Path(conf["output_dir"]).resolve()
     results_dir = out_dir / "results"
-    if results_dir.exists() and any(results_dir.iterdir()):
-        raise ConfigError(f"output_dir={str(out_dir)!r} already holds results; choose a new folder")
+    if resume:
+        state = _check_resumable(out_dir, plan)
+    elif results_dir.exists() and any(results_dir.iterdir()):
+        raise ConfigError(f"output_dir={str(out_dir)!r} already holds results; choose a new folder "
+                          f"or resume it with python -m pipeline.resume {out_dir}")
+    session = connect(conf["execution"])  # before anything is written: a failure leaves nothing
+    try:
+        return _run(conf, plan, out_dir, results_dir, session, project_root, quiet,
+                    state if resume else None, retry_failed)
+    finally:
+        session.close()
 
-    run_id = uuid.uuid4().hex[:16]
+
+def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, project_root: Path,
+         quiet: bool, state: dict | None, retry_failed: bool) -> dict:
     t0 = time.perf_counter()
-    n_sim = sum(t["engine"] != "meanfield" for t in plan.tasks)
-    log.info("sweep %r: %d points, %d tasks (%d simulations), output %s", plan.sweep,
-             len(plan.points), len(plan.tasks), n_sim, out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(conf)))
-    (out_dir / "tasks.json").write_text(json.dumps(tasks_document(plan), indent=1))
+    resuming = state is not None
+    if resuming:
+        run_id = state["run_id"]
+        if retry_failed and results_dir.exists():
+            failed = read_results(results_dir).filter(pl.col("status") == "error")["task_id"].to_list()
+            (results_dir / "failed").mkdir(exist_ok=True)
+            for f in results_dir.glob("*.parquet"):
+                if f.name.rsplit("-", 1)[0] in failed:
+                    f.replace(results_dir / "failed" / f.name)
+    else:
+        run_id = uuid.uuid4().hex[:16]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / PARTIAL_MARKER).write_text("this run has not finished: some tasks have no result; "
+                                              f"python -m pipeline.resume {out_dir}\n")
+        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(conf)))
+        (out_dir / "tasks.json").write_text(json.dumps(tasks_document(plan), indent=1))
+        state = {"sweep": plan.sweep, "run_id": run_id, "status": "running",
+                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_tasks": len(plan.tasks),
+                 "mlflow_run_id": None, "tracking_uri": None, "resumed": 0}
+    done = done_task_ids(results_dir) if results_dir.exists() else set()
+    todo = [t for t in plan.tasks if t["_meta"]["task_id"] not in done]
+    n_sim = sum(t["engine"] != "meanfield" for t in todo)
+    log.info("sweep %r: %d points, %d tasks (%d to run, %d simulations), output %s", plan.sweep,
+             len(plan.points), len(plan.tasks), len(todo), n_sim, out_dir)
+    if resuming:
+        state["resumed"] = state.get("resumed", 0) + 1
+        (out_dir / PARTIAL_MARKER).write_text(f"resuming: {len(todo)} tasks to run\n")
+    state["status"] = "running"
+    _write_state(out_dir, state)
 
     tracker = None
     if conf["mlflow"]["enabled"]:
         from pipeline.tracking import SweepTracker
 
         tracker = SweepTracker(conf["mlflow"]["tracking_uri"], conf["mlflow"]["experiment"], project_root)
-        tracker.start(
-            run_name=f"{plan.sweep}-{run_id[:6]}",
-            params={"sweep": plan.sweep, "seed": plan.root_seed, "replications": conf["replications"],
-                    "engines": ",".join(conf["engines"]), "policies": ",".join(conf["policies"]),
-                    "axes": json.dumps(conf["axes"]), "params": json.dumps(conf["params"]),
-                    "n_tasks": len(plan.tasks), "output_dir": str(out_dir)},
-            tags={"sweep": plan.sweep, "run_id": run_id},
-        )
+        if resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"]):
+            pass
+        else:
+            tracker.start(
+                run_name=f"{plan.sweep}-{run_id[:6]}",
+                params={"sweep": plan.sweep, "seed": plan.root_seed, "replications": conf["replications"],
+                        "engines": ",".join(conf["engines"]), "policies": ",".join(conf["policies"]),
+                        "axes": json.dumps(conf["axes"]), "params": json.dumps(conf["params"]),
+                        "n_tasks": len(plan.tasks), "output_dir": str(out_dir)},
+                tags={"sweep": plan.sweep, "run_id": run_id},
+            )
+        state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
+        _write_state(out_dir, state)
     status = "FAILED"
     try:
         schema = schema_for(plan.param_types)
-        errors = execute(
-            plan.tasks, conf["execution"],
-            on_row=lambda row: write_row(results_dir, {**row, "sweep": plan.sweep, "run_id": run_id}, schema),
-            desc=plan.sweep,
-        )
+        try:
+            execute(
+                todo, conf["execution"],
+                on_row=lambda row: write_row(results_dir, {**row, "sweep": plan.sweep, "run_id": run_id}, schema),
+                desc=plan.sweep, session=session,
+            )
+        except KeyboardInterrupt:
+            status = "KILLED"
+            n_done = len(done_task_ids(results_dir)) if results_dir.exists() else 0
+            state["status"] = "interrupted"
+            _write_state(out_dir, state)
+            raise Interrupted(out_dir, n_done, len(plan.tasks)) from None
         frame = read_results(results_dir)
+        errors = int((frame["status"] == "error").sum()) if frame.height else 0
         frame.write_parquet(out_dir / "results.parquet")
         if errors:
             log.warning("%d of %d tasks failed; see the 'error' column of results.parquet", errors, len(plan.tasks))
@@ -112,19 +208,28 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
 
             log_sweep(tracker, plan, analysis, [out_dir / "results.parquet", out_dir / "config.yaml",
                                                  out_dir / "analysis", archive], elapsed, errors)
-        status = "FINISHED"
+        status = "FAILED" if errors else "FINISHED"
+        state["status"] = "failed" if errors else "finished"
+        state["n_failed"] = errors
+        state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        _write_state(out_dir, state)
+        (out_dir / PARTIAL_MARKER).unlink(missing_ok=True)
     finally:
+        if state["status"] == "running":  # an exception other than an interruption
+            state["status"] = "failed"
+            _write_state(out_dir, state)
         if tracker is not None:
             tracker.end(status)
     if not quiet:
         print_summary(analysis, plan)
-        print(f"\n{len(plan.tasks)} tasks ({errors} failed) in {elapsed:.1f} s"
-              f"{' on cluster ' + str(ray_address(conf['execution'])) if ray_address(conf['execution']) else ''}")
+        where = f" on cluster {session.address}" if session.address else ""
+        print(f"\n{len(plan.tasks)} tasks ({errors} failed{', ' + str(len(todo)) + ' run now' if resuming else ''})"
+              f" in {elapsed:.1f} s{where}")
         print(f"results:  {out_dir / 'results.parquet'}\nreport:   {analysis.get('report')}\narchive:  {archive}")
         if tracker is not None:
             print(f"mlflow:   {tracker.uri}  (run {tracker.parent_id})")
     return {"output_dir": out_dir, "frame": frame, "analysis": analysis, "archive": archive,
-            "errors": errors, "run_id": run_id, "plan": plan,
+            "errors": errors, "run_id": run_id, "plan": plan, "ran": len(todo),
             "mlflow_run_id": tracker.parent_id if tracker else None}
 
 

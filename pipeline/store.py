@@ -29,6 +29,7 @@ FIXED_SCHEMA: dict[str, pl.DataType] = {
     "seed": pl.Int64,
     **{name: RESULT_DTYPES[kind] for name, kind in RESULTS.items()},
     "wall_time": pl.Float64,
+    "node": pl.String,
     "status": pl.String,
     "error": pl.String,
 }

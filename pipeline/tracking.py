@@ -59,6 +59,26 @@ class SweepTracker:
         self._params(self.parent_id, params)
         return self.parent_id
 
+    def reopen(self, run_id: str) -> bool:
+        """Continue an earlier parent run (a resumed sweep); False if the store does not have it.
+        Its child runs, if any (a sweep resumed after it had finished), are deleted: the
+        resumed run logs every point again."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            return False
+        if run.info.experiment_id != self.experiment_id:
+            return False
+        for child in self.client.search_runs([self.experiment_id],
+                                             filter_string=f"tags.{MLFLOW_PARENT_RUN_ID} = '{run_id}'"):
+            self.client.delete_run(child.info.run_id)
+        self.client.update_run(run_id, status="RUNNING")
+        self.parent_id = run_id
+        return True
+
     def _params(self, run_id: str, params: dict) -> None:
         from mlflow.entities import Param
 

@@ -1,6 +1,7 @@
 """What runs inside a Ray task (or in-process with the serial backend).
 
-Imports only the standard library and ``sim``: workers on a cluster need nothing else.
+Imports only the standard library and ``sim`` (and Ray's runtime context, inside a Ray task):
+workers on a cluster need nothing else.
 Compiled kernels are imported inside the task, never passed in (see docs/architecture.md).
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ def row_header(task: dict) -> dict:
     meta = task["_meta"]
     return {"task_id": meta["task_id"], "point_id": meta["point_id"], "replication": meta["replication"],
             "engine": task["engine"], "policy": task["policy"], "seed": task.get("seed", 0),
-            **meta["params"], "status": "ok", "error": None}
+            **meta["params"], "status": "ok", "error": None, "node": "serial"}
 
 
 def run_one(task: dict) -> dict:
@@ -48,7 +49,15 @@ def run_one(task: dict) -> dict:
     return row
 
 
+def ray_node() -> str:
+    """The Ray node ID (hex, as ``ray list nodes`` shows it) of the worker running this."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
 def run_chunk(tasks: list[dict]) -> list[dict]:
-    """Run a group of small tasks one after another (one Ray task)."""
+    """Run a group of small tasks one after another (one Ray task); rows name the node."""
     configure_numba(1)
-    return [run_one(t) for t in tasks]
+    node = ray_node()
+    return [{**run_one(t), "node": node} for t in tasks]

@@ -11,12 +11,11 @@ from tests.helpers import CONF, REPO  # noqa: F401  (re-exported for fixtures)
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A real local Ray cluster of 2 CPUs shared by the tests that need one."""
-    from pipeline.execute import init_ray
+    from pipeline.execute import connect
 
     os.environ.pop("RAY_ADDRESS", None)
-    started = init_ray({"num_cpus": 2, "address": None})  # before importing ray (auth mode)
+    session = connect({"backend": "ray", "num_cpus": 2, "address": None})  # before importing ray
     import ray
 
     yield ray
-    if started:
-        ray.shutdown()
+    session.close()

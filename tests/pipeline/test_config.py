@@ -75,6 +75,10 @@ BAD = [
     (["params.events=10"], "events=10"),
     (["run.init=warm"], "run.init='warm'"),
     (["execution.backend=spark"], "execution.backend='spark'"),
+    (["execution.auth=kerberos"], "execution.auth='kerberos'"),
+    (["execution.tasks_per_cpu=0"], "execution.tasks_per_cpu=0"),
+    (["execution.address=local"], "execution.address='local'"),
+    (["execution.connect_timeout=0"], "execution.connect_timeout=0"),
     (["run.n_batches=100000"], "run.n_batches=100000"),
     (["params.lam=nan"], "lam=nan is not finite"),
     # distributed JIQ (sim/jiq): one clear message each
@@ -99,6 +103,10 @@ BAD = [
     (["policies=[jsq]", "engines=[slotted]", "+params.service_rates=[[999,1.0]]"], "service_rates"),
     (["policies=[jsq]", "engines=[slotted]", "+params.service_rates=[[999,1.0],[1,-1.0]]"], "-1.0"),
     (["policies=[jsq]", "engines=[slotted]", "+params.count_own=3"], "count_own=3"),
+    (["policies=[l_jsq]", "engines=[slotted]", "+params.msg_budget=-0.5"], "msg_budget=-0.5"),
+    (["policies=[l_jba]", "engines=[slotted]", "+params.msg_budget_pod_d=2000"], "msg_budget_pod_d=2000"),
+    (["policies=[l_jsq]", "engines=[slotted]", "+params.p_hat=0.5", "+params.msg_budget_pod_d=2"],
+     "msg_budget_pod_d=2 and p_hat=0.5 are both given"),
 ]
 
 

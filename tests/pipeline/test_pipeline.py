@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.archive import safe_extract
 from pipeline.errors import ConfigError
-from pipeline.execute import group_tasks
+from pipeline.execute import estimated_seconds, group_tasks
 from pipeline.reproduce import reproduce
 from pipeline.run import run_sweep, to_plain
 from pipeline.store import FIXED_SCHEMA, read_results, schema_for, write_row
@@ -139,11 +139,30 @@ def test_reproduce_refuses_unsafe_archives(tmp_path, name, kind, needle):
     assert not (tmp_path.parent / "escape.txt").exists()
 
 
-def test_grouping_reaches_min_seconds():
-    tasks = [{"engine": "agent", "events": 2_000_000}] * 25 + [{"engine": "meanfield"}] * 10
-    groups = group_tasks(tasks, min_seconds=1.0, events_per_second=2e7)
-    assert sum(len(g) for g in groups) == len(tasks)
-    assert all(len(g) >= 10 for g in groups[:-1])  # 10 x 0.1 s reach a second
+def test_grouping_follows_the_cpus_and_balances_cost():
+    tasks = [{"engine": "agent", "events": 2_000_000, "i": i} for i in range(25)] + \
+        [{"engine": "meanfield", "i": 25 + i} for i in range(10)]
+    for cpus in (1, 2, 8):
+        groups = group_tasks(tasks, cpus=cpus, tasks_per_cpu=4, events_per_second=2e7)
+        assert sorted(t["i"] for g in groups for t in g) == list(range(35))  # each task once
+        assert 0.75 * cpus * 4 <= len(groups) <= cpus * 4 + 1  # about tasks_per_cpu per CPU
+        costs = [sum(estimated_seconds(t, 2e7) for t in g) for g in groups]
+        assert costs == sorted(costs, reverse=True)  # the most expensive first
+        assert max(costs) <= 2 * sum(costs) / len(groups) + 0.1  # no group far above the mean
+    # tiny sweeps spread over the CPUs too (one task per Ray task)
+    tiny = [{"engine": "agent", "events": 1000}] * 6
+    assert [len(g) for g in group_tasks(tiny, cpus=4, tasks_per_cpu=4, events_per_second=5e7)] == [1] * 6
+    assert group_tasks([], cpus=2, tasks_per_cpu=4, events_per_second=5e7) == []
+
+
+def test_rows_name_their_node(smoke_run):
+    out, _ = smoke_run
+    frame = out["frame"]
+    assert frame["node"].null_count() == 0
+    import ray
+
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert set(frame["node"].unique()) <= alive
 
 
 def test_sub_halfin_whitt_runs_at_a_tiny_scale(tmp_path, ray_cluster):

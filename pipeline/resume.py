@@ -1,0 +1,59 @@
+"""``python -m pipeline.resume OUTPUT_DIR``: finish an interrupted or killed sweep in its folder.
+
+The run's own ``config.yaml`` is planned again and must give the tasks of its ``tasks.json``
+(same ids and seeds). Only the tasks without a result file run (``--retry-failed``: also those
+whose row is an error; their old rows move to ``results/failed/``); then the analysis, the
+archive and MLflow as usual, under the run's own run id and MLflow parent run (which is set back
+to RUNNING, then FINISHED, FAILED or KILLED). Every row is then what an uninterrupted run gives
+(``wall_time`` and ``node`` aside). Works after Ctrl-C, ``ray job stop`` and SIGKILL of the
+driver alike: each row is written atomically as its task finishes. Exit codes as ``python -m
+pipeline``.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pipeline.errors import ConfigError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipeline.resume", description=__doc__.split("\n\n")[0])
+    ap.add_argument("output_dir", type=Path, help="the run folder (it holds config.yaml, tasks.json, run.json)")
+    ap.add_argument("--retry-failed", action="store_true", help="also rerun the tasks whose row is an error")
+    ap.add_argument("--backend", choices=["ray", "serial"], default=None, help="override execution.backend")
+    ap.add_argument("--address", default=None,
+                    help="join this Ray cluster (default: the run's own execution.address)")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    from pipeline.__main__ import run_cli
+
+    def run():
+        from omegaconf import OmegaConf
+
+        from pipeline.run import run_sweep
+
+        folder = args.output_dir.resolve()
+        if not (folder / "config.yaml").is_file():
+            raise ConfigError(f"output_dir={str(args.output_dir)!r} has no config.yaml: not a run folder")
+        try:
+            cfg = OmegaConf.to_container(OmegaConf.load(folder / "config.yaml"), resolve=True)
+        except Exception as exc:
+            raise ConfigError(f"{folder / 'config.yaml'}: cannot read ({exc})") from None
+        cfg["output_dir"] = str(folder)
+        if args.backend:
+            cfg["execution"]["backend"] = args.backend
+        if args.address:
+            cfg["execution"]["address"] = args.address
+        if args.no_progress:
+            cfg["execution"]["progress"] = False
+        return run_sweep(cfg, resume=True, retry_failed=args.retry_failed)
+
+    return run_cli(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

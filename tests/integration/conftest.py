@@ -1,0 +1,126 @@
+"""Fixtures of the integration tests: real Ray clusters on loopback, driver subprocesses.
+
+These tests start real servers (``ray start`` nodes, local Ray clusters of driver processes)
+and stop them by PID. They are marked ``integration``: the fast suite skips them, `.ci/run`
+runs them (README's test command).
+"""
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.helpers import REPO
+from tests.loopback_cluster import LoopbackCluster
+
+#: the sweep every integration test runs: the smoke grid with tasks long enough to interrupt
+SWEEP = ["+sweep=smoke", "params.events=20000000", "replications=2"]
+#: columns that legitimately differ between runs of the same tasks
+VOLATILE = ("wall_time", "node", "run_id")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+def assert_same_rows(a: pl.DataFrame, b: pl.DataFrame) -> None:
+    """Every column but wall_time, node and run_id equal, bitwise, row by row (by task id)."""
+    cols = [c for c in a.columns if c not in VOLATILE]
+    assert sorted(cols) == sorted(c for c in b.columns if c not in VOLATILE)
+    a, b = a.sort("task_id"), b.sort("task_id")
+    assert a["task_id"].to_list() == b["task_id"].to_list()
+    for ra, rb in zip(a.select(cols).iter_rows(named=True), b.select(cols).iter_rows(named=True)):
+        for c in cols:
+            x, y = ra[c], rb[c]
+            same = (x == y) or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+            assert same, f"task {ra['task_id']}, column {c}: {x!r} != {y!r}"
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """The integration sweep run in-process with the serial backend: the rows to match."""
+    from pipeline.run import run_sweep, to_plain
+    from tests.helpers import compose
+
+    out = tmp_path_factory.mktemp("reference") / "out"
+    cfg = compose([*SWEEP, f"output_dir={out}", "mlflow.enabled=false", "execution.backend=serial",
+                   "execution.progress=false"])
+    return run_sweep(to_plain(cfg), quiet=True)["frame"]
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """Head (1 CPU) and two worker nodes (1 CPU each) on 127.0.0.2-4, with token auth."""
+    c = LoopbackCluster(tmp_path_factory.mktemp("cluster"), head_cpus=1, auth_token=secrets.token_hex(16))
+    try:
+        c.start_head()
+        c.add_node(cpus=1)
+        c.add_node(cpus=1)
+        yield c
+    finally:
+        c.stop()
+
+
+def driver_env(extra: dict | None = None, cluster: LoopbackCluster | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    if cluster is not None and cluster.token_path:
+        env["RAY_AUTH_TOKEN_PATH"] = str(cluster.token_path)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def start_driver(args: list[str], env: dict, log: Path, module: str = "pipeline") -> subprocess.Popen:
+    out = open(log, "wb")
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if cond():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached in {timeout} s" + (f"; log:\n{log.read_text()[-3000:]}" if log else ""))
+
+
+def n_results(out_dir: Path) -> int:
+    return len(list((out_dir / "results").glob("*.parquet"))) if (out_dir / "results").exists() else 0
+
+
+def kill_tree(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> list:
+    """Send ``sig`` to a driver and, after it, to every process it started (by PID)."""
+    import psutil
+
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        kids = []
+    proc.send_signal(sig)
+    return kids
+
+
+def reap(procs, timeout: float = 20) -> None:
+    """Wait for processes to end, then SIGKILL those still alive (by PID)."""
+    import psutil
+
+    gone, alive = psutil.wait_procs(procs, timeout=timeout)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass

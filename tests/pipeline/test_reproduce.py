@@ -1,0 +1,371 @@
+"""``python -m pipeline.reproduce``: a tiny real sweep (serial backend, MLflow off) is archived,
+altered in one place at a time, and reproduced; plus damaged, oversized and hostile archives."""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from pipeline import reproduce as rp
+from pipeline.archive import safe_extract
+from pipeline.errors import ConfigError
+from pipeline.run import run_sweep, to_plain
+from tests.helpers import REPO, compose
+
+TASK = "p00000-agent-r000"  # the row the alterations touch
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    """A sweep of 12 tasks that takes about a second: smoke with short runs, serial, no MLflow."""
+    tmp = tmp_path_factory.mktemp("reproduce")
+    cfg = compose(["+sweep=smoke", f"output_dir={tmp / 'out'}", "mlflow.enabled=false",
+                   "execution.progress=false", "execution.backend=serial", "params.events=20000",
+                   "axes.n_servers=[20,40]"])
+    out = run_sweep(to_plain(cfg), quiet=True)
+    assert (out["frame"]["status"] == "ok").all()
+    return out["archive"]
+
+
+def repack(archive: Path, dest: Path, edit) -> Path:
+    """``archive`` extracted (it is our own), ``edit(run_folder)`` applied, packed again."""
+    work = dest.parent / (dest.name + ".d")
+    with tarfile.open(archive) as tar:
+        tar.extractall(work, filter="data")
+    edit(work / "run")
+    with tarfile.open(dest, "w:gz") as tar:
+        tar.add(work / "run", arcname="run")
+    shutil.rmtree(work)
+    return dest
+
+
+def result_file(run: Path, task_id: str = TASK) -> Path:
+    (path,) = (run / "results").glob(f"{task_id}-*.parquet")
+    return path
+
+
+def edit_result(column: str, change):
+    def edit(run: Path) -> None:
+        path = result_file(run)
+        df = pl.read_parquet(path)
+        df.with_columns(pl.Series(column, [change(df[column][0])], dtype=df.schema[column])).write_parquet(path)
+    return edit
+
+
+def edit_summary(run: Path) -> None:
+    path = run / "analysis" / "summary.parquet"
+    df = pl.read_parquet(path)
+    values = df["mean_response"].to_list()
+    i = next(i for i, v in enumerate(values) if v is not None)
+    values[i] = values[i] * 1.001
+    df.with_columns(pl.Series("mean_response", values, dtype=pl.Float64)).write_parquet(path)
+
+
+def edit_report(run: Path) -> None:
+    path = run / "analysis" / "report.md"
+    text = path.read_text()
+    assert "Tasks: **12**" in text
+    path.write_text(text.replace("Tasks: **12**", "Tasks: **13**"))
+
+
+def run_main(args: list, capsys) -> tuple[int, str, str]:
+    code = rp.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_unaltered_archive_reproduces(archive, tmp_path, capsys):
+    code, out, _ = run_main([archive, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 0, out
+    assert out.rstrip().endswith("\nREPRODUCED")
+    assert "12/12 bitwise identical" in out
+    for name in ("summary.parquet", "report.md", "fits.json", "tail_pod.png"):
+        assert name in out.split("analysis:", 1)[1].splitlines()[0]
+    assert "mismatch" not in out
+
+
+@pytest.mark.parametrize("what", ["parameter", "seed", "estimate_1ulp", "summary", "report"])
+def test_each_alteration_is_named(archive, tmp_path, capsys, what):
+    ulp = {}
+
+    def nudge(x):
+        ulp["old"], ulp["new"] = x, math.nextafter(x, math.inf)
+        return ulp["new"]
+
+    edit, needle = {
+        "parameter": (edit_result("lam", lambda x: x + 0.01), f"results task_id={TASK} lam:"),
+        "seed": (edit_result("seed", lambda x: x + 1), f"results task_id={TASK} seed:"),
+        "estimate_1ulp": (edit_result("mean_response", nudge), f"results task_id={TASK} mean_response:"),
+        "summary": (edit_summary, "analysis/summary.parquet row "),
+        "report": (edit_report, "analysis/report.md line 3: archived 'Tasks: **13**"),
+    }[what]
+    altered = repack(archive, tmp_path / "altered.tar.gz", edit)
+    code, out, _ = run_main([altered, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 1, out
+    assert out.rstrip().endswith("NOT REPRODUCED")
+    assert needle in out, out
+    assert "mismatches:   1\n" in out, out  # exactly the altered cell or line, nothing else
+    if what == "estimate_1ulp":  # both values in full precision: they differ in the last digit
+        assert f"archived {ulp['new']!r}, rerun {ulp['old']!r}" in out, out
+    if what == "summary":
+        line = next(x for x in out.splitlines() if x.startswith("  analysis/summary.parquet"))
+        assert "policy='pod'" in line and "engine=" in line
+
+
+def test_many_mismatches_are_counted_beyond_the_first_20(archive, tmp_path, capsys):
+    def edit(run: Path) -> None:
+        for path in (run / "results").glob("*.parquet"):
+            df = pl.read_parquet(path)
+            df.with_columns(pl.col("seed") + 1, pl.col("lam") * 2).write_parquet(path)
+
+    altered = repack(archive, tmp_path / "altered.tar.gz", edit)
+    code, out, _ = run_main([altered, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 1
+    assert "mismatches:   24\n" in out and "  ... and 4 more\n" in out, out
+    assert sum(x.startswith("  results task_id=") for x in out.splitlines()) == 20
+
+
+def test_a_timing_line_alone_still_reproduces(archive, tmp_path, capsys):
+    def edit(run: Path) -> None:
+        path = run / "analysis" / "report.md"
+        lines = path.read_text().splitlines()
+        lines.insert(3, "Wall time: 12.25 s summed over tasks, finished 2026-12-01 11:42:07.")
+        path.write_text("\n".join(lines) + "\n")
+
+    altered = repack(archive, tmp_path / "altered.tar.gz", edit)
+    code, out, _ = run_main([altered, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 0, out
+    assert "timing lines: analysis/report.md line 4 left out" in out
+
+
+def test_timing_rule_and_excluded_columns():
+    timing = ["Wall time: 3.1 s", "wall_time_s = 4", "elapsed 2.0 s", "run on 2026-12-01",
+              "finished at 11:42:07", "outputs/smoke/2026-12-01_11-42-07/report.md"]
+    kept = ["mean response time 4.737 ± 1.8", "run length in fluid relaxation times (120)",
+            "| 20 | agent | 2 | t over R replications |", "sim_time 1234.5", "ratio 1:10"]
+    assert all(rp.TIMING.search(x) for x in timing)
+    assert not any(rp.TIMING.search(x) for x in kept)
+
+    old = pl.DataFrame({"task_id": ["a", "b"], "x": [1.0, 2.0], "wall_time": [1.0, 2.0],
+                        "node": ["n1", "n1"], "run_id": ["r1", "r1"], "only_old": [1, 2]})
+    new = pl.DataFrame({"task_id": ["b", "a"], "x": [2.0, 1.0], "wall_time": [9.0, 8.0],
+                        "node": ["n2", "n3"], "run_id": ["r2", "r2"]})
+    c = rp.Comparison(1e-9, True, [], [])
+    out = c.frames(old, new, "f")
+    assert out["rows"] == out["bitwise"] == 2
+    assert [m[:3] for m in c.mismatches] == [("f", "every row", "only_old")]
+
+
+def test_cells_bitwise_and_to_rtol():
+    x = 0.1
+    y = math.nextafter(x, 1.0)
+    assert rp.cell_difference(x, y, 1e-9, True) == ("", x, y)
+    assert rp.cell_difference(x, y, 1e-9, False) is None
+    assert rp.cell_difference([1.0, x], [1.0, y], 1e-9, True) == ("[1]", x, y)
+    assert rp.cell_difference(0.0, -0.0, 1e-9, True) is not None
+    assert rp.cell_difference(math.nan, math.nan, 1e-9, True) is None
+    assert rp.cell_difference(None, 0.0, 1e-9, False) is not None
+    assert rp.cell_difference(3, 3, 1e-9, True) is None and rp.cell_difference(3, 4, 0.5, False) is not None
+
+
+def test_png_pixels_ignore_metadata_but_not_pixels(archive, tmp_path):
+    with tarfile.open(archive) as tar:
+        png = tar.extractfile("run/analysis/tail_pod.png").read()
+    assert b"tEXt" in png
+    # the same image with another Software text chunk: same pixels
+    i = png.index(b"tEXt") - 4
+    n = int.from_bytes(png[i:i + 4], "big")
+    other = png[:i] + png[i + 12 + n:]
+    assert rp.png_pixels(other) == rp.png_pixels(png) is not None
+    c = rp.Comparison(1e-9, True, [], [])
+    c.image(png, other, "a.png")
+    assert not c.mismatches
+    # one pixel changed: a mismatch
+    import zlib
+    j = png.index(b"IDAT") - 4
+    m = int.from_bytes(png[j:j + 4], "big")
+    raw = bytearray(zlib.decompress(png[j + 8:j + 8 + m]))
+    raw[len(raw) // 2] ^= 0xFF
+    body = zlib.compress(bytes(raw))
+    chunk = len(body).to_bytes(4, "big") + b"IDAT" + body + zlib.crc32(b"IDAT" + body).to_bytes(4, "big")
+    c.image(png, png[:j] + chunk + png[j + 12 + m:], "a.png")
+    assert [m[:2] for m in c.mismatches] == [("a.png", "pixels")]
+
+
+def _short_tmp() -> Path:
+    # Ray puts sockets under $TMPDIR/ray; pytest's folders are too long for a unix socket path
+    return Path(tempfile.mkdtemp(prefix="lbr", dir="/tmp"))
+
+
+def test_archived_cluster_address_and_ray_address_are_not_used(archive, tmp_path):
+    address = "ray://10.255.255.1:10001"  # unroutable: joining it would hang
+
+    def edit(run: Path) -> None:
+        cfg = yaml.safe_load((run / "config.yaml").read_text())
+        cfg["execution"].update(backend="ray", address=address, num_cpus=64)
+        (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+    altered = repack(archive, tmp_path / "cluster.tar.gz", edit)
+    short = _short_tmp()
+    env = {**os.environ, "RAY_ADDRESS": address, "TMPDIR": str(short)}
+    env.pop("RAY_AUTH_MODE", None)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pipeline.reproduce", str(altered), "--out",
+                               str(tmp_path / "again"), "--no-progress", "--num-cpus", "2"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
+    finally:
+        elapsed = time.perf_counter() - t0
+        shutil.rmtree(short, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(local Ray cluster of 2 CPUs)" in proc.stdout
+    assert proc.stdout.rstrip().endswith("\nREPRODUCED")
+    assert f"archived execution settings not used (this machine's instead): address={address}, " \
+           "num_cpus=64" in proc.stderr
+    assert f"RAY_ADDRESS={address} is ignored" in proc.stderr
+    assert elapsed < 90, elapsed  # Ray's start is about 10 s here; a connection attempt hangs
+
+
+def test_execution_section_is_this_machines():
+    import dataclasses
+
+    from pipeline.config import ExecutionConfig
+
+    archived = {"backend": "ray", "address": "ray://10.255.255.1:10001", "num_cpus": 64,
+                "auth": "token", "connect_timeout": 600.0, "min_task_seconds": 30.0, "progress": True}
+    ex = rp.local_execution(archived, None, None, None, False)
+    assert ex == {**dataclasses.asdict(ExecutionConfig()), "backend": "ray", "address": None,
+                  "num_cpus": None, "progress": False}
+    assert rp.local_execution({"backend": "serial"}, None, None, 3, True)["backend"] == "serial"
+    assert rp.local_execution({"backend": "serial"}, "ray", None, 3, True)["num_cpus"] == 3
+    joined = rp.local_execution({"backend": "serial"}, None, "auto", None, True)
+    assert joined["backend"] == "ray" and joined["address"] == "auto"
+    with pytest.raises(ConfigError, match="needs the ray backend"):
+        rp.local_execution({}, "serial", "auto", None, True)
+
+
+def test_help_documents_address():
+    text = rp.parser().format_help()
+    assert "--address ADDR" in text and "RAY_ADDRESS" in text and "--max-bytes" in text
+
+
+def _damaged(archive: Path, tmp_path: Path, kind: str) -> Path:
+    data = archive.read_bytes()
+    path = tmp_path / f"{kind}.tar.gz"
+    if kind == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    elif kind == "not_gzip":
+        path.write_bytes(b"this is not an archive\n" * 100)
+    elif kind == "corrupt":
+        mid = len(data) // 2
+        path.write_bytes(data[:mid] + bytes(b ^ 0x5A for b in data[mid:mid + 64]) + data[mid + 64:])
+    elif kind == "empty":
+        path.write_bytes(b"")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["truncated", "not_gzip", "corrupt", "empty"])
+def test_damaged_archives_exit_2_with_one_line(archive, tmp_path, capsys, kind):
+    bad = _damaged(archive, tmp_path, kind)
+    code, out, err = run_main([bad, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: archive="), err
+    assert "Traceback" not in err and not out
+    assert not (tmp_path / "again").exists()
+
+
+def test_truncated_archive_on_the_command_line(archive, tmp_path):
+    bad = _damaged(archive, tmp_path, "truncated")
+    proc = subprocess.run([sys.executable, "-m", "pipeline.reproduce", str(bad)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
+    assert "damaged or truncated" in proc.stderr and not proc.stdout
+
+
+def test_declared_size_over_the_limit_is_refused_before_extracting(archive, tmp_path, capsys, monkeypatch):
+    calls = []
+    real = tarfile.TarFile.extract
+    monkeypatch.setattr(tarfile.TarFile, "extract", lambda self, *a, **k: calls.append(a) or real(self, *a, **k))
+    dest = tmp_path / "x"
+    with pytest.raises(ConfigError, match="refused before extracting"):
+        safe_extract(archive, dest, max_bytes=10_000)
+    assert not calls and not dest.exists()
+    code, _, err = run_main([archive, "--max-bytes", "10K", "--out", tmp_path / "again"], capsys)
+    assert code == 2 and "more than 10240 bytes" in err and err.count("\n") == 1
+    code, _, err = run_main([archive, "--max-members", "3", "--out", tmp_path / "again"], capsys)
+    assert code == 2 and "more than 3 members" in err
+    assert not calls and not (tmp_path / "again").exists()
+    # within the limits it extracts
+    assert (safe_extract(archive, dest) / "config.yaml").is_file() and calls
+
+
+def test_bytes_written_are_counted_too(tmp_path):
+    """A header that understates a member cannot exist in tar (the size *is* the header's); the
+    second count still stops an extraction whose files outgrow the limit."""
+    src = tmp_path / "run"
+    src.mkdir()
+    (src / "config.yaml").write_text("x: 1\n")
+    (src / "big.bin").write_bytes(b"\0" * 50_000)
+    path = tmp_path / "a.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(src, arcname="run")
+    with pytest.raises(ConfigError, match="more than 40000 bytes"):
+        safe_extract(path, tmp_path / "x", max_bytes=40_000)
+
+
+def test_no_temporary_folder_is_left(archive, tmp_path, capsys, monkeypatch):
+    tmpdir = tmp_path / "tmpd"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    left = lambda: sorted(p.name for p in tmpdir.glob("lbsweep-reproduce-*"))
+
+    assert run_main([archive, "--out", tmp_path / "ok", "--no-progress"], capsys)[0] == 0
+    assert left() == []
+    altered = repack(archive, tmp_path / "altered.tar.gz", edit_report)
+    assert run_main([altered, "--out", tmp_path / "bad", "--no-progress"], capsys)[0] == 1
+    assert left() == []
+    assert run_main([_damaged(archive, tmp_path, "truncated")], capsys)[0] == 2
+    assert left() == []
+
+    import pipeline.run
+
+    seen = []
+
+    def interrupted(cfg, quiet=False):
+        seen.append(left())  # the extraction folder exists while the rerun runs
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline.run, "run_sweep", interrupted)
+    code, _, err = run_main([archive, "--out", tmp_path / "int", "--no-progress"], capsys)
+    assert code == 130 and err == "error: interrupted\n"
+    assert len(seen) == 1 and len(seen[0]) == 1
+    assert left() == []
+
+
+@pytest.mark.parametrize("files,needle", [
+    ({"other.txt": "x"}, "no run/config.yaml inside"),
+    ({"config.yaml": "- a list\n"}, "config.yaml is not a mapping"),
+    ({"config.yaml": "name: x\nno_such_key: 1\n"}, "not a usable config"),
+    ({"config.yaml": "name: x\n"}, "run/tasks.json is missing or not JSON"),
+])
+def test_archives_that_are_not_runs_exit_2(tmp_path, capsys, files, needle):
+    src = tmp_path / "run"
+    src.mkdir()
+    for name, text in files.items():
+        (src / name).write_text(text)
+    path = tmp_path / "a.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(src, arcname="run")
+    code, out, err = run_main([path, "--out", tmp_path / "again"], capsys)
+    assert code == 2 and needle in err and err.count("\n") == 1 and not out, err
