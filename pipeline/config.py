@@ -80,6 +80,10 @@ class Config:
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     #: where results go (default: Hydra's run folder)
     output_dir: Optional[str] = None
+    #: dry run: validate, print the points, task count, events and estimated wall times; run nothing
+    plan: bool = False
+    #: the cluster size (CPUs) the dry run also estimates the wall time for
+    plan_cpus: int = 64
 
 
 def register() -> None:

@@ -236,24 +236,40 @@ def execute(
     session = session or connect(exec_cfg)
     groups = group_tasks(tasks, session.cpus, int(exec_cfg.get("tasks_per_cpu") or 4),
                          exec_cfg["events_per_second"])
-    bar = tqdm(total=len(tasks), desc=desc, unit="task", disable=not exec_cfg.get("progress", True),
-               dynamic_ncols=True, smoothing=0.1)
-    errors = 0
+    # The bar advances by each task's estimated cost, so its ETA is a cost-weighted one (tasks
+    # of different N or length would otherwise make it swing); the postfix counts tasks.
+    cost = {id(t): estimated_seconds(t, exec_cfg["events_per_second"]) for t in tasks}
+    by_task_id = {t["_meta"]["task_id"]: cost[id(t)] for t in tasks if "_meta" in t}
+    bar = tqdm(total=sum(cost.values()) or 1.0, desc=desc, disable=not exec_cfg.get("progress", True),
+               dynamic_ncols=True, smoothing=0.05,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
+    done = errors = 0
+    advanced = 0.0
+    bar.set_description_str(f"{desc} 0/{len(tasks)} tasks", refresh=False)
 
     def deliver(rows: Iterable[dict]) -> None:
-        nonlocal errors
+        nonlocal errors, done, advanced
         for row in rows:
             errors += row["status"] == "error"  # "unstable" (slotted engine) is a result
             on_row(row)
-            bar.update(1)
+            done += 1
+            bar.set_description_str(f"{desc} {done}/{len(tasks)} tasks"
+                                    + (f" ({errors} failed)" if errors else ""), refresh=False)
+            step = by_task_id.get(row.get("task_id"), 0.0)
+            step = bar.total - advanced if done == len(tasks) else min(step, bar.total - advanced)
+            advanced += step
+            bar.update(step)
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
     try:
-        if session.backend == "serial":
-            worker.configure_numba(1)
-            for group in groups:
-                deliver([worker.run_one(t) for t in group])
-        else:
-            _execute_ray(groups, exec_cfg, deliver)
+        with logging_redirect_tqdm():  # log lines go above the bar, not onto it
+            if session.backend == "serial":
+                worker.configure_numba(1)
+                for group in groups:
+                    deliver([worker.run_one(t) for t in group])
+            else:
+                _execute_ray(groups, exec_cfg, deliver)
     finally:
         bar.close()
         if own:

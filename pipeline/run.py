@@ -94,6 +94,14 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     """
     conf = to_plain(cfg)
     plan = make_plan(conf)
+    if conf.get("plan"):
+        from pipeline.dryrun import describe
+
+        cpus = conf.get("plan_cpus", 64)
+        if not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 1:
+            raise ConfigError(f"plan_cpus={cpus!r} must be a positive integer")
+        print(describe(plan, conf, cpus))
+        return {"errors": 0, "plan": plan, "dry_run": True}
     if not conf.get("output_dir"):
         raise ConfigError("output_dir is not set (it defaults to Hydra's run folder)")
     out_dir = Path(conf["output_dir"]).resolve()
@@ -257,6 +265,14 @@ def print_summary(analysis: dict, plan: Plan) -> None:
         {"mean_response_hw": "ci95_halfwidth", "mean_response_mf": "meanfield", "mean_response_gap": "gap"},
         strict=False,
     )
+    # adapt to the sweep: no column that is empty throughout (e.g. no mean field), and parameter
+    # columns whose values are all whole numbers printed as integers
+    table = table.select([c for c in table.columns if table[c].null_count() < table.height])
+    for c in shown:
+        if c in table.columns and table[c].dtype == pl.Float64:
+            vals = table[c].drop_nulls()
+            if vals.len() and (vals == vals.round(0)).all() and vals.abs().max() < 2 ** 53:
+                table = table.with_columns(pl.col(c).cast(pl.Int64))
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_hide_dataframe_shape=True, float_precision=4,
                    tbl_width_chars=200, tbl_hide_column_data_types=True):
         print(table)

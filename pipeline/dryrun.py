@@ -1,0 +1,105 @@
+"""``python -m pipeline +sweep=NAME plan=true``: what a sweep would do, and how long it would take.
+
+Validates the sweep as a real run does, then prints its points, task count and total events,
+and an estimated wall time on this machine and on a cluster of ``plan_cpus`` CPUs. Starts no Ray,
+writes no file, logs nothing to MLflow.
+
+The estimate is measured, not guessed: for each (engine, policy, variant) of the sweep, the task with the
+most servers runs for a short while in this process (a warm-up run first, so that compilation is
+not counted), and its CPU time per event scales every task of that pair to its own event count.
+Mean-field tasks count as a short fixed time. The wall time on P CPUs is that of the
+longest-first schedule of the tasks on P CPUs plus Ray's start, about what the grouping achieves.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from collections import defaultdict
+
+from pipeline.execute import MEANFIELD_SECONDS
+from pipeline.plan import Plan
+
+#: events of each timing run (and a tenth of that as the warm-up)
+PROBE_EVENTS = 200_000
+#: what starting a local Ray cluster costs here, seconds
+RAY_START_SECONDS = 6.0
+
+
+def _events(task: dict) -> int:
+    return int(task.get("events") or 0)
+
+
+def _key(task: dict) -> tuple:
+    return task["engine"], task["policy"], task["_meta"]["params"].get("variant") or ""
+
+
+def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, float]:
+    """CPU seconds per event of each (engine, policy, variant), on its largest-N task."""
+    import sim
+
+    largest: dict[tuple, dict] = {}
+    for t in plan.tasks:
+        if t["engine"] == "meanfield":
+            continue
+        key = _key(t)
+        if key not in largest or t["n_servers"] > largest[key]["n_servers"]:
+            largest[key] = t
+    per_event = {}
+    for key, t in largest.items():
+        task = {k: v for k, v in t.items() if k != "_meta"}
+        n = max(1000, min(probe_events, _events(t)))
+        sim.run({**task, "events": max(n // 10, 1000)})
+        c0 = time.process_time()
+        sim.run({**task, "events": n})
+        per_event[key] = (time.process_time() - c0) / n
+    return per_event
+
+
+def task_seconds(plan: Plan, per_event: dict[tuple, float]) -> list[float]:
+    return [MEANFIELD_SECONDS if t["engine"] == "meanfield"
+            else per_event[_key(t)] * _events(t) for t in plan.tasks]
+
+
+def wall_seconds(costs: list[float], cpus: int) -> float:
+    """Makespan of the longest-first schedule on ``cpus`` CPUs."""
+    loads = [0.0] * max(1, cpus)
+    heapq.heapify(loads)
+    for c in sorted(costs, reverse=True):
+        heapq.heappush(loads, heapq.heappop(loads) + c)
+    return max(loads) + RAY_START_SECONDS
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) -> str:
+    lines = [f"sweep {plan.sweep!r}: {len(plan.points)} points, {len(plan.tasks)} tasks "
+             f"({sum(t['engine'] != 'meanfield' for t in plan.tasks)} simulations), "
+             f"{sum(_events(t) for t in plan.tasks if t['engine'] != 'meanfield'):.3g} events in all"]
+    by_engine: dict[str, int] = defaultdict(int)
+    for t in plan.tasks:
+        by_engine[t["engine"]] += 1
+    lines.append("tasks by engine: " + ", ".join(f"{e} {n}" for e, n in sorted(by_engine.items())))
+    lines.append("varying: " + (", ".join(plan.varying) or "(nothing)"))
+    shown = 12
+    for p in plan.points[:shown]:
+        lines.append(f"  {p.label()}")
+    if len(plan.points) > shown:
+        lines.append(f"  ... and {len(plan.points) - shown} more points")
+    if not measure:
+        return "\n".join(lines)
+    per_event = measure_costs(plan)
+    costs = task_seconds(plan, per_event)
+    here = int(conf["execution"].get("num_cpus") or os.cpu_count() or 1)
+    lines.append("measured CPU time per event here (largest N of each): " + ", ".join(
+        f"{'/'.join(filter(None, k))} {v * 1e9:.0f} ns" for k, v in sorted(per_event.items())))
+    lines.append(f"estimated: {sum(costs) / 3600:.2f} core-hours; the dearest task {_duration(max(costs))}; "
+                 f"wall time {_duration(wall_seconds(costs, here))} on this machine ({here} CPUs), "
+                 f"{_duration(wall_seconds(costs, cluster_cpus))} on {cluster_cpus} CPUs")
+    return "\n".join(lines)
