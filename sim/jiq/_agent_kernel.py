@@ -38,6 +38,18 @@ times ``N`` for ``r`` = 10: K = 16 or 32, as the longest of 10**5 I-queues is 13
 O(1) uniform draw; one permutation of the servers cut into per-I-queue blocks cannot grow a
 block in O(1).)
 
+Random draws per event (xoshiro256+, :mod:`sim.core.rng`): one raw draw ``r`` decides the
+kind (an arrival iff ``r < p_arrival``, the whole 64-bit word) and, by its low half
+(:func:`below` of ``r << 32``), the scheduler or the server; an arrival then makes one draw for
+the member of the own I-queue or the blind server (``d`` probes under jiq_pod), and a service
+at a busy server one for the I-queue it would join (:func:`_join_draw`; jiq_sqd samples ``d``
+I-queues when a server joins instead). Bias of the shared draw: given the kind, the low half
+is uniform except when the high half equals that of ``p_arrival`` (probability < 2**-32 /
+min(p, 1 - p) with ``p = lam / (1 + lam)``), and :func:`below` adds its usual bias < n / 2**32
+(2.3e-4 at n = 10**6). The index ``floor(lo * n / 2**32)`` of the low half ``lo`` depends on
+its 3 lowest bits, the weak ones of xoshiro256+ (low linear complexity), only for a fraction
+< 8 n / 2**32 of the draws (1.9e-3 at n = 10**6), and then by one.
+
 Counters: the number of empty I-queues, and (jiq_original, jiq_threshold) of listed servers,
 are loop locals with lazily integrated areas (a change ``delta`` at event ``e`` adds ``delta *
 (e - e0)``, as in :mod:`sim.core.windows`); ``ctr`` carries the two counts across stops. Under
@@ -74,6 +86,8 @@ POLICY_CODES: dict[str, int] = {
 # ctr indices: number of empty I-queues, of listed servers
 N_EMPTY, LISTED = 0, 1
 N_CTR = 2
+
+_U32 = np.uint64(32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,14 +246,25 @@ def _joins(policy, z, lvl, listed):
 
 
 @njit(cache=True)
-def _join_target(policy, d, use_fy, isize, ssamp, s0, s1, s2, s3):
-    """The I-queue a server joins: the shortest of ``d`` sampled (jiq_sqd), else uniform."""
+def _join_target(policy, d, use_fy, isize, ssamp, rj, s0, s1, s2, s3):
+    """The I-queue a server joins: the shortest of ``d`` sampled by fresh draws (jiq_sqd),
+    else a uniform one by the service's join draw ``rj`` (:func:`_join_draw`)."""
     if policy == JIQ_SQD and use_fy:
         return _shortest_fy(isize, d, ssamp, s0, s1, s2, s3)
     if policy == JIQ_SQD:
         return _shortest_rej(isize, d, ssamp, s0, s1, s2, s3)
-    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-    return below(r, isize.size), s0, s1, s2, s3
+    return below(rj, isize.size), s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _join_draw(policy, s0, s1, s2, s3):
+    """The raw draw of the I-queue that a server would join, made at every service of a busy
+    server, whether it then joins or not (so that the join can be branch-free, and the random
+    stream does not depend on the branch); none under jiq_sqd, which samples ``d`` I-queues
+    only when a server joins."""
+    if policy == JIQ_SQD:
+        return np.uint64(0), s0, s1, s2, s3
+    return next_raw(s0, s1, s2, s3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,8 +316,9 @@ def apply_completion(policy, d, z, n, q, iq, isize, where, kshift, state):
     probes = 0
     lvl = q[n] - 1
     q[n] = lvl
+    rj, s0, s1, s2, s3 = _join_draw(policy, s0, s1, s2, s3)
     if _joins(policy, z, lvl, policy == JIQ_ORIGINAL and where[n] >= 0):
-        m, s0, s1, s2, s3 = _join_target(policy, d, use_fy, isize, ssamp, s0, s1, s2, s3)
+        m, s0, s1, s2, s3 = _join_target(policy, d, use_fy, isize, ssamp, rj, s0, s1, s2, s3)
         if policy == JIQ_SQD:
             probes += 2 * d
         _iq_add(n, m, iq, isize, where, kshift)
@@ -433,13 +459,59 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
     calls LLVM did not inline them, 68 ns/event; split into the small functions above, 20
     ns/event. Counters are local scalars.
 
-    Look-ahead: the two raw draws that start every event (arrival or service token; the
-    scheduler or the server) are made one event ahead, and the I-queue row of the next event's
-    scheduler, or the next server's queue, is prefetched, so that the next event's first cache
-    miss overlaps this event's work (the law is unchanged: the draws are independent of the
-    state). Measured (CPU time, lam = 0.9, r = 10): about -25% per event at N = 10**6, +-5% at
-    N = 10**4. The two draws are kept in ``look`` across stops, so that where the loop stops
-    (ring growth, ``check`` mode) does not change the random stream.
+    Structure of one event (see the module docstring, "Random draws", for the draws):
+
+    - look-ahead: the event's draw ``r`` was made one event ahead; the next event's is drawn
+      now, and both of its possible first reads (its scheduler's I-queue length and row, or its
+      server's queue, head and first ring line) are prefetched without a branch on its kind, so
+      that the misses overlap this event's work (the law is unchanged: draws do not depend on
+      the state). ``look`` keeps the draw across stops, so that where the loop stops (ring or
+      row growth, ``check`` mode) does not change the random stream;
+    - arrival (``r < p_arrival``) at scheduler ``m``: a member of its own I-queue, else a blind
+      choice (:func:`_blind`). Under jiq, jiq_pod and jiq_sqd a member is idle with its ring at
+      slot 0, so that path writes ``q[n] = 1`` and ``buf[n, 0]`` without reading the server's
+      queue or head (the end of the dependency chain I-queue length -> row -> server);
+      otherwise (blind, or a policy whose listed servers may be busy) the general path reads
+      ``q[n]`` and ``head[n]`` and applies :func:`_is_listed` / :func:`_on_task`;
+    - service token at server ``n``: wasted if idle; else the head task leaves, the next one
+      starts (branch-free), the join draw is made (:func:`_join_draw`) and, if the server is
+      now idle, it joins an I-queue. Under jiq and jiq_pod the join is branch-free (the server
+      is idle after about half of the services, a hard branch to predict): the drawn row's
+      next slot, its length, the empty count and ``where[n]`` are written in any case, with
+      values that leave them unchanged when the server stays busy.
+
+    Measured (AMD EPYC Zen 4, 2 cores shared with other jobs, lam = 0.9, r = 10, marginal CPU
+    time, each variant timed interleaved in one process, best of 8-12 runs; pod agent 7.8-8.4
+    ns/event): the previous loop (two draws ahead, a fresh draw for the member, the blind
+    server and the join, a branch on the join and on the look-ahead's kind) took 14.4-15.0
+    ns/event for jiq and 14.9-15.6 for jiq_pod at N = 10**4, this one 12.8-13.3 and 14.5-14.8;
+    at N = 10**6 (best of 3) 111 -> 95 and 107 -> 74; ``benchmarks/bench_jiq.py`` run back to
+    back, N = 10**4: jiq 14.7 -> 13.4, jiq_pod 15.6 -> 14.4 (pod 7.9 and 8.3), results of the
+    same law but a different random stream. Tried without gain (N = 10**4): the
+    general arrival path made branch-free (both candidates computed, the removal a no-op when
+    the server is busy: +3.5 ns, the longer chain of dependent loads costs more than the
+    mispredicted branch), the secondary indices taken from a second draw made ahead with its
+    targets prefetched (+0.5 to +1.5 ns: more live registers and instructions), ``q`` and
+    ``head`` packed in one uint64 per server, unsigned I-queue positions (no wraparound code),
+    a join counter derived from ``cnt[1]``, a d = 2 special case of the probes, and dropping
+    any one of the prefetches (each +0 to +1 ns); without the look-ahead the loop takes +1.6
+    ns/event even at N = 10**4. Where the rest of the gap to the pod agent goes (the pod model,
+    power-of-2 routing without I-queues, run inside this loop, N = 10**4): 11.8 ns/event, 10.5
+    without the prefetches, 8.5 without also the test of the scheduler's I-queue length (never
+    true there: its load, branch and code), 8.1 without also the draw ahead; the I-queue work
+    itself adds about 1.5 ns to that.
+
+    Ring buffers: a server's ring restarts at slot 0 whenever its queue empties (``head[n] =
+    0``; the FIFO order is unchanged), so a busy period shorter than a cache line's worth of
+    slots touches one line of the ring, and the look-ahead of a service token also prefetches
+    that first line. Profiled (perf cpu-clock samples on the compiled loop, jiq and jiq_pod,
+    N = 10**4): a third of the loop's samples sat on the ring buffer accesses (the service's
+    read of the head's arrival, the arrival's write at the tail), at the end of the arrival's
+    dependency chain (I-queue length, row, the server's queue and head); with jiq's rings of
+    C = 32 int32 (1.3 MB for 10**4 servers, above the 1 MB L2 of the measuring machine) every
+    line of a ring was in use. Measured (AMD EPYC Zen 4, 2 shared cores, best of 10, marginal
+    CPU time): jiq 15.2 -> 14.3 ns/event at N = 10**4 and 100 -> 93 at N = 10**6 (best of 3);
+    jiq_pod 15.3 -> 15.0 and 107 -> 91; results bitwise unchanged.
 
     Techniques of the dispatch kernel, adopted for the same measured reasons: ``q`` and
     ``head`` are uint32 (non-negative to LLVM, so numba's negative-index wraparound of
@@ -454,6 +526,8 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
     # under jiq, jiq_pod and jiq_sqd the listed servers are the idle ones, so their count and
     # area follow from cnt[1] and acc[1]; jiq_original and jiq_threshold keep a counter
     track_listed = policy == JIQ_ORIGINAL or policy == JIQ_THRESHOLD
+    listed_idle = not track_listed  # jiq, jiq_pod, jiq_sqd: listed <=> idle
+    uniform_join = policy == JIQ or policy == JIQ_POD  # a uniform I-queue, branch-free
 
     @njit(cache=True)
     def run_span(d, z, p_arrival, q, buf, head, cnt, acc, iq, isize, where, kshift, samp, ssamp,
@@ -473,15 +547,15 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
         c = buf.shape[1]
         mask = c - 1
         kc = np.int64(1) << kshift
+        rows = buf.reshape(-1)  # the ring buffers as one flat view, for the prefetch
         shift = window_shift(bounds)
         n_empty = ctr[N_EMPTY]
         listed = ctr[LISTED]
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-        if look[2] != np.uint64(0):  # the draws made ahead by the previous span
-            ra, rb = look[0], look[1]
+        if look[1] != np.uint64(0):  # the draw made ahead by the previous span
+            ra = look[0]
         else:
             ra, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-            rb, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         w = w_first
         e_next = e_first
         full = False
@@ -498,21 +572,20 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
             e = e_next
             while e < e1:
                 de = e - e0
-                # this event's two draws (kind, index) were made one event ahead; draw the next
-                # event's and prefetch what it will read first (its scheduler's I-queue, or its
-                # server), so that the cache miss overlaps this event's work
+                # this event's draw (kind: the whole word; scheduler or server: its low half)
+                # was made one event ahead; draw the next event's and prefetch what it will
+                # read first, for either kind (no branch), so that the misses overlap this
+                # event's work
                 r = ra
-                r2 = rb
+                r2 = r << _U32
                 ra, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                rb, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                if ra < p_arrival:
-                    m_next = below(rb, n_sched)
-                    prefetch(isize, m_next)
-                    prefetch(iq, m_next << kshift)
-                else:
-                    n_next = below(rb, n_servers)
-                    prefetch(q, n_next)
-                    prefetch(head, n_next)
+                m_next = below(ra << _U32, n_sched)
+                n_next = below(ra << _U32, n_servers)
+                prefetch(isize, m_next)
+                prefetch(iq, m_next << kshift)
+                prefetch(q, n_next)
+                prefetch(head, n_next)
+                prefetch(rows, n_next * c)  # its ring's first line (see the docstring)
                 if r < p_arrival:
                     # ---- arrival at a uniform scheduler
                     m = below(r2, n_sched)
@@ -525,32 +598,45 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
                     else:
                         n, s0, s1, s2, s3 = _blind(policy, d, pod_fy, q, samp, s0, s1, s2, s3)
                         probes += blind_probes * d
-                    lvl = q[n]
-                    if own or _is_listed(policy, z, n, lvl, where):
-                        leave, msg = _on_task(policy, z, lvl, own)
-                        if leave:
-                            if own:
-                                left = _iq_remove_at(pos, m, iq, isize, where, kshift)
-                            else:
-                                left = _iq_remove(n, iq, isize, where, kshift)
-                            if left == 0:
-                                n_empty += 1
-                                eacc += de
-                            if track_listed:
-                                listed -= 1
-                                lacc -= de
-                        deletes += msg
-                    buf[n, (head[n] + lvl) & mask] = e
-                    q[n] = lvl + 1
-                    cnt[lvl + 1] += 1
-                    acc[lvl + 1] += de
-                    arrivals += 1
-                    if lvl > 0:
-                        waited += 1
-                    if lvl + 1 == c:  # ring full: stop after this event and grow
-                        full = True
-                        e += 1
-                        break
+                    if own and listed_idle:
+                        # a member is idle, and its ring restarted at slot 0 when it emptied:
+                        # neither q[n] nor head[n] is read
+                        left = _iq_remove_at(pos, m, iq, isize, where, kshift)
+                        emptied = np.int64(left == 0)
+                        n_empty += emptied
+                        eacc += emptied * de
+                        buf[n, 0] = e
+                        q[n] = 1
+                        cnt[1] += 1
+                        acc[1] += de
+                        arrivals += 1
+                    else:
+                        lvl = q[n]
+                        if own or _is_listed(policy, z, n, lvl, where):
+                            leave, msg = _on_task(policy, z, lvl, own)
+                            if leave:
+                                if own:
+                                    left = _iq_remove_at(pos, m, iq, isize, where, kshift)
+                                else:
+                                    left = _iq_remove(n, iq, isize, where, kshift)
+                                if left == 0:
+                                    n_empty += 1
+                                    eacc += de
+                                if track_listed:
+                                    listed -= 1
+                                    lacc -= de
+                            deletes += msg
+                        buf[n, (head[n] + lvl) & mask] = e
+                        q[n] = lvl + 1
+                        cnt[lvl + 1] += 1
+                        acc[lvl + 1] += de
+                        arrivals += 1
+                        if lvl > 0:
+                            waited += 1
+                        if lvl + 1 == c:  # ring full: stop after this event and grow
+                            full = True
+                            e += 1
+                            break
                 else:
                     # ---- service token at a uniform server: wasted if idle
                     n = below(r2, n_servers)
@@ -562,7 +648,9 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
                             wa = window_of(a, shift)
                             w_jobs[wa] += 1
                             w_resp[wa] += e - a
-                        h = (h + 1) & mask
+                        # a ring that empties restarts at slot 0, so short busy periods
+                        # stay in its first cache line
+                        h = ((h + 1) & mask) if lvl > 1 else 0
                         head[n] = h
                         q[n] = lvl - 1
                         cnt[lvl] -= 1
@@ -575,10 +663,32 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
                         wa = window_of(max(a, 0), shift)
                         w_starts[wa] += np.int64(ok)
                         w_wait[wa] += (e - a) if ok else 0.0
-                        if _joins(policy, z, lvl - 1,
-                                  policy == JIQ_ORIGINAL and where[n] >= 0):
+                        rj, s0, s1, s2, s3 = _join_draw(policy, s0, s1, s2, s3)
+                        if uniform_join:
+                            # branch-free (whether it is now idle, lvl == 1, is about as
+                            # likely as not): the slot past the end of the drawn row is written
+                            # in any case, unused if the server stays busy (a row is never full
+                            # inside the loop), and a busy server stays unlisted (-1)
+                            j = np.int64(lvl == 1)
                             m, s0, s1, s2, s3 = _join_target(policy, d, sqd_fy, isize, ssamp,
-                                                             s0, s1, s2, s3)
+                                                             rj, s0, s1, s2, s3)
+                            sz = isize[m]
+                            pos = (np.int64(m) << kshift) + sz
+                            iq[pos] = n
+                            where[n] = pos if j else -1
+                            isize[m] = sz + j
+                            filled = j & np.int64(sz == 0)
+                            n_empty -= filled
+                            eacc -= filled * de
+                            joins += j
+                            if sz + j == kc:  # I-queue row full: stop after this event and grow
+                                full = True
+                                e += 1
+                                break
+                        elif _joins(policy, z, lvl - 1,
+                                    policy == JIQ_ORIGINAL and where[n] >= 0):
+                            m, s0, s1, s2, s3 = _join_target(policy, d, sqd_fy, isize, ssamp,
+                                                             rj, s0, s1, s2, s3)
                             probes += join_probes * d
                             sz = _iq_add(n, m, iq, isize, where, kshift)
                             if sz == 1:
@@ -621,8 +731,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
         ctr[N_EMPTY] = n_empty
         ctr[LISTED] = listed
         look[0] = ra  # kept for the next span, so that a stop does not change the stream
-        look[1] = rb
-        look[2] = np.uint64(1)
+        look[1] = np.uint64(1)
         state[0] = s0
         state[1] = s1
         state[2] = s2
@@ -677,7 +786,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     ctr[LISTED] = int(isize.sum())
     n_windows = bounds.size - 1
     run_span = _make_run_span(policy, pod_fy, sqd_fy)
-    look = np.zeros(3, dtype=np.uint64)  # two raw draws made ahead, and whether they are set
+    look = np.zeros(2, dtype=np.uint64)  # the raw draw made ahead, and whether it is set
     # uint32 working copies (see _make_run_span); values are below the ring capacity
     qw = q.astype(np.uint32)
     hw = head.astype(np.uint32)
