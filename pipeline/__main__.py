@@ -8,6 +8,7 @@ written); 130 interrupted by Ctrl-C or SIGTERM (MLflow run KILLED, folder marked
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
@@ -49,8 +50,22 @@ def run_cli(run) -> int:
     return EXIT_TASKS_FAILED if out["errors"] else 0
 
 
+#: set when Hydra has composed the config and called :func:`main`: an exception before that is
+#: Hydra's own refusal of the input (misspelt key, wrong type, unknown or unreadable sweep file)
+_started = False
+#: Hydra prints its own refusals (exit 1, several lines, sometimes a traceback) unless this is set;
+#: set it while composing so that the refusal reaches :func:`cli` (and unset it for the run)
+_FULL_ERROR = "HYDRA_FULL_ERROR"
+#: whether :func:`cli` set HYDRA_FULL_ERROR (rather than the user)
+_ours = False
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    global _started
+    _started = True
+    if _ours:
+        os.environ.pop(_FULL_ERROR, None)  # from here on Hydra reports as usual
     from pipeline.run import run_sweep
 
     code = run_cli(lambda: run_sweep(cfg))
@@ -58,5 +73,32 @@ def main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
+def cli() -> None:
+    """:func:`main`, with Hydra's refusals of the input as one line and exit code 2 (README)."""
+    global _ours
+    from pipeline.config import compose_error_message
+    from pipeline.run import EXIT_CONFIG
+
+    user_full_error = os.environ.get(_FULL_ERROR)
+    if not user_full_error:
+        os.environ[_FULL_ERROR], _ours = "1", True
+    try:
+        main()
+    except SystemExit:
+        raise
+    except Exception as exc:  # Hydra's refusal, or a failure of the run itself
+        if _started:
+            raise
+        if user_full_error:  # asked for the full stack trace: show it too
+            import traceback
+
+            traceback.print_exc()
+        print(f"configuration error: {compose_error_message(exc)}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    finally:
+        if _ours:
+            os.environ.pop(_FULL_ERROR, None)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -4,13 +4,27 @@ Registered with Hydra's ConfigStore as ``lbsweep_schema`` and used as the first 
 ``conf/config.yaml``'s defaults list, so that composition refuses a misspelt top-level key
 (for example in a sweep file) and a value of the wrong type, naming the key. The values
 themselves (ranges, names of policies, formulas) are checked in :mod:`pipeline.plan`.
+
+Hydra's own refusals (a misspelt key, a wrong type, an unknown or unreadable sweep file) are
+turned into one line by :func:`compose_error_message`, so that ``python -m pipeline`` shows
+every refusal the same way (exit code 2). ``conf/config.yaml`` builds Hydra's run folder from
+``name`` through the resolver ``lbsweep_folder`` (:func:`run_folder_name`): a name that could
+leave ``outputs/`` (``../../x``) becomes :data:`REFUSED_NAME_FOLDER`, so Hydra's log of the
+refusal stays under ``outputs/``; the plan then refuses the name itself.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from pipeline.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass
@@ -86,8 +100,100 @@ class Config:
     plan_cpus: int = 64
 
 
+def check_name(name) -> str:
+    """``name`` if it can name a folder under ``outputs/`` (and an MLflow run); else ConfigError."""
+    if (not isinstance(name, str) or not name or any(c in name for c in "/\\")
+            or name.startswith(".") or name != name.strip() or not name.isprintable()):
+        raise ConfigError(f"name={name!r} must be a non-empty name without slashes, leading dot "
+                          "or surrounding spaces")
+    return name
+
+
+#: the run folder (under ``outputs/``) of a run whose ``name`` is refused: it holds only the log
+REFUSED_NAME_FOLDER = "_refused_name"
+
+
+def run_folder_name(name) -> str:
+    """``name`` if it is a valid sweep name, else :data:`REFUSED_NAME_FOLDER` (never raises:
+    the plan refuses the name with the usual one-line message and exit code 2)."""
+    try:
+        return check_name(name)
+    except ConfigError:
+        return REFUSED_NAME_FOLDER
+
+
+def compose_error_message(exc: BaseException) -> str:
+    """One line for an exception raised while Hydra composes the config (bad override, unknown
+    key or sweep, a sweep file that is not YAML or not text), naming the key or file."""
+    import yaml
+
+    from hydra.errors import MissingConfigException
+
+    seen = exc
+    while seen is not None:  # a ConfigError (from a resolver) says it best
+        if isinstance(seen, ConfigError):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        problem = (exc.problem or "").replace("\t", "\\t")
+        context = f" ({exc.context})" if exc.context else ""
+        return f"config file {where}: not valid YAML: {problem}{context}"
+    if isinstance(exc, yaml.YAMLError):
+        return f"a config file is not valid YAML: {_one_line(str(exc))}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"config file {_file_in_traceback(exc)} is not text (UTF-8): {exc.reason} at byte {exc.start}"
+    text = str(exc)
+    cause = exc.__cause__
+    if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
+        first = text.strip().splitlines()[0]
+        return f"{first}; available: {', '.join(exc.options) or '(none)'}"
+    m = re.match(r"In '(sweep/[^']+)': ConfigKeyError", text)
+    if m and "Key 'sweep' not in" in (str(cause) if cause else text):
+        return (f"{m.group(1)}.yaml: its first line must be '# @package _global_' (without it "
+                "its keys land under 'sweep', which is not a configuration key)")
+    if cause is not None and str(cause) not in text:
+        text += "\n" + str(cause)
+    return _one_line(text)
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines()]
+    keep = [ln.rstrip(".:") for ln in lines
+            if ln and not ln.startswith(("full_key:", "object_type=", "reference_type="))]
+    return "; ".join(keep)
+
+
+def _file_in_traceback(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    found = "(unknown)"
+    while tb is not None:
+        path = tb.tb_frame.f_locals.get("full_path")
+        if isinstance(path, str):
+            found = path
+        tb = tb.tb_next
+    return found
+
+
+def compose(overrides: list[str], config_dir: Path | str = CONF_DIR):
+    """The config as ``python -m pipeline`` composes it; ConfigError (one line) if Hydra refuses."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            return hydra_compose("config", overrides=list(overrides))
+    except ConfigError:
+        raise
+    except Exception as exc:  # Hydra, OmegaConf, YAML and decoding errors
+        raise ConfigError(compose_error_message(exc)) from exc
+
+
 def register() -> None:
     ConfigStore.instance().store(name="lbsweep_schema", node=Config)
+    if not OmegaConf.has_resolver("lbsweep_folder"):
+        OmegaConf.register_new_resolver("lbsweep_folder", run_folder_name)
 
 
 register()

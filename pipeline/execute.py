@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -195,6 +197,10 @@ def connect(exec_cfg: dict) -> Session:
 
     if ray.is_initialized():  # an embedding program (or a test) already connected
         return Session("ray", address, int(ray.cluster_resources().get("CPU", 1)))
+    # ray.init installs a SIGTERM handler that exits at once; keep the caller's (the command
+    # line's turns SIGTERM, e.g. from `ray job stop`, into an orderly interruption)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
         if address:
             # Never pass num_cpus when joining (Ray refuses it). Ship our two packages unless
@@ -214,6 +220,9 @@ def connect(exec_cfg: dict) -> Session:
         hint = (" (token authentication: see execution.auth and docs/cluster.md)"
                 if "auth" in str(exc).lower() or "token" in str(exc).lower() else "")
         raise ClusterError(f"could not start or join {where}: {type(exc).__name__}: {first}{hint}") from None
+    finally:
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     log.info("%s Ray cluster: %d CPUs on %d node(s)", "joined" if address else "started a local",
              cpus, sum(n["Alive"] for n in ray.nodes()))

@@ -136,7 +136,9 @@ def evaluation_order(
     try:
         order = list(graphlib.TopologicalSorter(deps).static_order())
     except graphlib.CycleError as exc:
-        raise ConfigError(f"params: formulas refer to each other in a cycle: {exc.args[1]}") from None
+        cycle = exc.args[1]
+        raise ConfigError(f"params.{cycle[0]}={formulas[cycle[0]]!r}: formulas refer to each other "
+                          f"in a cycle: {' -> '.join(cycle)}") from None
     return order, deps
 
 

@@ -138,6 +138,11 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
                                               f"python -m pipeline.resume {out_dir}\n")
         (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(conf)))
         (out_dir / "tasks.json").write_text(json.dumps(tasks_document(plan), indent=1))
+        from pipeline.tracking import command_line_overrides
+
+        overrides = command_line_overrides()
+        if overrides is not None:  # what was typed, beside the resolved config.yaml
+            (out_dir / "overrides.txt").write_text("".join(f"{o}\n" for o in overrides))
         state = {"sweep": plan.sweep, "run_id": run_id, "status": "running",
                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_tasks": len(plan.tasks),
                  "mlflow_run_id": None, "tracking_uri": None, "resumed": 0}
@@ -160,31 +165,21 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         if resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"]):
             pass
         else:
-            tracker.start(
-                run_name=f"{plan.sweep}-{run_id[:6]}",
-                params={"sweep": plan.sweep, "seed": plan.root_seed, "replications": conf["replications"],
-                        "engines": ",".join(conf["engines"]), "policies": ",".join(conf["policies"]),
-                        "axes": json.dumps(conf["axes"]), "params": json.dumps(conf["params"]),
-                        "n_tasks": len(plan.tasks), "output_dir": str(out_dir)},
-                tags={"sweep": plan.sweep, "run_id": run_id},
-            )
+            from pipeline.mlflow_log import start_sweep
+
+            # flat params, tags (git commit, user, overrides, note); see pipeline/mlflow_log.py
+            start_sweep(tracker, conf, plan, run_id, out_dir, project_root)
         state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
         _write_state(out_dir, state)
     status = "FAILED"
     try:
         schema = schema_for(plan.param_types)
-        try:
-            execute(
-                todo, conf["execution"],
-                on_row=lambda row: write_row(results_dir, {**row, "sweep": plan.sweep, "run_id": run_id}, schema),
-                desc=plan.sweep, session=session,
-            )
-        except KeyboardInterrupt:
-            status = "KILLED"
-            n_done = len(done_task_ids(results_dir)) if results_dir.exists() else 0
-            state["status"] = "interrupted"
-            _write_state(out_dir, state)
-            raise Interrupted(out_dir, n_done, len(plan.tasks)) from None
+        execute(
+            todo, conf["execution"],
+            on_row=lambda row: (write_row(results_dir, {**row, "sweep": plan.sweep, "run_id": run_id}, schema),
+                                tracker is not None and tracker.log_task(row)),
+            desc=plan.sweep, session=session,
+        )
         frame = read_results(results_dir)
         errors = int((frame["status"] == "error").sum()) if frame.height else 0
         frame.write_parquet(out_dir / "results.parquet")
@@ -208,6 +203,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         archive = write_archive(out_dir, {
             "config.yaml": out_dir / "config.yaml",
             "tasks.json": out_dir / "tasks.json",
+            **({"overrides.txt": out_dir / "overrides.txt"} if (out_dir / "overrides.txt").exists() else {}),
             "results": results_dir,
             "analysis": out_dir / "analysis",
         }, project_root)
@@ -222,6 +218,12 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         _write_state(out_dir, state)
         (out_dir / PARTIAL_MARKER).unlink(missing_ok=True)
+    except KeyboardInterrupt:  # during the tasks, or after them (analysis, archive, MLflow)
+        status = "KILLED"
+        n_done = len(done_task_ids(results_dir)) if results_dir.exists() else 0
+        state["status"] = "interrupted"
+        _write_state(out_dir, state)
+        raise Interrupted(out_dir, n_done, len(plan.tasks)) from None
     finally:
         if state["status"] == "running":  # an exception other than an interruption
             state["status"] = "failed"
@@ -276,9 +278,15 @@ def print_summary(analysis: dict, plan: Plan) -> None:
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_hide_dataframe_shape=True, float_precision=4,
                    tbl_width_chars=200, tbl_hide_column_data_types=True):
         print(table)
+    printed = set()  # one line per (policy, engine, arm): the engine is part of the arm
     for fit in analysis.get("fits", []):
-        arm = " ".join(f"{p}={fit.get(p)}" for p in analysis.get("arm_params", []))
-        print(f"{fit.get('policy')} {arm}: {fit.get('verdict')}")
+        arm = " ".join(f"{p}={fit[p]:g}" if isinstance(fit.get(p), float) else f"{p}={fit.get(p)}"
+                       for p in analysis.get("arm_params", []) if fit.get(p) is not None)
+        line = (f"{fit.get('policy')} [{fit.get('engine')}] {arm}".rstrip()
+                + f": gap of {fit.get('metric') or 'mean_response'} to the mean field: {fit.get('verdict')}")
+        if line not in printed:
+            printed.add(line)
+            print(line)
     for name, extra in (analysis.get("extra") or {}).items():
         for v in extra.get("verdicts", []):
             slope = "" if v.get("slope") is None else (

@@ -53,20 +53,11 @@ def dashboard_address(arg: str | None) -> str:
 
 def compose(overrides: list[str], output_dir: str) -> dict:
     """The sweep's config as ``python -m pipeline`` composes it, validated (exit 2 on bad input)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    import pipeline.config  # noqa: F401  (the typed schema)
+    from pipeline.config import compose as compose_config
     from pipeline.plan import make_plan
     from pipeline.run import to_plain
 
-    try:
-        with initialize_config_dir(str(PROJECT_ROOT / "conf"), version_base="1.3"):
-            cfg = hydra_compose("config", overrides=[*overrides, f"output_dir={output_dir}"])
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
+    cfg = compose_config([*overrides, f"output_dir={output_dir}"], PROJECT_ROOT / "conf")
     conf = to_plain(cfg)
     make_plan(conf)
     return conf

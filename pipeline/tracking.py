@@ -1,11 +1,26 @@
-"""MLflow tracking, from the driver only: a parent run per sweep and a child run per point.
+"""MLflow tracking, from the driver only: a parent run per sweep, child runs per arm.
+
+Layout in the store (what :mod:`pipeline.mlflow_log` sends; the reasons are there):
+
+- the **experiment** (``mlflow.experiment``, default ``lbsweep``) is created with the tag
+  ``mlflow.experimentKind = custom_model_development`` (an existing experiment without the tag
+  gets it), the model-training kind of MLflow 3. The UI of MLflow 3.17 picks its view from the
+  sidebar's *workflow type* switch (GenAI / Model training, remembered by the browser), not
+  from that tag; :meth:`SweepTracker.ui_path` gives a link with ``?workflowType=machine_learning``
+  that opens the model-training view directly.
+- the **parent run** (one per sweep): flat parameters of the sweep-level settings, the tags
+  users rely on (``mlflow.user``, ``mlflow.source.git.commit``, ``mlflow.note.content``, ...),
+  progress metrics logged while tasks finish (:meth:`SweepTracker.log_task`), and the artefacts.
+- **child runs** (``tags.mlflow.parentRunId``): one per (arm, policy, engine), metrics keyed by
+  the quantity only at ``step = N``.
 
 The default store is a SQLite file in the project folder (``sqlite:///<abs>/mlflow.db``, as
-MLflow 3 requires) with artifacts in ``<project>/mlartifacts``. Metrics are sent in batches
-(``log_batch``); where N varies, metrics carry ``step = N`` so the UI plots them against N.
+MLflow 3 requires) with artifacts in ``<project>/mlartifacts``. Metrics and parameters are sent
+in batches (``log_batch``): one ``log_metric`` call costs about 8 ms.
 """
 from __future__ import annotations
 
+import getpass
 import logging
 import math
 import re
@@ -15,11 +30,27 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _BAD_KEY = re.compile(r"[^\w\-./ ]")
+#: experiment tag read by MLflow 3 to tell GenAI experiments from model-training ones
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
+#: MLflow limits (mlflow.utils.validation): key length, param and tag value lengths
+MAX_KEY, MAX_PARAM, MAX_TAG = 250, 6000, 8000
+#: live task metrics are sent at most this often (and when the buffer holds this many)
+FLUSH_SECONDS, FLUSH_ITEMS = 5.0, 900
 
 
 def metric_key(*parts: str) -> str:
     """An MLflow-legal metric name (letters, digits, ``_-./`` and spaces)."""
-    return _BAD_KEY.sub("_", "/".join(p for p in parts if p))
+    return _BAD_KEY.sub("_", "/".join(p for p in parts if p))[:MAX_KEY]
+
+
+def clip(text: str, limit: int, where: str = "") -> str:
+    """``text`` cut to ``limit`` characters, saying so at its end."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    tail = f"\n... (truncated; {where})" if where else " ..."
+    return text[:limit - len(tail)] + tail
 
 
 def resolve_uri(tracking_uri: str | None, project_root: Path) -> tuple[str, str]:
@@ -33,8 +64,29 @@ def resolve_uri(tracking_uri: str | None, project_root: Path) -> tuple[str, str]
     return f"sqlite:///{db}", (project_root / "mlartifacts").resolve().as_uri()
 
 
+def command_line_overrides() -> list[str] | None:
+    """The command line's overrides (``+sweep=smoke params.lam=0.9 ...``) when called inside a
+    Hydra app (``python -m pipeline``, also under ``ray job submit``); None otherwise (tests
+    that compose the config, ``pipeline.resume``)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized():
+            return None
+        return [str(o) for o in HydraConfig.get().overrides.task]
+    except Exception:  # noqa: BLE001  (an unusual Hydra state must not stop a sweep)
+        return None
+
+
+def user_name() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001  (no login name, e.g. in some containers)
+        return "unknown"
+
+
 class SweepTracker:
-    """One parent run for the sweep; ``log_points`` adds a child run per grid point."""
+    """One parent run for the sweep; ``log_children`` adds its child runs."""
 
     def __init__(self, tracking_uri: str | None, experiment: str, project_root: Path):
         import mlflow
@@ -47,14 +99,30 @@ class SweepTracker:
         self.client = MlflowClient(tracking_uri=uri)
         exp = self.client.get_experiment_by_name(experiment)
         if exp is None:
-            exp_id = self.client.create_experiment(experiment, artifact_location=artifacts)
+            exp_id = self.client.create_experiment(
+                experiment, artifact_location=artifacts,
+                tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND})
         else:
             exp_id = exp.experiment_id
+            if EXPERIMENT_KIND_TAG not in exp.tags:  # made by an older version: leave a user's choice
+                self.client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
         self.experiment_id = exp_id
         self.parent_id: str | None = None
+        #: tags every run of this sweep carries (git commit, user, source)
+        self.common_tags: dict[str, str] = {}
+        self._buffer: list = []
+        self._last_flush = time.monotonic()
+        self._done = self._failed = 0
+        self._live = True
 
+    # ---- runs
     def start(self, run_name: str, params: dict, tags: dict) -> str:
-        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        from mlflow.utils.mlflow_tags import MLFLOW_USER
+
+        tags = {MLFLOW_USER: user_name(), **{k: str(v) for k, v in tags.items()}}
+        self.common_tags = {k: v for k, v in tags.items() if k.startswith("mlflow.source.") or k == MLFLOW_USER}
+        run = self.client.create_run(self.experiment_id, run_name=run_name,
+                                     tags={k[:MAX_KEY]: clip(v, MAX_TAG) for k, v in tags.items()})
         self.parent_id = run.info.run_id
         self._params(self.parent_id, params)
         return self.parent_id
@@ -62,7 +130,7 @@ class SweepTracker:
     def reopen(self, run_id: str) -> bool:
         """Continue an earlier parent run (a resumed sweep); False if the store does not have it.
         Its child runs, if any (a sweep resumed after it had finished), are deleted: the
-        resumed run logs every point again."""
+        resumed run logs every arm again. Progress metrics continue from their last step."""
         from mlflow.exceptions import MlflowException
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
@@ -77,39 +145,104 @@ class SweepTracker:
             self.client.delete_run(child.info.run_id)
         self.client.update_run(run_id, status="RUNNING")
         self.parent_id = run_id
+        self.common_tags = {k: v for k, v in run.data.tags.items()
+                            if k.startswith("mlflow.source.") or k == "mlflow.user"}
+        self._done = int(run.data.metrics.get("tasks_done", 0))
+        self._failed = int(run.data.metrics.get("tasks_failed", 0))
         return True
+
+    def set_tags(self, tags: dict, run_id: str | None = None) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(str(k)[:MAX_KEY], clip(v, MAX_TAG)) for k, v in tags.items() if v is not None]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id or self.parent_id, tags=items[i:i + 100])
 
     def _params(self, run_id: str, params: dict) -> None:
         from mlflow.entities import Param
 
-        items = [Param(str(k)[:250], str(v)[:6000]) for k, v in params.items()]
+        items = [Param(str(k)[:MAX_KEY], clip(v, MAX_PARAM)) for k, v in params.items() if v is not None]
         for i in range(0, len(items), 100):
             self.client.log_batch(run_id, params=items[i:i + 100])
 
-    def _metrics(self, run_id: str, metrics: list[tuple[str, float, int]]) -> None:
+    @staticmethod
+    def _metric_items(metrics: list[tuple[str, float, int]]) -> list:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, int(step)) for k, v, step in metrics
-                 if v is not None and math.isfinite(float(v))]
+        out = []
+        for k, v, step in metrics:
+            if v is None or isinstance(v, (str, bool)):
+                continue
+            v = float(v)
+            if math.isfinite(v):
+                out.append(Metric(metric_key(k), v, now, int(step)))
+        return out
+
+    def _metrics(self, run_id: str, metrics: list[tuple[str, float, int]]) -> None:
+        items = self._metric_items(metrics)
         for i in range(0, len(items), 1000):
             self.client.log_batch(run_id, metrics=items[i:i + 1000])
 
     def log_metrics(self, metrics: list[tuple[str, float, int]]) -> None:
+        self.flush()
         self._metrics(self.parent_id, metrics)
 
-    def log_points(self, points: list[dict]) -> None:
-        """Each item: ``{"name", "params": {...}, "metrics": [(key, value, step)]}``."""
+    def log_children(self, children: list[dict]) -> list[str]:
+        """Each item: ``{"name", "params": {...}, "tags": {...}, "metrics": [(key, value, step)]}``;
+        every child carries ``mlflow.parentRunId`` and the sweep's common tags. Returns their ids."""
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-        for p in points:
-            child = self.client.create_run(
-                self.experiment_id, run_name=p["name"], tags={MLFLOW_PARENT_RUN_ID: self.parent_id}
-            )
+        ids = []
+        for c in children:
+            tags = {**self.common_tags, **{k: str(v) for k, v in c.get("tags", {}).items()},
+                    MLFLOW_PARENT_RUN_ID: self.parent_id}
+            child = self.client.create_run(self.experiment_id, run_name=c["name"],
+                                           tags={k[:MAX_KEY]: clip(v, MAX_TAG) for k, v in tags.items()})
             cid = child.info.run_id
-            self._params(cid, p["params"])
-            self._metrics(cid, p["metrics"])
+            self._params(cid, c["params"])
+            self._metrics(cid, c["metrics"])
             self.client.set_terminated(cid, "FINISHED")
+            ids.append(cid)
+        return ids
+
+    # ---- progress while the tasks run
+    def log_task(self, row: dict) -> None:
+        """Record one finished task on the parent run (call it from ``execute``'s ``on_row``).
+
+        At ``step`` = tasks completed so far: ``tasks_done``, ``tasks_failed`` (cumulative) and
+        ``task/<engine>/mean_response`` (the task's estimate). Buffered: sent every
+        :data:`FLUSH_SECONDS` (or :data:`FLUSH_ITEMS` items) and at the end, so thousands of
+        short tasks cost a few calls. A tracking failure is logged once and never stops the sweep.
+        """
+        if not self._live or self.parent_id is None:
+            return
+        self._done += 1
+        self._failed += row.get("status") == "error"
+        step = self._done
+        items = [("tasks_done", self._done, step), ("tasks_failed", self._failed, step)]
+        if row.get("status") != "error" and row.get("engine"):
+            items.append((f"task/{row['engine']}/mean_response", row.get("mean_response"), step))
+        self._buffer += self._metric_items(items)
+        if len(self._buffer) >= FLUSH_ITEMS or time.monotonic() - self._last_flush >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the buffered progress metrics."""
+        items, self._buffer = self._buffer, []
+        self._last_flush = time.monotonic()
+        if not items or not self._live or self.parent_id is None:
+            return
+        try:
+            for i in range(0, len(items), 1000):
+                self.client.log_batch(self.parent_id, metrics=items[i:i + 1000])
+        except Exception as exc:  # noqa: BLE001  (progress is a convenience; results are on disk)
+            self._live = False
+            log.warning("MLflow: progress metrics stopped (%s)", str(exc).splitlines()[0] if str(exc) else exc)
+
+    # ---- artefacts and the end
+    def log_text(self, text: str, name: str) -> None:
+        self.client.log_text(self.parent_id, text, name)
 
     def log_artifacts(self, paths: list[Path], subdir: str | None = None) -> None:
         for path in paths:
@@ -118,6 +251,13 @@ class SweepTracker:
             elif path.exists():
                 self.client.log_artifact(self.parent_id, str(path), artifact_path=subdir)
 
+    def ui_path(self) -> str:
+        """The UI's page of the parent run, in the model-training view (append it to the UI's
+        address, e.g. ``http://127.0.0.1:5000/``)."""
+        return (f"#/experiments/{self.experiment_id}/runs/{self.parent_id}"
+                "?workflowType=machine_learning")
+
     def end(self, status: str = "FINISHED") -> None:
         if self.parent_id:
+            self.flush()
             self.client.set_terminated(self.parent_id, status)

@@ -180,3 +180,32 @@ def test_killed_worker_node_is_survived(cluster, reference, tmp_path):
     assert_same_rows(frame, reference)
     print(f"sweep finished {time.time() - t0:.1f} s after the node was killed")
     cluster.add_node(cpus=1)
+
+
+def test_ray_job_stop_interrupts_cleanly_and_the_run_resumes(cluster, reference, tmp_path):
+    """``ray job stop`` sends the driver SIGTERM: the sweep ends as after Ctrl-C (run.json
+    interrupted, PARTIAL kept, MLflow KILLED), and pipeline.resume completes it."""
+    results, db = tmp_path / "results", tmp_path / "mlflow.db"
+    res = run_driver(["--address", cluster.dashboard_url, "--results-dir", str(results), "--no-wait", *SWEEP,
+                      f"mlflow.tracking_uri=sqlite:///{db}", "execution.progress=false"],
+                     driver_env(cluster=cluster), module="pipeline.submit")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    job_id = res.stdout.split("submitted job ", 1)[1].split()[0]
+    wait_for(lambda: (results / "smoke").exists() and any(n_results(d) >= 1 for d in (results / "smoke").iterdir()),
+             240, "a first result row of the job")
+    (out,) = list((results / "smoke").iterdir())
+    ray = str(__import__("pathlib").Path(sys.executable).with_name("ray"))
+    env = driver_env({"RAY_AUTH_MODE": "token"}, cluster=cluster)
+    subprocess.run([ray, "job", "stop", job_id, "--address", cluster.dashboard_url], env=env,
+                   capture_output=True, text=True, timeout=120)
+    wait_for(lambda: json.loads((out / "run.json").read_text())["status"] != "running", 120,
+             "the driver to record the interruption")
+    state = json.loads((out / "run.json").read_text())
+    assert state["status"] == "interrupted" and (out / "PARTIAL").exists()
+    from mlflow.tracking import MlflowClient
+
+    assert MlflowClient(f"sqlite:///{db}").get_run(state["mlflow_run_id"]).info.status == "KILLED"
+    res = run_driver([str(out), "--no-progress"], driver_env(cluster=cluster), module="pipeline.resume")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
+    assert MlflowClient(f"sqlite:///{db}").get_run(state["mlflow_run_id"]).info.status == "FINISHED"

@@ -80,25 +80,6 @@ def test_analysis_outputs(smoke_run):
     assert {"mean_response_mf", "mean_response_gap"} <= set(summary.columns)
 
 
-def test_mlflow_parent_and_children(smoke_run):
-    out, tmp = smoke_run
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
-    parent = client.get_run(out["mlflow_run_id"])
-    assert parent.info.status == "FINISHED"
-    assert parent.data.params["sweep"] == "smoke"
-    children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
-    )
-    assert len(children) == len(out["plan"].points)
-    child = children[0]
-    hist = client.get_metric_history(child.info.run_id, "agent/mean_response")
-    assert hist and hist[0].step == int(child.data.params["n_servers"])
-    arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"results.parquet", "config.yaml", "archive.tar.gz", "analysis"} <= arts
-
-
 def test_archive_contents_and_reproduce(smoke_run, tmp_path):
     out, _ = smoke_run
     with tarfile.open(out["archive"]) as tar:

@@ -1,0 +1,159 @@
+"""The bad-input corpus (bad_input_corpus.txt, one case a line): every case is refused before
+any compute with one line naming the key and the value, exit code 2, no traceback, no Ray and
+nothing written but Hydra's log.
+
+Every line runs in-process: Hydra's compose API (its refusals turned into one line by
+:func:`pipeline.config.compose_error_message`, as ``python -m pipeline`` does), then
+``run_cli(run_sweep)`` with Ray's ``connect`` forbidden. Lines marked ``cli`` also run as a
+real ``python -m pipeline`` in a fresh folder, a few at a time (each costs seconds of imports).
+"""
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import pipeline.run
+from pipeline.__main__ import run_cli
+from pipeline.config import compose
+from pipeline.errors import ConfigError
+from pipeline.run import EXIT_CONFIG, run_sweep
+
+from tests.helpers import REPO
+
+CORPUS = Path(__file__).with_name("bad_input_corpus.txt")
+HEADER = b"# @package _global_\n"
+
+
+@dataclass(frozen=True)
+class Case:
+    line: int
+    words: tuple[str, ...]  #: the overrides (a sweep file as +sweep=NAME)
+    needles: tuple[str, ...]
+    cli: bool
+    sweep: str | None  #: name of the case's sweep file, if it has one
+    content: bytes | None  #: that file's bytes
+
+    def __str__(self):
+        return f"line{self.line}"
+
+
+def load_corpus(path: Path = CORPUS) -> list[Case]:
+    cases = []
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        lhs, sep, rhs = line.partition(" => ")
+        assert sep and rhs.strip(), f"{path.name}:{n}: no ' => NEEDLE'"
+        cli = lhs.startswith("cli ")
+        if cli:
+            lhs = lhs[4:]
+        sweep = content = None
+        for tag in ("@sweep:", "@file:"):
+            if tag in lhs:  # the sweep file's text runs to the '=>'
+                lhs, _, text = lhs.partition(tag)
+                sweep = f"corpus_line{n}"
+                content = (HEADER if tag == "@sweep:" else b"") + codecs.escape_decode(text.encode())[0]
+        words = shlex.split(lhs) + ([f"+sweep={sweep}"] if sweep else [])
+        needles = tuple(s.strip().replace("{sweep}", sweep or "") for s in rhs.split(" && "))
+        cases.append(Case(n, tuple(words), needles, cli, sweep, content))
+    return cases
+
+
+CASES = load_corpus()
+CLI_CASES = [c for c in CASES if c.cli]
+
+
+@pytest.fixture(scope="module")
+def sweep_root(tmp_path_factory) -> Path:
+    """A config folder on Hydra's search path holding every case's sweep file."""
+    root = tmp_path_factory.mktemp("corpus_conf")
+    (root / "sweep").mkdir()
+    for c in CASES:
+        if c.sweep:
+            (root / "sweep" / f"{c.sweep}.yaml").write_bytes(c.content)
+    return root
+
+
+def _extra(sweep_root: Path, tmp: Path) -> list[str]:
+    return [f"hydra.searchpath=[file://{sweep_root}]", f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db"]
+
+
+def _check_message(case: Case, message: str) -> None:
+    assert "\n" not in message.strip(), f"line {case.line}: more than one line:\n{message}"
+    for needle in case.needles:
+        assert needle in message, f"line {case.line}: {needle!r} not in {message!r}"
+
+
+def test_corpus_is_large_and_unique():
+    assert len(CASES) >= 80
+    seen = [c.words if not c.sweep else (c.content,) for c in CASES]
+    assert len(set(seen)) == len(seen), "a case is listed twice"
+    assert len(CLI_CASES) >= 8
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_refused_in_process(case, sweep_root, tmp_path, monkeypatch, caplog):
+    def no_ray(*a, **k):
+        raise AssertionError(f"line {case.line}: Ray's connect was called")
+
+    monkeypatch.setattr(pipeline.run, "connect", no_ray)
+    out = tmp_path / "out"
+    try:
+        cfg = compose([*case.words, *_extra(sweep_root, tmp_path), f"output_dir={out}"])
+    except ConfigError as exc:  # Hydra's refusal: python -m pipeline prints this line, exit 2
+        message = str(exc)
+    else:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="pipeline"):
+            code = run_cli(lambda: run_sweep(cfg, quiet=True))
+        shown = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert code == EXIT_CONFIG, f"line {case.line}: exit {code}, {[r.getMessage() for r in shown]}"
+        assert len(shown) == 1, [r.getMessage() for r in shown]
+        message = shown[0].getMessage()
+    _check_message(case, message)
+    assert not out.exists(), f"line {case.line}: {out} was created"
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def _run_cli(case: Case, sweep_root: Path, tmp: Path) -> dict:
+    cwd = tmp / "a" / "b"  # name=../../x would leave outputs/ two levels up
+    cwd.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR", "RAY_ADDRESS")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-m", "pipeline", *case.words, *_extra(sweep_root, tmp)],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+    return {"code": proc.returncode, "out": proc.stdout + proc.stderr, "files": files}
+
+
+@pytest.fixture(scope="module")
+def cli_results(sweep_root, tmp_path_factory) -> dict[int, dict]:
+    """Every ``cli`` case as a real subprocess, a few at a time."""
+    dirs = {c.line: tmp_path_factory.mktemp(f"cli_line{c.line}") for c in CLI_CASES}
+    with ThreadPoolExecutor(max_workers=min(4, (os.cpu_count() or 1) + 1)) as pool:
+        futures = {c.line: pool.submit(_run_cli, c, sweep_root, dirs[c.line]) for c in CLI_CASES}
+        return {line: f.result() for line, f in futures.items()}
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=str)
+def test_refused_by_the_command_line(case, cli_results):
+    res = cli_results[case.line]
+    out = res["out"]
+    assert res["code"] == EXIT_CONFIG, f"line {case.line}: exit {res['code']}\n{out}"
+    assert "Traceback" not in out and "Ray" not in out, out
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "configuration error" in lines[0], out
+    _check_message(case, lines[0])
+    # nothing but Hydra's log, and that only under outputs/ of the working folder
+    for f in res["files"]:
+        assert f.startswith(os.path.join("a", "b", "outputs", "")) and f.endswith("__main__.log"), res["files"]

@@ -1,0 +1,200 @@
+"""MLflow as its users compare sweeps: two small sweeps that differ in lam, read back through
+MLflow's client (search, metric histories by step = N, tags, parameters, the experiment kind).
+
+The sweeps run serially (no Ray) with short runs; the module takes about 20 s, half of it
+MLflow creating its SQLite store.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from pipeline.run import run_sweep, to_plain
+from tests.helpers import CONF, REPO, compose
+
+LAMS = (0.8, 0.9)
+
+
+def _compose_with_hydra(overrides: list[str]):
+    """The config with Hydra's own section, as ``python -m pipeline`` sees it."""
+    from hydra import compose, initialize_config_dir
+
+    import pipeline.config  # noqa: F401
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=overrides, return_hydra_config=True)
+
+
+@pytest.fixture(scope="module")
+def two_sweeps(tmp_path_factory):
+    """The smoke sweep (agent, occupancy and mean field) at lam = 0.8 and 0.9, one store."""
+    from hydra.core.hydra_config import HydraConfig
+
+    tmp = tmp_path_factory.mktemp("mlf")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    outs = {}
+    for lam in LAMS:
+        overrides = ["+sweep=smoke", f"params.lam={lam}", "params.events=20000",
+                     "engines=[agent,occupancy,meanfield]", "execution.backend=serial",
+                     "execution.progress=false", f"mlflow.tracking_uri={uri}",
+                     f"output_dir={tmp / f'out{lam}'}"]
+        HydraConfig.instance().set_config(_compose_with_hydra(overrides))  # as in the Hydra app
+        try:
+            outs[lam] = run_sweep(to_plain(compose(overrides)), quiet=True)
+        finally:
+            HydraConfig.instance().cfg = None
+        outs[lam]["overrides"] = overrides
+    return outs, uri
+
+
+@pytest.fixture(scope="module")
+def client(two_sweeps):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=two_sweeps[1])
+
+
+def _children(client, parent_id, extra=""):
+    exp = client.get_run(parent_id).info.experiment_id
+    flt = f"tags.mlflow.parentRunId = '{parent_id}'" + (f" and {extra}" if extra else "")
+    return client.search_runs([exp], filter_string=flt, max_results=1000)
+
+
+def test_one_search_finds_both_sweeps_and_their_metrics_overlay(two_sweeps, client):
+    outs, _ = two_sweeps
+    exp = client.get_run(outs[0.8]["mlflow_run_id"]).info.experiment_id
+    parents = {lam: outs[lam]["mlflow_run_id"] for lam in LAMS}
+    found = client.search_runs([exp], filter_string="params.engine = 'agent' and params.d = '2'")
+    by_parent = {r.data.tags["mlflow.parentRunId"]: r for r in found}
+    assert set(by_parent) == set(parents.values())  # one arm of each sweep
+    for lam, pid in parents.items():
+        run = by_parent[pid]
+        assert run.data.params["lam"] == str(lam)
+        assert run.data.tags["sweep"] == "smoke"
+        hist = client.get_metric_history(run.info.run_id, "mean_response")
+        assert sorted(m.step for m in hist) == [20, 200]  # overlay by step = N, same key
+    only = client.search_runs([exp], filter_string="params.lam = '0.9'")
+    assert only and {r.data.tags["mlflow.parentRunId"] for r in only} == {parents[0.9]}
+
+
+def test_children_one_per_arm_policy_engine(two_sweeps, client):
+    outs, _ = two_sweeps
+    out = outs[0.8]
+    kids = _children(client, out["mlflow_run_id"])
+    keys = sorted((r.data.params["engine"], r.data.params["d"]) for r in kids)
+    assert keys == sorted((e, d) for e in ("agent", "meanfield", "occupancy") for d in ("1", "2"))
+    for r in kids:
+        assert "n_servers" not in r.data.params  # N is the step, not part of the arm
+        assert r.data.params["policy"] == "pod"
+        assert r.data.tags["run_id"] == out["run_id"]
+        if r.data.params["engine"] == "meanfield":
+            assert "events" not in r.data.params  # the mean field does not use the run length
+        else:
+            assert r.data.params["events"] == "20000"
+        # two engines never share a key: each engine's values are in its own run, one per step
+        for key in ("mean_response", "mean_response_lo", "mean_response_hi"):
+            hist = client.get_metric_history(r.info.run_id, key)
+            assert sorted(m.step for m in hist) == [20, 200], (r.data.params, key)
+    agent = [r for r in kids if r.data.params["engine"] == "agent"]
+    assert all("mean_response_gap" in r.data.metrics and "mean_response_mf" in r.data.metrics for r in agent)
+    fits = {(f["engine"], str(f["d"])): f for f in out["analysis"]["fits"]}
+    for r in kids:
+        f = fits.get((r.data.params["engine"], r.data.params["d"]))
+        if f is not None:
+            assert r.data.tags["verdict"] == f["verdict"]
+            assert r.data.tags["verdict_quantity"] == "gap of mean_response to the mean field"
+
+
+def test_parent_params_are_flat_and_only_what_applies(two_sweeps, client):
+    outs, _ = two_sweeps
+    parent = client.get_run(outs[0.9]["mlflow_run_id"])
+    p = parent.data.params
+    assert parent.info.status == "FINISHED"
+    assert p["sweep"] == "smoke" and p["engines"] == "agent,occupancy,meanfield" and p["policies"] == "pod"
+    assert p["axis.n_servers"] == "[20, 200]" and p["axis.d"] == "[1, 2]"
+    assert p["param.lam"] == "0.9" and p["param.events"] == "20000"
+    # the defaults an axis overrides (conf/config.yaml: n_servers 1000, d 2) are not shown
+    assert "param.n_servers" not in p and "param.d" not in p
+    assert "axes" not in p and "params" not in p  # no JSON blobs
+    assert p["overrides"] == " ".join(outs[0.9]["overrides"])
+    assert p["run.n_batches"] == "20"
+
+
+def test_parent_tags_users_rely_on(two_sweeps, client):
+    outs, _ = two_sweeps
+    out = outs[0.8]
+    tags = client.get_run(out["mlflow_run_id"]).data.tags
+    assert tags["mlflow.user"] and tags["mlflow.user"] != "unknown"
+    assert tags["sweep"] == "smoke" and tags["run_id"] == out["run_id"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False)
+    if head.returncode == 0:
+        assert tags["mlflow.source.git.commit"] == head.stdout.strip()
+    first = out["analysis"]["report"].read_text().strip().splitlines()[0]
+    assert first in tags["mlflow.note.content"]
+    assert tags["overrides"] == " ".join(out["overrides"])
+    assert tags["command"].startswith("python -m pipeline +sweep=smoke")
+    arts = {a.path for a in client.list_artifacts(out["mlflow_run_id"])}
+    assert {"results.parquet", "config.yaml", "archive.tar.gz", "analysis", "overrides.txt"} <= arts
+    # the children carry the user and the commit too (the compare view shows them)
+    kid = _children(client, out["mlflow_run_id"])[0]
+    assert kid.data.tags["mlflow.user"] == tags["mlflow.user"]
+    assert kid.data.tags.get("mlflow.source.git.commit") == tags.get("mlflow.source.git.commit")
+
+
+def test_progress_metrics_logged_as_tasks_finish(two_sweeps, client):
+    outs, _ = two_sweeps
+    out = outs[0.8]
+    n = len(out["plan"].tasks)
+    done = client.get_metric_history(out["mlflow_run_id"], "tasks_done")
+    assert sorted(m.step for m in done) == list(range(1, n + 1))
+    assert [m.value for m in sorted(done, key=lambda m: m.step)] == list(range(1, n + 1))
+    agent = client.get_metric_history(out["mlflow_run_id"], "task/agent/mean_response")
+    assert len(agent) == sum(t["engine"] == "agent" for t in out["plan"].tasks)
+
+
+def test_experiment_opens_as_model_training(two_sweeps, client):
+    outs, _ = two_sweeps
+    exp = client.get_experiment(client.get_run(outs[0.8]["mlflow_run_id"]).info.experiment_id)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_log_task_is_batched(two_sweeps, tmp_path, monkeypatch):
+    """Thousands of finished tasks cost a few calls to the store, not one each (the sweeps'
+    store is reused: creating a SQLite store costs MLflow about 10 s)."""
+    from pipeline import tracking
+
+    tr = tracking.SweepTracker(two_sweeps[1], "batching", tmp_path)
+    tr.start("b", {"sweep": "b"}, {"sweep": "b"})
+    calls = []
+    real = tr.client.log_batch
+    monkeypatch.setattr(tr.client, "log_batch", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    monkeypatch.setattr(tracking, "FLUSH_SECONDS", 3600.0)
+    t0 = time.perf_counter()
+    for i in range(2000):
+        tr.log_task({"status": "error" if i % 100 == 0 else "ok", "engine": "agent", "mean_response": 1.0 + i})
+    tr.end()
+    assert len(calls) <= 8, len(calls)  # 2000 rows x 3 metrics, <= 900 items a call, plus the end
+    assert time.perf_counter() - t0 < 10
+    hist = tr.client.get_metric_history(tr.parent_id, "tasks_done")
+    assert len(hist) == 2000
+    assert tr.client.get_run(tr.parent_id).data.metrics["tasks_failed"] == 20
+
+
+def test_resumed_run_continues_progress_steps(two_sweeps, tmp_path):
+    from pipeline.tracking import SweepTracker
+
+    tr = SweepTracker(two_sweeps[1], "resume", tmp_path)
+    pid = tr.start("r", {"sweep": "r"}, {"sweep": "r"})
+    for _ in range(3):
+        tr.log_task({"status": "ok", "engine": "agent", "mean_response": 1.0})
+    tr.end("KILLED")
+    again = SweepTracker(two_sweeps[1], "resume", tmp_path)
+    assert again.reopen(pid)
+    again.log_task({"status": "error", "engine": "agent"})
+    again.end()
+    hist = again.client.get_metric_history(pid, "tasks_done")
+    assert sorted(m.step for m in hist) == [1, 2, 3, 4]
+    assert again.client.get_run(pid).data.metrics["tasks_failed"] == 1
+    assert again.client.get_run(pid).data.tags["mlflow.user"] == again.common_tags["mlflow.user"]
