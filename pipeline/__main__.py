@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 import hydra
 from omegaconf import DictConfig
@@ -30,7 +31,8 @@ def run_cli(run) -> int:
     from pipeline.execute import ClusterError
     from pipeline.run import EXIT_CLUSTER, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_TASKS_FAILED, Interrupted
 
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if main_thread else None
     try:
         out = run()
     except ConfigError as exc:
@@ -46,7 +48,8 @@ def run_cli(run) -> int:
         log.error("interrupted before the sweep started")
         return EXIT_INTERRUPTED
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return EXIT_TASKS_FAILED if out["errors"] else 0
 
 

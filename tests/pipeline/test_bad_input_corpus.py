@@ -145,6 +145,7 @@ def cli_results(sweep_root, tmp_path_factory) -> dict[int, dict]:
         return {line: f.result() for line, f in futures.items()}
 
 
+@pytest.mark.integration  # real command lines (about 20 s in all): CI runs them with -m integration
 @pytest.mark.parametrize("case", CLI_CASES, ids=str)
 def test_refused_by_the_command_line(case, cli_results):
     res = cli_results[case.line]

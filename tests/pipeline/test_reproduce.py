@@ -207,6 +207,7 @@ def _short_tmp() -> Path:
     return Path(tempfile.mkdtemp(prefix="lbr", dir="/tmp"))
 
 
+@pytest.mark.integration  # the real command line with a local Ray cluster of its own
 def test_archived_cluster_address_and_ray_address_are_not_used(archive, tmp_path):
     address = "ray://10.255.255.1:10001"  # unroutable: joining it would hang
 
