@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -63,7 +64,12 @@ _FULL_ERROR = "HYDRA_FULL_ERROR"
 _ours = False
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+#: absolute, so that the console script ``lbsweep`` (module pipeline.__main__, not __main__)
+#: finds the same configs as ``python -m pipeline``
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     global _started
     _started = True
