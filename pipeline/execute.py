@@ -292,20 +292,19 @@ def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable) ->
     remote = ray.remote(num_cpus=1, max_retries=int(exec_cfg["max_retries"]))(worker.run_chunk)
     pending = {remote.remote(g): g for g in groups}
     t0 = time.perf_counter()
-    try:
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                group = pending.pop(ref)
-                try:
-                    rows = ray.get(ref)
-                except Exception as exc:  # the worker (or its node) died even after retries
-                    log.error("a Ray task of %d tasks failed: %s", len(group), str(exc).splitlines()[0])
-                    rows = [_failed_row(t, exc) for t in group]
-                deliver(rows)
-    finally:
-        for ref in pending:  # interrupted: do not leave work running on the cluster
-            ray.cancel(ref, force=True)
+    # On an interruption nothing is cancelled here: ray.cancel(force=True) racing a reply crashed
+    # Ray 2.60's core worker ("Tried to complete task that was not pending"); the driver's
+    # exit ends its job, and Ray stops that job's workers itself.
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            group = pending.pop(ref)
+            try:
+                rows = ray.get(ref)
+            except Exception as exc:  # the worker (or its node) died even after retries
+                log.error("a Ray task of %d tasks failed: %s", len(group), str(exc).splitlines()[0])
+                rows = [_failed_row(t, exc) for t in group]
+            deliver(rows)
     log.info("executed %d Ray tasks in %.1f s", len(groups), time.perf_counter() - t0)
 
 

@@ -10,6 +10,7 @@ from sim.led.model import model_spec, pod_budget_per_job
 from tests.analysis.test_model_analyses import _tiny
 
 
+@pytest.mark.integration  # a shipped sweep end to end through the pipeline
 def test_led_heterogeneous_budget_against_spent(tmp_path):
     out = _tiny(tmp_path, "led_heterogeneous", [
         "axes.lam=[0.7,0.9]", "params.events=20000", "params.n_servers=10",

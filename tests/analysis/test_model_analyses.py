@@ -2,6 +2,8 @@
 run of a shipped sweep of each, end to end without Ray or MLflow."""
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 import polars as pl
 
@@ -52,6 +54,7 @@ def _tiny(tmp_path, sweep, overrides):
     return out
 
 
+@pytest.mark.integration  # a shipped sweep end to end through the pipeline
 def test_jiq_sweep_tiny_real_run(tmp_path):
     out = _tiny(tmp_path, "jiq", ["axes.lam=[0.5,0.8,0.9]", "params.T=300"])
     extra = out["analysis"]["extra"]["jiq"]
@@ -61,6 +64,7 @@ def test_jiq_sweep_tiny_real_run(tmp_path):
     assert all(p.stat().st_size > 10_000 for p in extra["plots"])
 
 
+@pytest.mark.integration  # a shipped sweep end to end through the pipeline
 def test_led_sweep_tiny_real_run(tmp_path):
     out = _tiny(tmp_path, "led_heavy_traffic", ["axes.lam=[0.9,0.95,0.98]", "params.events=20000",
                                                 "policies=[l_jsq,weighted_random]"])
