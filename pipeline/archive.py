@@ -158,6 +158,7 @@ def safe_extract(archive: Path, dest: Path, max_bytes: int = MAX_BYTES,
     as well (a second check that does not rely on the headers).
     """
     name = f"archive={str(archive)!r}"
+    _check_gzip_stream(archive, max_bytes, name)
     try:
         tar = tarfile.open(archive, "r:*")
     except READ_ERRORS as exc:
@@ -190,6 +191,30 @@ def safe_extract(archive: Path, dest: Path, max_bytes: int = MAX_BYTES,
     if not (run / "config.yaml").is_file():
         raise ConfigError(f"{name}: no {PREFIX}/config.yaml inside; not a run archive")
     return run
+
+
+def _check_gzip_stream(archive: Path, max_bytes: int, name: str) -> None:
+    """Read a gzip archive to its end before anything is extracted: its CRC is checked only
+    there, and tarfile stops at the end-of-archive blocks without reaching it, so a corrupted
+    middle would otherwise extract silently. The decompressed size is counted on the way (a
+    bound that does not trust the tar headers)."""
+    import gzip
+
+    with open(archive, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            return  # not gzip: tarfile says what it is (or that it is not an archive)
+    total = 0
+    try:
+        with gzip.open(archive, "rb") as g:
+            while chunk := g.read(1 << 20):
+                total += len(chunk)
+                if total > max_bytes + (1 << 20):  # tar headers and padding on top of the data
+                    raise ConfigError(f"{name}: decompresses to more than {max_bytes} bytes "
+                                      "(limit --max-bytes); refused before extracting")
+    except ConfigError:
+        raise
+    except READ_ERRORS as exc:
+        raise ConfigError(f"{name}: damaged or truncated ({_reason(exc)})") from None
 
 
 def _reason(exc: BaseException) -> str:
