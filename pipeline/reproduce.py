@@ -89,7 +89,7 @@ EXCLUDED_COLUMNS = frozenset({"wall_time", "node", "run_id"})
 #: a line (or JSON key or string) carrying a timing, a date or a clock time; see the module doc
 TIMING = re.compile(r"wall[ _-]?(?:time|clock)|elapsed|(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
                     r"|(?<!\d)\d{1,2}:\d{2}:\d{2}(?!\d)", re.IGNORECASE)
-#: placeholder for the output folders in text
+#: the token that stands for either run's output folder in compared text
 OUTPUT_DIR = "<output_dir>"
 #: mismatches printed; the rest are counted
 SHOWN = 20

@@ -104,8 +104,8 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
     computed from the arrival laws); at most one of them, and not with an explicit ``p_hat``
     (which the budget determines). The spec then carries ``budget`` (per task) and ``p_hat``
     as follows: Push, exact (:func:`push_p_hat_for_budget`; with ``msg_budget_pod_d`` it is
-    ``min(1, d / d_u)`` exactly); Pull, a placeholder 1.0: the slotted engine calibrates it by
-    pilot runs (:func:`sim.led.slotted.calibrate_pull`)."""
+    ``min(1, d / d_u)`` exactly); Pull, 1.0, where the calibration starts: the slotted engine
+    always replaces it by the value of its pilot runs (:func:`sim.led.slotted.calibrate_pull`)."""
     if not isinstance(policy, str) or policy not in POLICIES:
         raise ValueError(f"policy={policy!r} is unknown to the slotted engine; valid: "
                          f"{', '.join(POLICIES)}")
@@ -227,7 +227,7 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         if upd == "push":
             ph = push_p_hat_for_budget(budget, spec)
     if upd == "pull":
-        ph = 1.0  # placeholder: the engine calibrates it (sim.led.slotted.calibrate_pull)
+        ph = 1.0  # the calibration's start; sim.led.slotted.simulate replaces it (calibrate_pull)
     return spec._replace(budget=budget, budget_pod_d=bd, p_hat=ph)
 
 

@@ -109,32 +109,33 @@ def test_submit_refuses_bad_input_before_submitting(cluster, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_killed_worker_is_retried_and_rows_match(cluster, reference, tmp_path):
-    out, log = tmp_path / "out", tmp_path / "driver.log"
-    proc = start_driver([*SWEEP, f"output_dir={out}", "mlflow.enabled=false", "execution.progress=false",
-                         f"execution.address={cluster.gcs_address}"], driver_env(cluster=cluster), log)
+def sweep_killing_a_worker(cluster, args: list[str], log) -> int:
+    """Run a driver on the cluster, SIGKILL one worker process once a task runs; its exit code."""
+    proc = start_driver(args, driver_env(cluster=cluster), log)
     try:
         wait_for(lambda: worker_pids(cluster), 240, "a running task", proc, log)
         worker_pids(cluster)[0].send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+        return proc.wait(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_killed_worker_is_retried_and_rows_match(cluster, reference, tmp_path):
+    out, log = tmp_path / "out", tmp_path / "driver.log"
+    code = sweep_killing_a_worker(cluster, [*SWEEP, f"output_dir={out}", "mlflow.enabled=false",
+                                            "execution.progress=false",
+                                            f"execution.address={cluster.gcs_address}"], log)
+    assert code == 0, log.read_text()[-3000:]
     assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
 
 
 def test_killed_worker_without_retries_fails_the_run(cluster, tmp_path):
     out, db, log = tmp_path / "out", tmp_path / "mlflow.db", tmp_path / "driver.log"
-    proc = start_driver([*SWEEP, f"output_dir={out}", f"mlflow.tracking_uri=sqlite:///{db}",
-                         "execution.progress=false", "execution.max_retries=0",
-                         f"execution.address={cluster.gcs_address}"], driver_env(cluster=cluster), log)
-    try:
-        wait_for(lambda: worker_pids(cluster), 240, "a running task", proc, log)
-        worker_pids(cluster)[0].send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=600) == 1, log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code = sweep_killing_a_worker(cluster, [*SWEEP, f"output_dir={out}", f"mlflow.tracking_uri=sqlite:///{db}",
+                                            "execution.progress=false", "execution.max_retries=0",
+                                            f"execution.address={cluster.gcs_address}"], log)
+    assert code == 1, log.read_text()[-3000:]
     frame = pl.read_parquet(out / "results.parquet")
     bad = frame.filter(pl.col("status") == "error")
     assert bad.height >= 1 and all(e.startswith("Ray task failed") for e in bad["error"])
