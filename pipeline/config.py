@@ -37,6 +37,11 @@ class RunConfig:
     max_level: int = 64
     #: threshold h of ``frac_within_h`` (jobs whose tasks all land at positions <= h)
     position_threshold: int = 1
+    #: null, or a target relative 95% half-width of each task's main estimate: a task is rerun
+    #: longer until it is met (sim.run; docs/sweeps.md)
+    precision: Optional[float] = None
+    #: the longest run a precision target may ask for, as a multiple of the given events/time
+    precision_cap: float = 16.0
 
 
 @dataclass

@@ -19,6 +19,7 @@ from collections import defaultdict
 
 from pipeline.execute import MEANFIELD_SECONDS
 from pipeline.plan import Plan
+from sim import MAX_RUNS
 
 #: events of each timing run (and a tenth of that as the warm-up)
 PROBE_EVENTS = 200_000
@@ -47,7 +48,7 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
             largest[key] = t
     per_event = {}
     for key, t in largest.items():
-        task = {k: v for k, v in t.items() if k != "_meta"}
+        task = {k: v for k, v in t.items() if k not in ("_meta", "precision")}
         n = max(1000, min(probe_events, _events(t)))
         sim.run({**task, "events": max(n // 10, 1000)})
         c0 = time.process_time()
@@ -102,4 +103,10 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
     lines.append(f"estimated: {sum(costs) / 3600:.2f} core-hours; the dearest task {_duration(max(costs))}; "
                  f"wall time {_duration(wall_seconds(costs, here))} on this machine ({here} CPUs), "
                  f"{_duration(wall_seconds(costs, cluster_cpus))} on {cluster_cpus} CPUs")
+    run = conf.get("run") or {}
+    if run.get("precision") is not None:
+        cap = float(run.get("precision_cap", 16))
+        lines.append(f"precision {run['precision']:g}: these are the first runs; a task that misses "
+                     f"the target is rerun longer (at most {MAX_RUNS} runs, the last at most "
+                     f"{cap:g} times the given events)")
     return "\n".join(lines)

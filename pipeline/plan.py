@@ -156,6 +156,14 @@ def check_top_level(cfg: dict) -> None:
         raise ConfigError(f"run.n_batches={nb!r} must be at most {N_BATCHES_MAX} (the engines "
                           f"split a run into about 1000 windows, two per batch at least)")
     _int_at_least(cfg, "run.max_level", 1)
+    prec = run.get("precision")
+    if prec is not None and not (_is_number(prec) and 0 < prec < 1):
+        raise ConfigError(f"run.precision={prec!r} must be null or a number in (0, 1): the target "
+                          "relative 95% half-width of each task's main estimate (docs/sweeps.md)")
+    cap = run.get("precision_cap", 16)
+    if not (_is_number(cap) and 1 <= cap <= 10**6):
+        raise ConfigError(f"run.precision_cap={cap!r} must be a number in [1, 1e6]: the longest "
+                          "run as a multiple of the given events or time")
     _int_at_least(cfg, "run.position_threshold", 1)
     ex = cfg.get("execution", {})
     if ex.get("backend") not in BACKENDS:
@@ -354,7 +362,7 @@ def make_plan(cfg: dict) -> Plan:
     for policy in policies:
         for engine in engines:
             ent = entry(engine, policy)
-            needed.update(n for n in ent.params if n not in ent.optional)
+            needed.update(n for n in ent.params if n not in ent.optional and n != "time")
     for v, spec in specs.items():
         defined = set(spec.axes) | set(spec.constants) | set(spec.formulas)
         for name in sorted(needed - defined):
@@ -417,15 +425,23 @@ def make_plan(cfg: dict) -> Plan:
                             "max_level": int(run["max_level"]),
                             "h": int(run["position_threshold"]),
                         }
+                        if engine in STOCHASTIC_ENGINES and run.get("precision") is not None:
+                            task["precision"] = float(run["precision"])
+                            task["precision_cap"] = float(run.get("precision_cap", 16))
                         try:
+                            if task.get("time") is not None:  # run length in simulated time
+                                task["events"] = sim.events_for_time(task)
                             sim.check_task(task)
                         except ValueError as exc:
                             raise ConfigError(f"{where} (policy={policy}, engine={engine}): {exc}") from None
+                        params_row = dict(row_params)
+                        if "events" in params_row and task.get("events") is not None:
+                            params_row["events"] = task["events"]  # the events the run has
                         task["_meta"] = {
                             "task_id": f"p{pid:05d}-{engine}-r{rep:03d}",
                             "point_id": pid,
                             "replication": rep,
-                            "params": dict(row_params),
+                            "params": params_row,
                         }
                         tasks.append(task)
                 pid += 1

@@ -185,6 +185,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         frame.write_parquet(out_dir / "results.parquet")
         if errors:
             log.warning("%d of %d tasks failed; see the 'error' column of results.parquet", errors, len(plan.tasks))
+        _warn_missed_precision(frame, conf["run"].get("precision"))
 
         from analysis import analyze
 
@@ -243,12 +244,29 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
             "mlflow_run_id": tracker.parent_id if tracker else None}
 
 
+#: the run-length parameters: a point's identity only where they are an axis
+RUN_LENGTH = ("events", "time")
+
+
+def _warn_missed_precision(frame: pl.DataFrame, target) -> None:
+    """One warning line if simulations ended above the ``run.precision`` target (capped)."""
+    if target is None or "rel_halfwidth" not in frame.columns or "runs" not in frame.columns:
+        return
+    sims = frame.filter(pl.col("runs").is_not_null())
+    missed = sims.filter(pl.col("rel_halfwidth").is_null() | (pl.col("rel_halfwidth") > target))
+    if missed.height:
+        worst = missed["rel_halfwidth"].max()
+        log.warning("%d of %d simulations missed run.precision=%g (relative 95%% half-width up to "
+                    "%s; column rel_halfwidth): raise run.precision_cap or the events/time",
+                    missed.height, sims.height, target, "n/a" if worst is None else f"{worst:.3g}")
+
+
 def analysis_params(plan: Plan) -> list[str]:
     """The parameter columns that define a point (run length only where it is an axis; list
     parameters such as service_rates are left out: a list is not a group key, and a sweep that
     varies one does so through a variant, whose name is a column)."""
     return [p for p in plan.param_columns
-            if (p != "events" or "events" in plan.varying) and plan.param_types.get(p) is not list]
+            if (p not in RUN_LENGTH or p in plan.varying) and plan.param_types.get(p) is not list]
 
 
 def print_summary(analysis: dict, plan: Plan) -> None:
@@ -260,7 +278,7 @@ def print_summary(analysis: dict, plan: Plan) -> None:
     if "mean_response_mf" in summary.columns and (summary["engine"] != "meanfield").any():
         summary = summary.filter(pl.col("engine") != "meanfield")  # shown as a column instead
     shown = [p for p in analysis["params"] if p in plan.varying] or [
-        p for p in analysis["params"] if p != "events"]
+        p for p in analysis["params"] if p not in RUN_LENGTH]
     cols = ["policy", *shown, "engine", "n_rep", "mean_response", "mean_response_hw"]
     cols += [c for c in ("mean_response_mf", "mean_response_gap", "prob_wait", "mean_queue") if c in summary.columns]
     table = summary.select([c for c in cols if c in summary.columns]).rename(

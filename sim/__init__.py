@@ -12,11 +12,55 @@ per engine (docs/architecture.md).
 from __future__ import annotations
 
 import importlib
+import math
 import time
 
-from sim.registry import ENGINE_POLICIES, ENGINES, POLICIES, check_task, entry
+from sim.registry import (
+    ENGINE_POLICIES, ENGINES, MAIN_ESTIMATE, POLICIES, STOCHASTIC_ENGINES, check_task, entry,
+)
 
-__all__ = ["run", "check_task", "ENGINES", "POLICIES", "ENGINE_POLICIES"]
+__all__ = ["run", "check_task", "events_for_time", "rel_halfwidth", "ENGINES", "POLICIES",
+           "ENGINE_POLICIES"]
+
+#: most runs one task makes to reach its ``precision`` (the first included)
+MAX_RUNS = 4
+#: a rerun's length is the estimate ``events * (reached / target)**2`` times this margin
+RERUN_MARGIN = 1.2
+
+
+def events_for_time(task: dict) -> int:
+    """The events of a run of ``task["time"]`` simulated time units on the task's engine.
+
+    Each model declares its engines' events per unit time (``events_per_time`` in its package:
+    exact for uniformized engines, the steady-state rate for jump chains); the row's
+    ``sim_time`` records the time a run covered. ``ValueError`` if the run would have fewer
+    than 1000 events.
+    """
+    ent = entry(task["engine"], task["policy"])
+    rate = importlib.import_module(f"sim.{ent.model}").events_per_time(task)
+    t = task["time"]
+    events = math.ceil(t * rate) if math.isfinite(t * rate) else 2**62
+    if events < 1000:
+        raise ValueError(f"time={t!r} is {events} events at n_servers={task['n_servers']} "
+                         f"(engine={task['engine']}): a run needs at least 1000; give a longer time")
+    if events >= 2**62:
+        raise ValueError(f"time={t!r} is {t * rate:.3g} events: must be < 2**62")
+    return events
+
+
+def rel_halfwidth(task: dict, out: dict) -> float | None:
+    """The relative 95% half-width of the model's main estimate (:data:`MAIN_ESTIMATE`):
+    ``t(0.975, n_batches - 1) * se / |estimate|`` (batch means); None if the estimate or its
+    SE is missing, not finite, or the estimate is 0."""
+    from scipy.stats import t as student_t
+
+    key = MAIN_ESTIMATE[entry(task["engine"], task["policy"]).model]
+    est, se = out.get(key), out.get(f"{key}_se")
+    if (est is None or se is None or not math.isfinite(est) or not math.isfinite(se)
+            or est == 0):
+        return None
+    q = float(student_t.ppf(0.975, max(int(task.get("n_batches", 20)) - 1, 1)))
+    return q * se / abs(est)
 
 
 def run(task: dict) -> dict:
@@ -24,10 +68,32 @@ def run(task: dict) -> dict:
 
     The task is checked first (:func:`sim.registry.check_task`); a bad task raises
     ``ValueError`` naming the offending key and value.
+
+    A stochastic task with ``precision`` (a target relative 95% half-width of its model's main
+    estimate, :data:`sim.registry.MAIN_ESTIMATE`) is run again, longer, until the target is
+    met: each rerun is a new run (same seed) of ``events * (reached / target)**2 * 1.2``
+    events, at most ``precision_cap`` times the given ``events`` and at most :data:`MAX_RUNS`
+    runs in all; the result is the last run's, with ``rel_halfwidth`` (reached) and ``runs``.
     """
     check_task(task)
     t0 = time.perf_counter()
     module, _, func = entry(task["engine"], task["policy"]).runner.partition(":")
-    out = getattr(importlib.import_module(module), func)(task)
+    runner = getattr(importlib.import_module(module), func)
+    out = runner(task)
+    if task["engine"] in STOCHASTIC_ENGINES:
+        reached = rel_halfwidth(task, out)
+        runs = 1
+        target = task.get("precision")
+        if target is not None:
+            events = int(task["events"])
+            cap = int(min(events * float(task.get("precision_cap", 16)), 2**62 - 1))
+            while (reached is None or reached > target) and events < cap and runs < MAX_RUNS:
+                grow = 4.0 if reached is None else (reached / target) ** 2 * RERUN_MARGIN
+                events = min(cap, math.ceil(events * max(grow, 1.25)))
+                out = runner({**task, "events": events})
+                reached = rel_halfwidth(task, out)
+                runs += 1
+        out["rel_halfwidth"] = reached
+        out["runs"] = runs
     out["wall_time"] = time.perf_counter() - t0
     return out

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from sim.core.results import INIT_CHOICES
 
 __all__ = ["Param", "Entry", "PARAMS", "ENTRIES", "RESULTS", "ENGINES", "POLICIES",
-           "ENGINE_POLICIES", "STOCHASTIC_ENGINES", "RUN_KEYS", "entry", "check_task",
+           "ENGINE_POLICIES", "STOCHASTIC_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "check_task",
            "task_params", "INIT_CHOICES", "N_BATCHES_MAX", "N_SERVERS_MAX"]
 
 KINDS = ("int", "float", "bool", "choice", "floats")
@@ -58,6 +58,8 @@ PARAMS: dict[str, Param] = {
     "b": Param("int", "buffer per server, the task in service included (absent: unbounded)"),
     "p": Param("float", "central fraction of the processing (partial centralization)"),
     "events": Param("int", "run length of a simulation: events, warm-up included"),
+    "time": Param("float", "run length in simulated time (mean service time 1; slots for the "
+                  "slotted engine), warm-up included: the plan turns it into events"),
     "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
     "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
     "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks"),
@@ -81,7 +83,11 @@ PARAMS: dict[str, Param] = {
 }
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
-RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h")
+RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h", "precision", "precision_cap")
+
+#: the estimate whose relative 95% half-width ``precision`` targets, per model (docs/sweeps.md)
+MAIN_ESTIMATE: dict[str, str] = {"dispatch": "mean_response", "centralization": "mean_response",
+                                 "jiq": "mean_response", "led": "mean_total_queue"}
 
 #: engine limits the plan checks before compute
 N_BATCHES_MAX = 500  # n_batches <= n_windows // 2 with the engines' 1000 windows
@@ -101,7 +107,7 @@ class Entry:
 
     @property
     def params(self) -> tuple[str, ...]:
-        sim_keys = ("events",) if self.engine in STOCHASTIC_ENGINES else ()
+        sim_keys = ("events", "time") if self.engine in STOCHASTIC_ENGINES else ()
         return ("n_servers", "lam", *self.required, *sim_keys, *self.optional)
 
 
@@ -201,6 +207,9 @@ RESULTS: dict[str, str] = {
     "messages_per_job_se": "float", "p_hat_used": "float", "msg_budget_per_job": "float",
     "calib_slots": "int",
     "n_jobs": "int", "events_run": "int", "sim_time": "float", "warmup_time": "float",
+    # run length by precision (sim.run): the relative 95% half-width of the model's main
+    # estimate reached (every stochastic row) and the runs made to reach it (1 without a target)
+    "rel_halfwidth": "float", "runs": "int",
     "ci_method": "str",
 }
 
@@ -266,6 +275,18 @@ def _check_run_settings(task: dict) -> None:
     seed = task.get("seed")
     if not _integral(seed) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a non-negative integer")
+    t = task.get("time")
+    if t is not None and not t > 0:
+        raise ValueError(f"time={t!r} must be > 0 (simulated time units)")
+    prec = task.get("precision")
+    if prec is not None and (isinstance(prec, bool) or not isinstance(prec, (int, float))
+                             or not 0 < prec < 1):
+        raise ValueError(f"precision={prec!r} must be a number in (0, 1): the target relative "
+                         "95% half-width of the main estimate")
+    cap = task.get("precision_cap", 16)
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1 <= cap <= 10**6:
+        raise ValueError(f"precision_cap={cap!r} must be a number in [1, 1e6]: the longest run "
+                         "as a multiple of the given length")
 
 
 def check_task(task: dict) -> None:
@@ -278,7 +299,7 @@ def check_task(task: dict) -> None:
     ent = entry(task.get("engine"), task.get("policy"))
     used = set(ent.params)
     for name in ent.params:
-        if name in ("events",) or name in ent.optional:
+        if name in ("events", "time") or name in ent.optional:
             continue
         if task.get(name) is None:
             raise ValueError(f"{name} is required by policy={ent.policy!r} on engine={ent.engine!r}")

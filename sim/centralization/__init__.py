@@ -24,7 +24,13 @@ The invariant state and the fluid model are derived in :mod:`~sim.centralization
 """
 from __future__ import annotations
 
-__all__ = ["check_task"]
+__all__ = ["check_task", "events_per_time"]
+
+
+def events_per_time(task: dict) -> float:
+    """Events per unit of simulated time (``time`` -> ``events``): both engines are uniformized
+    at ``N (1 + lam)``."""
+    return task["n_servers"] * (1.0 + task["lam"])
 
 
 def check_task(task: dict) -> None:

@@ -30,7 +30,27 @@ Engines
 """
 from __future__ import annotations
 
-__all__ = ["check_task"]
+__all__ = ["check_task", "events_per_time"]
+
+
+def events_per_time(task: dict) -> float:
+    """Events per unit of simulated time of a stochastic dispatch task (``time`` -> ``events``).
+
+    The agent engines are uniformized: exactly ``N (lam/k + 1)`` (``(1 + lam) sum(service_rates)``
+    for single-task jobs on :mod:`~sim.dispatch.agent`). The occupancy engine counts real
+    transitions, job arrivals ``lam N / k`` and completions ``busy``; in steady state without a
+    buffer ``busy = lam N``, so ``N lam (1/k + 1)`` (with a buffer fewer servers are busy and
+    the run covers a little more time).
+    """
+    n, lam = task["n_servers"], task["lam"]
+    k = task.get("k") or 1
+    if task["engine"] == "occupancy":
+        return n * lam * (1.0 / k + 1.0)
+    rates = task.get("service_rates")
+    if (task["policy"] in ("random", "jsq", "pod") and k == 1 and task.get("b") is None
+            and rates is not None):
+        return (1.0 + lam) * float(sum(rates))
+    return n * (lam / k + 1.0)
 
 
 def check_task(task: dict) -> None:

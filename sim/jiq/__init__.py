@@ -56,10 +56,18 @@ import math
 
 import numpy as np
 
-__all__ = ["POLICIES", "check_task", "n_schedulers"]
+__all__ = ["POLICIES", "check_task", "n_schedulers", "events_per_time"]
 
 #: the policies of this model
 POLICIES = ("jiq", "jiq_pod", "jiq_original", "jiq_threshold", "jiq_sqd")
+
+
+def events_per_time(task: dict) -> float:
+    """Events per unit of simulated time (``time`` -> ``events``): the agent engine is
+    uniformized at ``N (1 + lam)``; the occupancy engine counts arrivals ``lam N`` and
+    completions ``busy = lam N`` in steady state, ``2 lam N``."""
+    n, lam = task["n_servers"], task["lam"]
+    return 2.0 * lam * n if task["engine"] == "occupancy" else (1.0 + lam) * n
 
 
 def _is_number(x) -> bool:

@@ -75,7 +75,12 @@ from __future__ import annotations
 
 from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, UPDATES, model_spec
 
-__all__ = ["check_task", "POLICIES", "LED_POLICIES", "UPDATES", "DEFAULTS"]
+__all__ = ["check_task", "events_per_time", "POLICIES", "LED_POLICIES", "UPDATES", "DEFAULTS"]
+
+
+def events_per_time(task: dict) -> float:
+    """The slotted engine's events are slots: one per unit of (discrete) time."""
+    return 1.0
 
 #: task keys of the model (beyond engine, policy, n_servers, lam and the run settings)
 MODEL_KEYS = ("m_dispatchers", "update", "p_hat", "d_u", "d", "count_own", "arrival_dist",

@@ -1,0 +1,123 @@
+"""Run length by simulated time (``params.time``) and by target precision (``run.precision``)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.stats import t as student_t
+
+import sim
+from pipeline.plan import make_plan
+from pipeline.run import to_plain
+
+from tests.helpers import compose
+
+# (task, uniformized): a uniformized engine covers exactly events / rate; a jump chain (the
+# occupancy engines) covers the sum of expected holding times, whose rate is the steady-state
+# one only on average: at N = 100 and T = 300, 10 seeds each gave sim_time / T with SD 0.004
+# (pod), 0.005 (jiq) and 0.012 (batch_filling, k = 4), so 0.05 is about 4 SD of the worst.
+CASES = [
+    (dict(engine="agent", policy="pod", n_servers=100, lam=0.9, d=2), True),
+    (dict(engine="agent", policy="batch_filling", n_servers=100, lam=0.9, d=2, k=4), True),
+    (dict(engine="agent", policy="pod", n_servers=4, lam=0.5, d=2,
+          service_rates=[1.0, 1.0, 2.0, 2.0]), True),
+    (dict(engine="agent", policy="central", n_servers=100, lam=0.9, p=0.5), True),
+    (dict(engine="occupancy", policy="central", n_servers=100, lam=0.9, p=0.5), True),
+    (dict(engine="agent", policy="jiq", n_servers=100, lam=0.9, r=10), True),
+    (dict(engine="slotted", policy="jsq", n_servers=10, lam=0.9), True),
+    (dict(engine="occupancy", policy="pod", n_servers=100, lam=0.9, d=2), False),
+    (dict(engine="occupancy", policy="batch_filling", n_servers=100, lam=0.9, d=2, k=4), False),
+    (dict(engine="occupancy", policy="jiq", n_servers=100, lam=0.9, r=10), False),
+]
+JUMP_CHAIN_ALLOWANCE = 0.05
+
+
+@pytest.mark.parametrize("case,uniformized", CASES, ids=lambda c: c["engine"] + "-" + c["policy"]
+                         if isinstance(c, dict) else "")
+def test_time_gives_the_simulated_time(case, uniformized):
+    horizon = 3000.0 if case["engine"] == "slotted" else 300.0
+    task = {**case, "time": horizon, "seed": 3}
+    task["events"] = sim.events_for_time(task)
+    out = sim.run(task)
+    assert out["events_run"] >= task["events"]  # the centralization agent adds its drain events
+    if uniformized:
+        assert out["sim_time"] == pytest.approx(horizon, rel=1e-3)
+    else:
+        assert abs(out["sim_time"] / horizon - 1) < JUMP_CHAIN_ALLOWANCE
+
+
+def test_too_short_a_time_is_refused_naming_it():
+    task = dict(engine="agent", policy="pod", n_servers=10, lam=0.5, d=2, time=1.0, seed=0)
+    with pytest.raises(ValueError, match=r"time=1.0 is 15 events at n_servers=10"):
+        sim.events_for_time(task)
+
+
+def test_rel_halfwidth_is_the_t_interval_of_the_main_estimate():
+    task = dict(engine="agent", policy="pod", n_servers=100, lam=0.8, d=2, events=200_000,
+                seed=1, n_batches=20)
+    out = sim.run(task)
+    q = student_t.ppf(0.975, 19)
+    assert out["runs"] == 1
+    assert out["rel_halfwidth"] == pytest.approx(q * out["mean_response_se"] / out["mean_response"])
+    led = sim.run(dict(engine="slotted", policy="jsq", n_servers=5, lam=0.8, events=20_000, seed=1))
+    assert led["rel_halfwidth"] == pytest.approx(
+        q * led["mean_total_queue_se"] / led["mean_total_queue"])
+
+
+def test_precision_reruns_longer_until_the_target_is_met():
+    base = dict(engine="occupancy", policy="pod", n_servers=100, lam=0.9, d=2, events=20_000,
+                seed=5, n_batches=20)
+    first = sim.run(base)
+    target = first["rel_halfwidth"] / 3  # needs about 9x the events
+    out = sim.run({**base, "precision": target, "precision_cap": 1000})
+    assert out["runs"] >= 2
+    assert out["events_run"] > 5 * base["events"]
+    # met, or the last allowed run ended just above it (an SE estimate is itself noisy)
+    assert out["rel_halfwidth"] <= target or out["runs"] == sim.MAX_RUNS
+
+
+def test_precision_is_capped():
+    base = dict(engine="occupancy", policy="pod", n_servers=100, lam=0.9, d=2, events=20_000, seed=5)
+    out = sim.run({**base, "precision": 1e-5, "precision_cap": 3})
+    assert out["events_run"] == 3 * base["events"]
+    assert out["rel_halfwidth"] > 1e-5
+    met = sim.run({**base, "precision": 0.5})
+    assert met["runs"] == 1 and met["events_run"] == base["events"]
+
+
+def _plan(*overrides):
+    return make_plan(to_plain(compose(["output_dir=/tmp/unused", *overrides])))
+
+
+def test_plan_turns_time_into_events_per_engine_and_keeps_both_in_the_row():
+    plan = _plan("engines=[agent,occupancy,meanfield]", "+axes.n_servers=[100,1000]",
+                 "+params.time='max(50, 1e5 / N)'", "replications=1")
+    for t in plan.tasks:
+        if t["engine"] == "meanfield":
+            assert "time" not in t and t["_meta"]["params"]["time"] is None
+            continue
+        horizon = max(50, 1e5 / t["n_servers"])
+        assert t["time"] == horizon
+        lam = t["lam"]
+        rate = t["n_servers"] * ((1 + lam) if t["engine"] == "agent" else 2 * lam)
+        assert t["events"] == math.ceil(horizon * rate)
+        assert t["_meta"]["params"]["events"] == t["events"]
+
+
+def test_plan_passes_precision_to_simulations_only():
+    plan = _plan("run.precision=0.01", "run.precision_cap=8")
+    for t in plan.tasks:
+        if t["engine"] == "meanfield":
+            assert "precision" not in t
+        else:
+            assert t["precision"] == 0.01 and t["precision_cap"] == 8.0
+    assert all("precision" not in t for t in _plan().tasks)
+
+
+def test_headline_sweep_reaches_a_million_servers_by_time():
+    plan = _plan("+sweep=sub_halfin_whitt")
+    ns = sorted({t["n_servers"] for t in plan.tasks})
+    assert ns[0] == 100 and ns[-1] == 10**6 and len(ns) == 9
+    assert {t["_meta"]["replication"] for t in plan.tasks} == set(range(5))
+    for t in plan.tasks:
+        assert t["time"] == max(30, 3e6 / t["n_servers"])
