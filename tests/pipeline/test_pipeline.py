@@ -149,7 +149,7 @@ def test_rows_name_their_node(smoke_run):
 @pytest.mark.integration  # a shipped sweep end to end through the pipeline
 def test_sub_halfin_whitt_runs_at_a_tiny_scale(tmp_path, ray_cluster):
     cfg = compose(["+sweep=sub_halfin_whitt", f"output_dir={tmp_path / 'out'}", "mlflow.enabled=false",
-                   "execution.progress=false", "axes.n_servers=[50,100,200]", "params.events=60000",
+                   "execution.progress=false", "axes.n_servers=[50,100,200]", "params.time=800",
                    "replications=2"])
     out = run_sweep(to_plain(cfg), quiet=True)
     frame = out["frame"]
