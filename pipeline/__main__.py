@@ -1,5 +1,9 @@
 """``python -m pipeline [+sweep=NAME] [key=value ...]``: run a sweep (see README.md).
 
+``python -m pipeline -m +sweep=a,b [key=v1,v2 ...]`` runs several (pipeline.multirun): all are
+planned first, then run under one Ray start and one MLflow parent run; the exit code is the
+worst of theirs.
+
 Exit codes: 0 done; 1 some tasks failed (rows with ``status == "error"``; MLflow run FAILED);
 2 refused configuration (nothing started); 3 Ray could not be started or joined (nothing
 written); 130 interrupted by Ctrl-C or SIGTERM (MLflow run KILLED, folder marked partial,
@@ -75,9 +79,17 @@ def main(cfg: DictConfig) -> None:
     _started = True
     if _ours:
         os.environ.pop(_FULL_ERROR, None)  # from here on Hydra reports as usual
-    from pipeline.run import run_sweep
+    from pipeline.multirun import current_group, finish
+    from pipeline.run import EXIT_CLUSTER, EXIT_INTERRUPTED, run_sweep
 
-    code = run_cli(lambda: run_sweep(cfg))
+    group = current_group()  # None unless Hydra runs several sweeps (-m)
+    code = run_cli(lambda: run_sweep(cfg, group=group))
+    if group is not None:
+        group.codes.append(code)
+        if code in (EXIT_INTERRUPTED, EXIT_CLUSTER):  # stop the remaining sweeps
+            finish()
+            sys.exit(code)
+        return
     if code:
         sys.exit(code)
 
@@ -88,12 +100,24 @@ def cli() -> None:
     from pipeline.config import compose_error_message
     from pipeline.run import EXIT_CONFIG
 
+    from pipeline import multirun
+
+    if multirun.is_multirun(sys.argv[1:]):  # plan every sweep before the first one starts
+        try:
+            multirun.validate(sys.argv[1:])
+        except ConfigError as exc:
+            print(f"configuration error: {exc}", file=sys.stderr)
+            sys.exit(EXIT_CONFIG)
     user_full_error = os.environ.get(_FULL_ERROR)
     if not user_full_error:
         os.environ[_FULL_ERROR], _ours = "1", True
     try:
         main()
+        worst = multirun.finish()
+        if worst:
+            sys.exit(worst)
     except SystemExit:
+        multirun.finish()
         raise
     except Exception as exc:  # Hydra's refusal, or a failure of the run itself
         if _started:

@@ -84,13 +84,15 @@ def _check_resumable(out_dir: Path, plan: Plan) -> dict:
 
 
 def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: bool = False,
-              resume: bool = False, retry_failed: bool = False) -> dict:
+              resume: bool = False, retry_failed: bool = False, group=None) -> dict:
     """Validate, execute, record, analyse, track and archive one sweep; return what was made.
 
     With ``resume``, ``output_dir`` is an existing run folder: only the tasks without a result
     file run (with ``retry_failed``, also those whose row is an error: their old rows move to
     ``results/failed/``), under the run's own run id and MLflow run, so that the final rows are
     those of an uninterrupted run. Raises :class:`Interrupted` after recording an interruption.
+    ``group`` (a :class:`pipeline.multirun.Group`, in a Hydra multirun) shares its Ray session
+    and nests the sweep's MLflow parent run under the multirun's.
     """
     conf = to_plain(cfg)
     plan = make_plan(conf)
@@ -111,16 +113,18 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     elif results_dir.exists() and any(results_dir.iterdir()):
         raise ConfigError(f"output_dir={str(out_dir)!r} already holds results; choose a new folder "
                           f"or resume it with python -m pipeline.resume {out_dir}")
-    session = connect(conf["execution"])  # before anything is written: a failure leaves nothing
+    # before anything is written: a failure leaves nothing
+    session = group.connect(conf["execution"]) if group is not None else connect(conf["execution"])
     try:
         return _run(conf, plan, out_dir, results_dir, session, project_root, quiet,
-                    state if resume else None, retry_failed)
+                    state if resume else None, retry_failed, group)
     finally:
-        session.close()
+        if group is None:  # a multirun's session serves its next sweep (Group.close ends it)
+            session.close()
 
 
 def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, project_root: Path,
-         quiet: bool, state: dict | None, retry_failed: bool) -> dict:
+         quiet: bool, state: dict | None, retry_failed: bool, group=None) -> dict:
     t0 = time.perf_counter()
     resuming = state is not None
     if resuming:
@@ -169,6 +173,10 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
 
             # flat params, tags (git commit, user, overrides, note); see pipeline/mlflow_log.py
             start_sweep(tracker, conf, plan, run_id, out_dir, project_root)
+            if group is not None:  # nested under the multirun's parent run
+                from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+                tracker.set_tags({MLFLOW_PARENT_RUN_ID: group.parent_for(tracker)})
         state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
         _write_state(out_dir, state)
     status = "FAILED"
