@@ -269,6 +269,36 @@ def _warn_missed_precision(frame: pl.DataFrame, target) -> None:
                     missed.height, sims.height, target, "n/a" if worst is None else f"{worst:.3g}")
 
 
+def _g(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def model_verdicts(name: str, extra: dict) -> list[str]:
+    """One line per verdict of an extra analysis, naming the quantity it judges."""
+    lines = []
+    for v in extra.get("verdicts", []):  # zero_queueing
+        slope = "" if v.get("slope") is None else (
+            f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])")
+        lines.append(f"{v['label']}: queueing ratio as N grows: {v['verdict']}{slope}")
+    for a in extra.get("distance_arms", []):  # centralization
+        arm = f"central [{a['engine']}] lam={_g(a['lam'])} p={_g(a['p'])}"
+        lines.append(f"{arm}: sup distance of the simulated tails to the invariant state: {a['sup_verdict']}")
+        lines.append(f"{arm}: gap of v_1 (mean queue) to the invariant state: {a['v1_verdict']}")
+    for s in extra.get("slopes", []):  # only where the sweep has the loads to fit it
+        if str(s.get("verdict", "")).startswith("not enough loads"):
+            continue
+        lines.append(f"central [{s['engine']}] p={_g(s['p'])}: slope of v_1 against log 1/(1 - lam): "
+                     f"{s['verdict']}")
+    for c in extra.get("convergence", []):  # jiq
+        parts = " ".join(f"{k}={_g(c[k])}" for k in ("r", "lam", "d", "z") if c.get(k) is not None)
+        lines.append(f"{c['policy']} [{c['engine']}] {parts}: gap of {c['quantity']} to the mean "
+                     f"field as N grows: {c['verdict']}" + (f" ({c['note']})" if c.get("note") else ""))
+    for t in extra.get("heavy_traffic", []):  # led
+        lines.append(f"{t['label']}: heavy-traffic ratio eps E[sum Q] / zeta -> 1 as eps -> 0: "
+                     f"{t['verdict']}")
+    return lines
+
+
 def analysis_params(plan: Plan) -> list[str]:
     """The parameter columns that define a point (run length only where it is an axis; list
     parameters such as service_rates are left out: a list is not a group key, and a sweep that
@@ -304,17 +334,25 @@ def print_summary(analysis: dict, plan: Plan) -> None:
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_hide_dataframe_shape=True, float_precision=4,
                    tbl_width_chars=200, tbl_hide_column_data_types=True):
         print(table)
-    printed = set()  # one line per (policy, engine, arm): the engine is part of the arm
+    # the model's own verdicts first (what the sweep is about), then the generic check
+    own = [(name, line) for name, extra in (analysis.get("extra") or {}).items()
+           for line in model_verdicts(name, extra)]
+    if own:
+        print("\nverdicts of the sweep's own analysis (" + ", ".join(dict.fromkeys(n for n, _ in own))
+              + "; its report says how each is judged):")
+        for _, line in own:
+            print(f"  {line}")
+    generic = []  # one line per (policy, engine, arm): the engine is part of the arm
     for fit in analysis.get("fits", []):
         arm = " ".join(f"{p}={fit[p]:g}" if isinstance(fit.get(p), float) else f"{p}={fit.get(p)}"
                        for p in analysis.get("arm_params", []) if fit.get(p) is not None)
         line = (f"{fit.get('policy')} [{fit.get('engine')}] {arm}".rstrip()
-                + f": gap of {fit.get('metric') or 'mean_response'} to the mean field: {fit.get('verdict')}")
-        if line not in printed:
-            printed.add(line)
-            print(line)
-    for name, extra in (analysis.get("extra") or {}).items():
-        for v in extra.get("verdicts", []):
-            slope = "" if v.get("slope") is None else (
-                f"  (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])")
-            print(f"{name}: {v['label']}: {v['verdict']}{slope}")
+                + f": {fit.get('verdict')}")
+        if line not in generic:
+            generic.append(line)
+    if generic:
+        metric = next((f.get("metric") for f in analysis.get("fits", []) if f.get("metric")),
+                      "mean_response")
+        print(f"\n{'generic check' if own else 'verdicts'}: the gap of {metric} to the mean field as N grows:")
+        for line in generic:
+            print(f"  {line}")

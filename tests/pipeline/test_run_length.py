@@ -121,3 +121,32 @@ def test_headline_sweep_reaches_a_million_servers_by_time():
     assert {t["_meta"]["replication"] for t in plan.tasks} == set(range(5))
     for t in plan.tasks:
         assert t["time"] == max(30, 3e6 / t["n_servers"])
+
+
+def test_console_leads_with_the_models_own_verdicts_and_names_each_quantity(tmp_path, capsys):
+    import polars as pl
+
+    from pipeline.run import model_verdicts, print_summary
+
+    extra = {"distance_arms": [{"engine": "occupancy", "lam": 0.9, "p": 0.05,
+                                "sup_verdict": "converges (rate N^-0.88)", "v1_verdict": "no significant gap"}],
+             "slopes": [{"engine": "occupancy", "p": 0.05, "verdict": "not enough loads: 1"}]}
+    lines = model_verdicts("centralization", extra)
+    assert lines == [
+        "central [occupancy] lam=0.9 p=0.05: sup distance of the simulated tails to the invariant "
+        "state: converges (rate N^-0.88)",
+        "central [occupancy] lam=0.9 p=0.05: gap of v_1 (mean queue) to the invariant state: no significant gap"]
+    summary = tmp_path / "summary.parquet"
+    pl.DataFrame({"policy": ["central"], "p": [0.05], "engine": ["occupancy"], "n_rep": [2],
+                  "mean_response": [2.0], "mean_response_hw": [0.1]}).write_parquet(summary)
+    analysis = {"summary": summary, "params": ["p"], "arm_params": ["p"], "extra": {"centralization": extra},
+                "fits": [{"policy": "central", "engine": "occupancy", "p": 0.05, "verdict": "inconclusive",
+                          "metric": "mean_response"}]}
+
+    class _Plan:
+        varying = ["p"]
+
+    print_summary(analysis, _Plan())
+    out = capsys.readouterr().out
+    own, generic = out.index("sweep's own analysis"), out.index("generic check: the gap of mean_response")
+    assert own < out.index("converges (rate N^-0.88)") < generic < out.index("p=0.05: inconclusive")
