@@ -118,9 +118,11 @@ def test_analysis_outputs(tmp_path):
     assert names == {"central_tails.png", "central_v1_vs_load.png", "central_distance_vs_N.png",
                      "central_istar_table.png"}
     assert all(p.stat().st_size > 10_000 for p in out["plots"])
-    for key, value, step in out["metrics"]:
+    for key, value, step, arm in out["metrics"]:  # routed to the arm's child run in MLflow
         assert isinstance(key, str) and isinstance(value, float) and isinstance(step, int)
         assert math.isfinite(value)
+        assert arm["policy"] == "central" and "engine" in arm and "p" in arm
+        assert "lam" not in key and "_p0" not in key, key  # no arm values in the key
     text = out["report"].read_text()
     for part in ("(a) Figure 3.1", "(b) Figure 3.2", "(c) Table 3.1", "(d) Theorem 7", "i* = 39"):
         assert part in text

@@ -37,7 +37,8 @@ def test_verdicts_on_known_trends(tmp_path):
     assert by["zero"]["verdict"] == VANISHING
     assert out["report"].exists() and "vanishing" in out["report"].read_text()
     assert all(p.stat().st_size > 1000 for p in out["plots"])
-    assert any(k.startswith("queueing_ratio/") and step == 100_000 for k, _, step in out["metrics"])
+    assert any(k == "queueing_ratio" and step == 100_000 and arm.get("policy")
+               for k, _, step, arm in out["metrics"])
     # arms are labelled by what does not change along N (variant), not by k, d, lam
     assert out["arm_params"] == ["variant", "d"]
 
