@@ -524,10 +524,6 @@ def _f(v, digits=4) -> str:
     return str(v)
 
 
-def _slug(x: float) -> str:
-    return f"{x:g}"
-
-
 def analyze_centralization(frame, params, outdir, sweep_name: str) -> dict:
     """Figures, tables and verdicts of the partial-centralization sweep (module docstring).
 
@@ -571,21 +567,22 @@ def analyze_centralization(frame, params, outdir, sweep_name: str) -> dict:
                      "invariant state, their estimates lean towards it")
 
     # ---- metrics for MLflow
-    metrics: list[tuple[str, float, int]] = []
+    # (key, value, step, arm): MLflow puts each on the child runs of its arm (pipeline.mlflow_log)
+    metrics: list[tuple] = []
     for r in dist_rows:
-        arm = f"{r['engine']}_lam{_slug(r['lam'])}_p{_slug(r['p'])}"
-        metrics.append((f"central_sup_dist_{arm}", r["sup"], r["n_servers"]))
-        metrics.append((f"central_l1_dist_{arm}", r["l1"], r["n_servers"]))
+        route = {"policy": "central", "engine": r["engine"], "lam": r["lam"], "p": r["p"]}
+        metrics.append(("central_sup_dist", r["sup"], r["n_servers"], route))
+        metrics.append(("central_l1_dist", r["l1"], r["n_servers"], route))
     for a in arms:
-        arm = f"{a['engine']}_lam{_slug(a['lam'])}_p{_slug(a['p'])}"
+        route = {"policy": "central", "engine": a["engine"], "lam": a["lam"], "p": a["p"]}
         for k in ("sup_slope", "sup_slope_lo", "sup_slope_hi", "v1_slope", "v1_slope_lo", "v1_slope_hi"):
             if a.get(k) is not None:
-                metrics.append((f"central_{k}_{arm}", float(a[k]), 0))
-    for s in slopes:
-        key = f"{s['engine']}_p{_slug(s['p'])}"
+                metrics.append((f"central_{k}", float(a[k]), 0, route))
+    for s in slopes:  # per (engine, p): on each of its children (one per load when lam is an axis)
+        route = {"policy": "central", "engine": s["engine"], "p": s["p"]}
         for k in ("b", "b_lo", "b_hi", "b_fluid", "b_pred"):
             if s.get(k) is not None:
-                metrics.append((f"central_v1_slope_{k}_{key}", float(s[k]), 0))
+                metrics.append((f"central_v1_slope_{k}", float(s[k]), 0, route))
 
     report = _write_report(outdir, sweep_name, points, dist_rows, arms, slopes, table, plots, notes)
     return {"report": report, "plots": plots, "metrics": metrics,

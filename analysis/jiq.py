@@ -338,7 +338,7 @@ def analyze_jiq(frame, params, outdir, sweep_name: str = "") -> dict:
     outdir.mkdir(parents=True, exist_ok=True)
     # the run length is not part of a point here (meanfield rows have none; sweeps may derive
     # it from N): drop it, so that a simulated point meets its mean-field row
-    params = [p for p in check_params(df, params) if p != "events"]
+    params = [p for p in check_params(df, params) if p not in ("events", "time")]
     ok = df.filter(pl.col("status") == "ok") if "status" in df.columns else df
     keys = ["policy", "engine", *params]
     present = [m for m in METRICS if m in ok.columns]
@@ -428,8 +428,10 @@ def analyze_jiq(frame, params, outdir, sweep_name: str = "") -> dict:
     report = outdir / "report.md"
     report.write_text("\n".join(lines) + "\n")
     (outdir / "convergence.json").write_text(json.dumps(conv, indent=1, default=str))
+    # (key, value, step, arm): MLflow puts each on the child runs of its arm (pipeline.mlflow_log)
     metrics = []
     for r in cmp.filter(pl.col("rel_err").is_not_null()).iter_rows(named=True):
-        metrics.append((f"jiq_rel_err/{r['policy']}_{r['engine']}_lam{r['lam']:g}", float(r["rel_err"]),
-                        int(r["n_servers"])))
+        route = {k: r[k] for k in ("policy", "engine", "lam", "r", "d", "z", "variant")
+                 if r.get(k) is not None}
+        metrics.append(("jiq_rel_err", float(r["rel_err"]), int(r["n_servers"]), route))
     return {"report": report, "plots": plots, "metrics": metrics, "convergence": conv}

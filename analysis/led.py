@@ -226,7 +226,7 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
     df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    params = [p for p in check_params(df, params) if p != "events" and df.schema[p] != pl.List(pl.Float64)]
+    params = [p for p in check_params(df, params) if p not in ("events", "time") and df.schema[p] != pl.List(pl.Float64)]
     lines = [f"# LED (multiple dispatchers, local estimates): {sweep_name}", ""]
     unstable = df.filter(pl.col("status") == "unstable") if "status" in df.columns else df.head(0)
     ok = df.filter(pl.col("status") == "ok") if "status" in df.columns else df
@@ -290,5 +290,7 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
     report = outdir / "report.md"
     report.write_text("\n".join(lines) + "\n")
     (outdir / "heavy_traffic.json").write_text(json.dumps(table, indent=1, default=str))
-    metrics = [(f"led_ht_ratio/{t['label']}", float(t["ratio"][0]), 0) for t in table]
+    # (key, value, step, arm): on the child runs of each arm (pipeline.mlflow_log)
+    metrics = [("led_ht_ratio_first_eps", float(t["ratio"][0]), 0,
+                {c: t[c] for c in arm if t.get(c) is not None}) for t in table]
     return {"report": report, "plots": plots, "metrics": metrics, "heavy_traffic": table}

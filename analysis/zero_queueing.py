@@ -119,15 +119,18 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     vpath = outdir / "verdicts.json"
     vpath.write_text(json.dumps(verdicts, indent=1, default=str) + "\n")
     report = _report(outdir, sweep_name, arms, arm, verdicts, plots, x)
+    # (key, value, step, arm): MLflow puts each on the child runs of its arm (pipeline.mlflow_log)
     metrics = []
     for key, pts in arms.items():
-        name = "_".join(str(k) for k in key if k is not None)
+        route = {c: pts[c][0] for c in ("policy", "engine") if c in pts.columns}
+        route.update({c: k for c, k in zip(arm, key) if k is not None})
         for r in pts.iter_rows(named=True):
             if r["queueing_ratio"] is not None:
-                metrics.append((f"queueing_ratio/{name}", r["queueing_ratio"], int(r[x])))
+                metrics.append(("queueing_ratio", r["queueing_ratio"], int(r[x]), route))
     for v in verdicts:
         if v["slope"] is not None:
-            metrics.append((f"ratio_slope/{v['label']}", v["slope"], 0))
+            route = {c: v[c] for c in ("policy", "engine", *arm) if v.get(c) is not None}
+            metrics.append(("queueing_ratio_slope", v["slope"], 0, route))
     return {"report": report, "plots": plots, "metrics": metrics, "verdicts": verdicts,
             "summary": summary, "verdicts_json": vpath, "arm_params": arm}
 
