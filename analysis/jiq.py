@@ -38,6 +38,7 @@ import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import wls_loglog
 
@@ -57,7 +58,7 @@ CONVERGES, NOT_CONVERGING, CONSISTENT, INCONCLUSIVE = (
     "converges", "not converging", "consistent", "inconclusive")
 POLICY_NAMES = {"pod": "Po2 (pod)", "jiq": "JIQ", "jiq_pod": "JIQ-Po2", "jiq_original": "JIQ-Original",
                 "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"}
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+_COLORS = list(style.PALETTE)
 
 
 def _name(policy: str, row: dict | None = None) -> str:
@@ -170,9 +171,26 @@ def _verdict(ns, gaps, ses) -> dict:
     return out
 
 
-def _errorbar(ax, xs, ys, hws, **kw):
+def _errorbar(ax, xs, ys, hws, color, log: bool = True, **kw) -> bool:
+    """95% bars; on a log axis an interval reaching 0 gets an arrow to the bottom instead."""
     ys, hws = np.asarray(ys, float), np.asarray(hws, float)
-    ax.errorbar(xs, ys, yerr=np.where(np.isfinite(hws), hws, 0.0), fmt="o", ms=4, capsize=2, **kw)
+    if log:
+        return style.errorbar_log(ax, xs, ys, hws, color_=color, fmt="o", ms=4, capsize=2, **kw)
+    ax.errorbar(xs, ys, yerr=np.where(np.isfinite(hws), hws, 0.0), fmt="o", ms=4, capsize=2, color=color, **kw)
+    return False
+
+
+def _legend_below(fig, axes, ncol: int = 4) -> None:
+    """One legend below the panels (never over the data), each label once."""
+    seen: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if not lab.startswith("_") and lab not in seen:
+                seen[lab] = h
+    if seen:  # as many columns as fit the figure's width (about 3 inches a column)
+        fit = max(1, int(fig.get_figwidth() // 3.0))
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", fontsize=7,
+                   ncol=min(ncol, len(seen), fit), frameon=False)
 
 
 def _plot_response(agg: pl.DataFrame, keys: list[str], outdir: Path) -> Path | None:
@@ -180,16 +198,21 @@ def _plot_response(agg: pl.DataFrame, keys: list[str], outdir: Path) -> Path | N
     if "lam" not in agg.columns or sims.height == 0 or sims["lam"].n_unique() < 3:
         return None  # a curve in the load needs 3 loads at least
     n_values = sorted(sims["n_servers"].unique().to_list())[-3:]  # the largest three N
-    fig = Figure(figsize=(5.2 * len(n_values), 4.2), layout="constrained")
+    fig = Figure(figsize=(5.6 * len(n_values), 4.8), layout="constrained")
     FigureCanvasAgg(fig)
+    axes, zero = [], False
     for i, n in enumerate(n_values):
         ax = fig.add_subplot(1, len(n_values), i + 1)
-        for j, policy in enumerate(agg["policy"].unique(maintain_order=True).to_list()):
+        axes.append(ax)
+        ys_all = []
+        # at most style.MAX_SERIES policies (each a colour; the sweeps have at most five)
+        for j, policy in enumerate(agg["policy"].unique(maintain_order=True).to_list()[: style.MAX_SERIES]):
             c = _COLORS[j % len(_COLORS)]
             s = sims.filter((pl.col("policy") == policy) & (pl.col("n_servers") == n)).sort("lam")
             if s.height:
-                _errorbar(ax, s["lam"], s["mean_response"], s["mean_response_hw"], color=c,
-                          label=f"{_name(policy, s.row(0, named=True))}, simulated")
+                zero |= _errorbar(ax, s["lam"], s["mean_response"], s["mean_response_hw"], color=c,
+                                  label=f"{_name(policy, s.row(0, named=True))}, simulated (95% CI)")
+                ys_all += s["mean_response"].to_list()
             # the mean-field curve of the same arm (every parameter but the load)
             arm = s.row(0, named=True) if s.height else {}
             m = agg.filter(pl.col("engine") == "meanfield", pl.col("policy") == policy,
@@ -199,12 +222,14 @@ def _plot_response(agg: pl.DataFrame, keys: list[str], outdir: Path) -> Path | N
             if m.height:
                 ax.plot(m["lam"], m["mean_response"], "-", color=c, lw=1.2,
                         label=f"{_name(policy, m.row(0, named=True))}, mean field")
-        ax.set_yscale("log")
-        ax.set_xlabel("load $\\lambda$")
-        ax.set_ylabel("mean response time (units of mean service time)")
+        style.log_axis(ax, "y", [v for v in ys_all if v is not None] or None)
+        ax.set_xlabel("load $\\lambda$ (arrival rate per server; service rate 1)")
+        ax.set_ylabel("mean response time (mean service times)")
         ax.set_title(f"N = {n} servers")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.grid(True, which="major", alpha=0.3)
+    if zero:
+        axes[0].add_line(style.ci_zero_handle())
+    _legend_below(fig, axes, ncol=2 if len(axes) == 1 else 3)
     path = outdir / "response_vs_load.png"
     fig.savefig(path, dpi=120)
     return path
@@ -218,14 +243,19 @@ def _plot_tails(agg: pl.DataFrame, tails: dict, keys: list[str], outdir: Path, m
     if len(lams) > 3:  # at most three loads: the lowest, a middle one and the highest
         lams = [lams[0], lams[len(lams) // 2], lams[-1]]
     n_max = sims["n_servers"].max()  # one N per panel: the largest (the report has every N)
-    varies_r = "r" in sims.columns and sims["r"].n_unique() > 1
-    fig = Figure(figsize=(5.4 * len(lams), 4.4), layout="constrained")
+    varies_r = "r" in sims.columns and sims["r"].drop_nulls().n_unique() > 1
+    # at most style.MAX_SERIES series a panel: more go to further rows of panels
+    per_lam = {lam: sims.filter((pl.col("lam") == lam) & (pl.col("n_servers") == n_max)) for lam in lams}
+    n_rows = max(1, max(-(-r.height // style.MAX_SERIES) for r in per_lam.values()))
+    fig = Figure(figsize=(6.4 * len(lams), 4.6 * n_rows + 0.6), layout="constrained")
     FigureCanvasAgg(fig)
-    for i, lam in enumerate(lams):
-        ax = fig.add_subplot(1, len(lams), i + 1)
-        series = 0
-        rows = sims.filter((pl.col("lam") == lam) & (pl.col("n_servers") == n_max))
-        for row in rows.head(len(_COLORS)).iter_rows(named=True):
+    for i, lam, part in [(i, lam, part) for i, lam in enumerate(lams) for part in range(n_rows)]:
+        rows = per_lam[lam].slice(part * style.MAX_SERIES, style.MAX_SERIES)
+        if rows.height == 0:
+            continue
+        ax = fig.add_subplot(n_rows, len(lams), part * len(lams) + i + 1)
+        series, cut, zero = 0, 0, False
+        for row in rows.iter_rows(named=True):
             key = tuple(row[k] for k in keys)
             if key not in tails:
                 continue
@@ -234,9 +264,11 @@ def _plot_tails(agg: pl.DataFrame, tails: dict, keys: list[str], outdir: Path, m
             mean, se = tails[key]
             lv = np.arange(1, mean.size + 1)
             pos = mean > 0
-            label = _name(row["policy"], row) + (f", r={_fmt(row['r'])}" if varies_r else "")
-            ax.errorbar(lv[pos], mean[pos], yerr=1.96 * se[pos], fmt="o", ms=3, capsize=2, color=c,
-                        label=label)
+            label = _name(row["policy"], row) + (f", r = {_fmt(row['r'])}" if varies_r and row["r"] is not None else "")
+            zero |= style.errorbar_log(ax, lv[pos], mean[pos], 1.96 * se[pos], color_=c, fmt="o", ms=3,
+                                       capsize=2, label=label)
+            if style.tail_is_cut(mean):
+                cut = max(cut, mean.size)
             mrow = agg.filter(pl.col("engine") == "meanfield",
                               *[pl.col(k).eq_missing(row[k]) for k in keys if k != "engine"])
             if mrow.height:
@@ -245,15 +277,20 @@ def _plot_tails(agg: pl.DataFrame, tails: dict, keys: list[str], outdir: Path, m
                     mt = tails[mkey][0]
                     lvm = np.arange(1, mt.size + 1)
                     ax.plot(lvm[mt > 1e-12], mt[mt > 1e-12], "-", color=c, lw=1)
-        ax.set_yscale("log")
+        if cut:
+            style.mark_max_level(ax, cut)
         ax.set_ylim(1e-6, 1.5)
-        ax.set_xlabel(f"queue length i (levels shown up to {max_level})")
-        ax.set_ylabel("$s_i$: fraction of servers with at least i tasks")
-        ax.set_title(f"$\\lambda$ = {lam:g}, N = {n_max}\n(points: simulated with 95% CI, lines: mean field)",
-                     fontsize=9)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        style.log_axis(ax, "y", [1e-6, 1.5])
+        style.integer_axis(ax, "x")
+        ax.set_xlabel(style.label("level"))
+        ax.set_ylabel(style.label("tail"))
+        has_mf = (agg["engine"] == "meanfield").any()
+        ax.set_title(f"$\\lambda$ = {lam:g}, N = {n_max}\n(points: simulated with 95% CI"
+                     + (", lines: mean field)" if has_mf else "; no mean field in this sweep)"), fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+        if zero:
+            ax.add_line(style.ci_zero_handle())
+        style.legend_outside(ax)
     path = outdir / "tails.png"
     fig.savefig(path, dpi=120)
     return path
@@ -270,21 +307,21 @@ def _plot_messages(agg: pl.DataFrame, outdir: Path) -> Path | None:
     sims = sims.filter(pl.col("n_servers") == n)
     if "r" in sims.columns and sims["r"].n_unique() > 1:
         sims = sims.filter(pl.col("r") == sims["r"].max())
-    fig = Figure(figsize=(13, 4.2), layout="constrained")
+    fig = Figure(figsize=(13, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     for i, (rate, title) in enumerate([("join_rate", "join messages"), ("delete_rate", "delete messages"),
                                         ("probe_rate", "probe messages (2 per probe)")]):
         ax = fig.add_subplot(1, 3, i + 1)
-        for j, policy in enumerate(sims["policy"].unique(maintain_order=True).to_list()):
+        for j, policy in enumerate(sims["policy"].unique(maintain_order=True).to_list()[: style.MAX_SERIES]):
             s = sims.filter(pl.col("policy") == policy).sort("lam")
-            _errorbar(ax, s["lam"], s[rate], s[f"{rate}_hw"], color=_COLORS[j % len(_COLORS)],
-                      label=_name(policy, s.row(0, named=True)))
+            _errorbar(ax, s["lam"], s[rate], s[f"{rate}_hw"], color=_COLORS[j % len(_COLORS)], log=False,
+                      label=_name(policy, s.row(0, named=True)) + " (95% CI)")
             ax.plot(s["lam"], s[rate], "-", color=_COLORS[j % len(_COLORS)], lw=0.8)
-        ax.set_xlabel("load $\\lambda$")
-        ax.set_ylabel("messages per server per unit time")
+        ax.set_xlabel("load $\\lambda$ (arrival rate per server; service rate 1)")
+        ax.set_ylabel("messages per server per mean service time")
         ax.set_title(f"{title}, N = {n}")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    _legend_below(fig, fig.axes, ncol=5)
     path = outdir / "messages.png"
     fig.savefig(path, dpi=120)
     return path
@@ -295,18 +332,25 @@ def _plot_convergence(conv: list[dict], outdir: Path) -> Path | None:
     if not conv:
         return None
     quantities = ["p0", "mean_response", "s_2"]
-    fig = Figure(figsize=(15, 4.4), layout="constrained")
+    # at most style.MAX_SERIES arms a panel: more go to further rows of panels
+    n_rows = max(1, max(-(-len([c for c in conv if c["quantity"] == q]) // style.MAX_SERIES) for q in quantities))
+    fig = Figure(figsize=(16, 5.0 * n_rows + 0.8), layout="constrained")
     FigureCanvasAgg(fig)
-    for i, q in enumerate(quantities):
-        ax = fig.add_subplot(1, 3, i + 1)
-        rows = [c for c in conv if c["quantity"] == q][: len(_COLORS)]
+    axes = []
+    for i, q, part in [(i, q, part) for i, q in enumerate(quantities) for part in range(n_rows)]:
+        rows = [c for c in conv if c["quantity"] == q][part * style.MAX_SERIES:(part + 1) * style.MAX_SERIES]
+        if not rows:
+            continue
+        ax = fig.add_subplot(n_rows, 3, part * 3 + i + 1)
+        axes.append(ax)
         for j, c in enumerate(rows):
             col = _COLORS[j % len(_COLORS)]
             ns, g, se = np.array(c["n_values"], float), np.abs(c["gaps"]), np.array(c["gap_se"])
             sig = g > SIGNIFICANT_Z * se
             label = f"{_name(c['policy'], c)} r={_fmt(c.get('r'))} $\\lambda$={_fmt(c.get('lam'))}"
-            ax.plot(ns[sig], g[sig], "o", color=col, ms=4, label=label)
-            ax.plot(ns[~sig], SIGNIFICANT_Z * se[~sig], "v", color=col, ms=4, mfc="none")
+            mk = style.marker(j)
+            ax.plot(ns[sig], g[sig], mk, color=col, ms=4, ls="none", label=label)
+            ax.plot(ns[~sig], SIGNIFICANT_Z * se[~sig], "v", color=col, ms=4, mfc="none", ls="none")
             if c["slope"] is not None:
                 xs = ns[sig]
                 # the fitted line through the significant points' geometric centre
@@ -317,15 +361,24 @@ def _plot_convergence(conv: list[dict], outdir: Path) -> Path | None:
             ref = np.array([nmin, nmax], float)
             top = max(max(np.abs(c["gaps"])) for c in rows)
             ax.plot(ref, top * ref[0] / ref, "k--", lw=1, label="reference slope 1/N")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.plot([], [], "v", color="0.3", mfc="none", ls="none",
+                label=f"open triangle: {SIGNIFICANT_Z:g} SE where the gap is not significant (an upper bound)")
+        if any(c["slope"] is not None for c in rows):
+            ax.plot([], [], "-", color="0.3", lw=1, label="solid line: fitted power law")
+        style.log_axis(ax, "x", [v for c in rows for v in c["n_values"]])
+        style.log_axis(ax, "y", [v for c in rows for v in np.abs(c["gaps"]).tolist() + (
+            SIGNIFICANT_Z * np.array(c["gap_se"])).tolist() if v > 0])
         ax.set_xlabel("number of servers N")
-        names = {"p0": "$|p_0 - p_0^{MF}|$ (fraction of empty I-queues)",
-                 "mean_response": "|mean response - mean field|", "s_2": "$|s_2 - s_2^{MF}|$"}
+        names = {"p0": "$|p_0 - p_0^{MF}|$ (fraction of I-queues)",
+                 "mean_response": "|mean response time \u2212 mean field| (mean service times)",
+                 "s_2": "$|s_2 - s_2^{MF}|$ (fraction of servers)"}
+        titles = {"p0": "gap of $p_0$, the fraction of empty I-queues",
+                  "mean_response": "gap of the mean response time",
+                  "s_2": "gap of $s_2$, the fraction of servers with \u2265 2 tasks"}
         ax.set_ylabel(names[q])
-        ax.set_title(f"gap of {q} (open triangles: 4 SE where the gap is not significant)", fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6)
+        ax.set_title(titles[q], fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+    _legend_below(fig, axes, ncol=3)
     path = outdir / "convergence.png"
     fig.savefig(path, dpi=120)
     return path

@@ -34,6 +34,7 @@ import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
 
@@ -44,7 +45,21 @@ APPROACHES, NOT_APPROACHING, INCONCLUSIVE, UNSTABLE = (
     "falling toward 1", "not falling toward 1", "inconclusive", "unstable")
 NAMES = {"l_jsq": "L-JSQ", "l_jba": "L-JBA", "l_pod": "L-Pod", "jsq": "JSQ", "pod": "Po2",
          "jiq": "JIQ", "random": "random", "weighted_random": "mu-weighted random"}
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+_COLORS = list(style.PALETTE)
+_X_LABELS = {"lam": "load $\\rho = \\lambda_\\Sigma / \\mu_\\Sigma$ (arrivals over service capacity)",
+             "p_hat": "update probability $\\hat p$ (Push, per dispatcher and slot)"}
+
+
+def _panels(keys: list[dict], arm: list[str]) -> list[list[dict]]:
+    """The arms in groups of at most ``style.MAX_SERIES`` (one colour each), split by an arm
+    column where one does it (:func:`analysis.style.split_series`)."""
+    return [g for _, g in style.split_series(keys, [a for a in arm if a != "policy"] + ["policy"])]
+
+
+def _axes(n: int, width: float = 8.5, height: float = 4.8):
+    fig = Figure(figsize=(width, height * n + 0.3), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, [fig.add_subplot(n, 1, i + 1) for i in range(n)]
 
 
 def _label(row: dict) -> str:
@@ -114,55 +129,63 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
     agg = _one_baseline_run(agg)
     if agg.height == 0 or agg[x].n_unique() < 3:
         return None
-    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    keys = agg.select(arm).unique(maintain_order=True).rows(named=True)[: len(_COLORS)]
+    panels = _panels(agg.select(arm).unique(maintain_order=True).rows(named=True), arm)
+    fig, axes = _axes(len(panels))
     top = float(agg["mean_response"].max()) * 2
-    for j, key in enumerate(keys):
-        c = _COLORS[j]
-        s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort(x)
-        hw = np.nan_to_num(np.asarray(s["mean_response_hw"].to_list(), float))
-        extra = f", $\\rho$={key['lam']:g}" if x != "lam" and key.get("lam") is not None else ""
-        ax.errorbar(s[x], s["mean_response"], yerr=hw, fmt="o-", ms=4, capsize=2, color=c,
-                    label=_label({**key, **s.row(0, named=True)}) + extra)
-        if unstable.height:
-            u = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
-            if u.height:
-                ax.plot(u[x].unique().to_list(), [top] * u[x].n_unique(), "x", color=c, ms=8)
-    ax.set_yscale("log")
-    if x == "p_hat":
-        ax.set_xscale("log")
-    ax.set_xlabel({"lam": "load $\\rho = \\lambda_\\Sigma / \\mu_\\Sigma$",
-                   "p_hat": "update probability $\\hat p$ (Push, one server per update)"}[x])
-    ax.set_ylabel("mean response time (slots)")
-    ax.set_title("mean response (95% CI; x at the top: unstable runs, not averaged)", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    for ax, keys in zip(axes, panels):
+        zero, crosses = False, False
+        for j, key in enumerate(keys):
+            c = _COLORS[j]
+            s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort(x)
+            extra = f", $\\rho$={key['lam']:g}" if x != "lam" and key.get("lam") is not None else ""
+            zero |= style.errorbar_log(ax, s[x].to_numpy(), s["mean_response"].to_numpy(),
+                                       np.asarray(s["mean_response_hw"].to_list(), float), color_=c,
+                                       fmt=style.marker(j) + "-", ms=4, capsize=2,
+                                       label=_label({**key, **s.row(0, named=True)}) + extra)
+            if unstable.height:
+                u = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
+                if u.height:
+                    crosses = True
+                    ax.plot(u[x].unique().to_list(), [top] * u[x].n_unique(), "x", color=c, ms=8)
+        if crosses:
+            ax.plot([], [], "x", color="0.3", ms=8, ls="none", label="unstable run (not averaged)")
+        if zero:
+            ax.add_line(style.ci_zero_handle())
+        style.log_axis(ax, "y", agg["mean_response"].drop_nulls().to_list() + ([top] if unstable.height else []))
+        if x == "p_hat":
+            style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
+        ax.set_xlabel(_X_LABELS[x])
+        ax.set_ylabel("mean response time (slots)")
+        ax.set_title("mean response time (95% CI over replications)", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        style.legend_outside(ax)
     path = outdir / f"response_vs_{x}.png"
     fig.savefig(path, dpi=120)
     return path
 
 
 def _plot_ratio(table: list[dict], outdir) -> Path | None:
-    table = [t for t in table if len(t["eps"]) >= 3][: len(_COLORS)]
+    table = [t for t in table if len(t["eps"]) >= 3]
     if not table:
         return None
-    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for j, t in enumerate(table):
-        hw = np.nan_to_num(np.asarray(t["ratio_hw"], float))
-        ax.errorbar(t["eps"], t["ratio"], yerr=hw, fmt="o-", ms=4, capsize=2, color=_COLORS[j],
-                    label=f"{t['label']}: {t['verdict']}")
-    ax.axhline(1.0, color="k", ls="--", lw=1, label="heavy-traffic limit 1")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("$\\epsilon = \\mu_\\Sigma - \\lambda_\\Sigma$ (tasks per slot)")
-    ax.set_ylabel("$\\epsilon\\, E[\\sum_n Q_n] / \\zeta$")
-    ax.set_title("heavy-traffic ratio against eps (95% CI over replications)", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    groups = [table[i:i + style.MAX_SERIES] for i in range(0, len(table), style.MAX_SERIES)]
+    fig, axes = _axes(len(groups))
+    for ax, group in zip(axes, groups):
+        zero = False
+        for j, t in enumerate(group):
+            zero |= style.errorbar_log(ax, t["eps"], t["ratio"], np.asarray(t["ratio_hw"], float),
+                                       color_=_COLORS[j], fmt=style.marker(j) + "-", ms=4, capsize=2,
+                                       label=f"{t['label']}: {t['verdict']}")
+        ax.axhline(1.0, color="k", ls="--", lw=1, label="heavy-traffic limit 1")
+        if zero:
+            ax.add_line(style.ci_zero_handle())
+        style.log_axis(ax, "x", [e for t in group for e in t["eps"]])
+        style.log_axis(ax, "y", [r for t in group for r in t["ratio"] if r is not None and r > 0] + [1.0])
+        ax.set_xlabel("$\\epsilon = \\mu_\\Sigma - \\lambda_\\Sigma$ (spare capacity, tasks per slot)")
+        ax.set_ylabel("heavy-traffic ratio $\\epsilon\\, E[\\sum_n Q_n] / \\zeta$")
+        ax.set_title("heavy-traffic ratio against $\\epsilon$ (95% CI over replications)", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        style.legend_outside(ax)
     path = outdir / "ht_ratio_vs_eps.png"
     fig.savefig(path, dpi=120)
     return path
@@ -172,26 +195,30 @@ def _plot_messages(agg, arm, x, outdir) -> Path | None:
     agg = _one_baseline_run(agg)
     if agg.height == 0 or agg[x].n_unique() < 2:
         return None
-    fig = Figure(figsize=(7.5, 4.6), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    keys = agg.select(arm).unique(maintain_order=True).rows(named=True)[: len(_COLORS)]
-    for j, key in enumerate(keys):
-        s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
-                       pl.col("messages_per_job") > 0).sort(x)
-        if s.height:
-            ax.plot(s[x], s["messages_per_job"], "o-", ms=4, color=_COLORS[j],
-                    label=_label({**key, **s.row(0, named=True)}) + " (spent)")
-            b = s.filter(pl.col("msg_budget_per_job").is_not_null())
-            if b.height:
-                ax.plot(b[x], b["msg_budget_per_job"], "--", lw=1.2, color=_COLORS[j],
-                        label=_label({**key, **b.row(0, named=True)}) + " budget")
-    ax.set_yscale("log")
-    ax.set_xlabel({"lam": "load $\\rho$", "p_hat": "update probability $\\hat p$"}.get(x, x))
-    ax.set_ylabel("one-way messages per arriving task")
-    ax.set_title("messages per arrival: spent (solid), budget (dashed); 0 not shown", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    panels = _panels(agg.select(arm).unique(maintain_order=True).rows(named=True), arm)
+    fig, axes = _axes(len(panels))
+    for ax, keys in zip(axes, panels):
+        vals = []
+        for j, key in enumerate(keys):
+            s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
+                           pl.col("messages_per_job") > 0).sort(x)
+            if s.height:
+                ax.plot(s[x], s["messages_per_job"], style.marker(j) + "-", ms=4, color=_COLORS[j],
+                        label=_label({**key, **s.row(0, named=True)}) + " (spent)")
+                vals += s["messages_per_job"].to_list()
+                b = s.filter(pl.col("msg_budget_per_job").is_not_null())
+                if b.height:
+                    ax.plot(b[x], b["msg_budget_per_job"], "--", lw=1.2, color=_COLORS[j],
+                            label=_label({**key, **b.row(0, named=True)}) + " budget")
+                    vals += b["msg_budget_per_job"].to_list()
+        style.log_axis(ax, "y", vals or None)
+        if x == "p_hat":
+            style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
+        ax.set_xlabel(_X_LABELS.get(x, style.label(x, ["slotted"])))
+        ax.set_ylabel("one-way messages per arriving task")
+        ax.set_title("messages per arrival: spent (solid), budget (dashed); 0 not shown", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        style.legend_outside(ax)
     path = outdir / "messages.png"
     fig.savefig(path, dpi=120)
     return path

@@ -3,12 +3,20 @@
 Figures are drawn on ``matplotlib.figure.Figure`` objects with the Agg canvas directly (no
 pyplot, no global backend switch), so this is safe in headless and multi-threaded drivers.
 One figure per policy; inside it, one panel per arm (at most 12 panels a figure; more arms
-continue in ``..._part2.png`` etc.).
+continue in ``..._part2.png`` etc.). Labels, colours and axis rules come from
+:mod:`analysis.style` (words with units, a colour-blind-safe palette, at most as many series in
+a panel as it has colours, log axes whose labels never overlap, integer ticks on integer axes,
+intervals that reach 0 on a log axis marked, tails cut at ``max_level`` marked).
+
+When the scaling variable ``x`` takes one value only (a sweep over the load at fixed N), the
+estimate figure is drawn against the parameter that does vary instead (file name
+``<metric>_vs_<that parameter>_<policy>.png``): one point per panel tells a reader nothing.
 """
 from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,15 +24,30 @@ import numpy as np
 import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
+from analysis import style
 from analysis.aggregate import LIMIT_ENGINES, check_params
 from analysis.fit import arm_columns, point_significant
 
-__all__ = ["make_plots", "plot_estimates", "plot_gaps", "plot_tails", "arm_label"]
+__all__ = ["make_plots", "plot_estimates", "plot_gaps", "plot_tails", "arm_label", "REFINED_ENGINES"]
 
 _PANELS_PER_FIGURE = 12
 _TAIL_FLOOR = 1e-12  # tail levels below this in every curve are not drawn
+#: run-length parameters: never the x axis of a figure in place of N
+_RUN_LENGTH = frozenset({"events", "time", "T", "cap"})
+#: variables drawn on a linear axis whatever their range (a load is read linearly)
+_LINEAR_X = frozenset({"lam"})
+#: engines whose rows are a corrected limit (the refined mean field, 1/N terms): not a simulated
+#: series on the gap plot; :func:`_draw_refined` is where their line goes
+REFINED_ENGINES: tuple[str, ...] = ("refined",)
+#: how each limit engine's curve is drawn (the mean field dashed black; the refined mean field,
+#: which depends on N, dotted grey with markers, so that the two are never confused)
+_LIMIT_STYLE = {"meanfield": {"ls": "--", "color": "black"},
+                "refined": {"ls": ":", "color": "0.4", "marker": "x", "ms": 4}}
+
+
+def _limit_style(engine: str) -> dict:
+    return _LIMIT_STYLE.get(engine, {"ls": "-.", "color": "0.3"})
 
 
 def arm_label(row: dict, arm_params: Sequence[str]) -> str:
@@ -59,10 +82,25 @@ def _arms(frame: pl.DataFrame, arm_params: Sequence[str]) -> list[dict]:
     return frame.select(cols).unique().sort(cols, nulls_last=True).to_dicts()
 
 
-def _grid(n: int):
-    ncols = min(3, n)
+def _split_params(arms: list[dict], arm_params: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(parameters that differ between the arms: panel titles, those that do not: the caption)."""
+    varying, fixed = [], []
+    for p in arm_params:
+        (varying if len({a.get(p) for a in arms}) > 1 else fixed).append(p)
+    return varying, fixed
+
+
+def _caption(fig: Figure, row: dict, fixed: Sequence[str], prefix: str = "") -> None:
+    text = style.param_text(row, fixed)
+    text = f"{prefix}{'; ' if prefix and text else ''}{'fixed: ' + text if text else ''}"
+    if text:
+        fig.suptitle("\n".join(textwrap.wrap(text, 150)), fontsize=8)
+
+
+def _grid(n: int, width: float = 4.4, height: float = 3.4, ncols: int = 3):
+    ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
-    fig = Figure(figsize=(4.4 * ncols, 3.4 * nrows), dpi=110, layout="constrained")
+    fig = Figure(figsize=(width * ncols, height * nrows + 0.6), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[n:]:
@@ -82,15 +120,63 @@ def _save(fig: Figure, outdir: Path, stem: str, part: int) -> Path:
     return path
 
 
-def _x_label(x: str) -> str:
-    return "N (servers)" if x == "n_servers" else x
+def _fig_legend(fig: Figure, axes, ncol: int = 4) -> None:
+    """One legend for the whole figure, below the panels (never over data): unique labels."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        if not ax.get_visible():
+            continue
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if not lab.startswith("_") and lab not in seen:
+                seen[lab] = h
+    if seen:  # as many columns as fit the figure's width (about 3 inches a column)
+        fit = max(1, int(fig.get_figwidth() // 3.0))
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", fontsize=7,
+                   ncol=min(ncol, len(seen), fit), frameon=False)
 
 
-def _use_log_x(ax, xs) -> None:
-    xs = np.asarray(xs, dtype=float)
+def _x_axis(ax, x: str, values, engines: Sequence[str]) -> None:
+    """Log x for a positive variable over more than one value (integer-valued: plain integer
+    labels); a single value gets a single tick; integer-valued linear axes integer ticks."""
+    xs = np.asarray(values, dtype=float)
     xs = xs[np.isfinite(xs)]
-    if xs.size and xs.min() > 0 and np.unique(xs).size > 1:
-        ax.set_xscale("log")
+    ax.set_xlabel(style.label(x, engines))
+    if xs.size == 0:
+        return
+    uniq = np.unique(xs)
+    if uniq.size == 1:
+        ax.set_xticks(uniq)
+        ax.set_xticklabels([_fmt(float(uniq[0])) if not style.is_integer_valued(uniq) else str(int(uniq[0]))])
+        ax.set_xlim(uniq[0] * 0.9 if uniq[0] > 0 else uniq[0] - 1, uniq[0] * 1.1 if uniq[0] > 0 else uniq[0] + 1)
+        return
+    if x not in _LINEAR_X and xs.min() > 0 and xs.max() / xs.min() >= 8:
+        style.log_axis(ax, "x", xs)
+    elif uniq.size <= 6 and style.is_integer_valued(uniq) and x not in _LINEAR_X:
+        ax.set_xticks(uniq)  # a few integers (N = 500, 1000) on a linear axis: a tick at each
+        ax.set_xticklabels([str(int(v)) for v in uniq])
+    elif style.is_integer_valued(xs):
+        style.integer_axis(ax, "x")
+
+
+def _plot_x(data: pl.DataFrame, params: Sequence[str], x: str, arm_params: Sequence[str]) -> str:
+    """``x``, unless it has a single value in every arm and some arm parameter varies: then the
+    parameter with the most values (an axis of the sweep)."""
+    if x in data.columns and data[x].n_unique() > 1:
+        return x
+    best, n_best = x, 1
+    for p in arm_params:
+        if p in _RUN_LENGTH or p not in data.columns or not data[p].dtype.is_numeric():
+            continue  # a run length derived from the load is not the axis of a sweep
+        n = data[p].n_unique()
+        if n > n_best or (n == n_best > 1 and p == "lam"):
+            best, n_best = p, n
+    return best
+
+
+def _positive_spread(values) -> bool:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return bool(v.size) and v.min() > 0 and v.max() / v.min() > 30
 
 
 def plot_estimates(
@@ -101,41 +187,99 @@ def plot_estimates(
     metric: str = "mean_response",
     arm_params: Sequence[str] | None = None,
 ) -> list[Path]:
-    """Per policy: ``metric`` vs ``x`` per arm; simulation with CI error bars, mean field dashed."""
+    """Per policy: ``metric`` vs ``x`` per arm; simulation with CI error bars, mean field dashed.
+
+    If ``x`` has a single value (e.g. a sweep over the load at fixed N), the figure is drawn
+    against the arm parameter with the most values instead (see the module docstring).
+    """
     outdir = Path(outdir)
     data = agg.filter(pl.col("n_rep") >= 1).filter(pl.col(metric).is_not_null())
     if data.height == 0:
         return []
     if arm_params is None:
         arm_params = arm_columns(data, params, x)
+    xp = _plot_x(data, params, x, arm_params)
+    if xp != x:
+        arm_params = [p for p in arm_columns(data, params, xp) if p != x]
+    engines_all = data["engine"].unique().to_list()
     paths = []
     for policy in sorted(data["policy"].unique().to_list()):
         pol = data.filter(pl.col("policy") == policy)
-        for part, arms in _chunks(_arms(pol, arm_params), _PANELS_PER_FIGURE):
+        all_arms = _arms(pol, arm_params)
+        varying, fixed = _split_params(all_arms, arm_params)
+        # one y scale for every panel of the policy: log when a load sweep spans decades
+        log_y = xp != x and _positive_spread(pol[metric].to_numpy())
+        for part, arms in _chunks(all_arms, _PANELS_PER_FIGURE):
             fig, axes = _grid(len(arms))
             for ax, arm in zip(axes, arms):
-                sub = _match(pol, arm, arm_params).sort(x)
+                sub = _match(pol, arm, arm_params).sort(xp)
+                n_sim = 0
                 for engine in sorted(sub["engine"].unique().to_list()):
                     e = sub.filter(pl.col("engine") == engine)
-                    xs = e[x].cast(pl.Float64).to_numpy()
+                    xs = e[xp].cast(pl.Float64).to_numpy()
                     ys = e[metric].to_numpy()
                     if engine in LIMIT_ENGINES:
-                        if np.ptp(ys) <= 1e-12 * max(1.0, abs(ys[0])):
-                            ax.axhline(ys[0], ls="--", color="k", lw=1.2, label=f"{engine} (N=inf)")
+                        kw = _limit_style(engine)
+                        if np.ptp(ys) <= 1e-12 * max(1.0, abs(ys[0])) and engine not in REFINED_ENGINES:
+                            ax.axhline(ys[0], lw=1.2, label=style.engine_name(engine),
+                                       **{k: v for k, v in kw.items() if k in ("ls", "color")})
                         else:
-                            ax.plot(xs, ys, ls="--", color="k", lw=1.2, label=f"{engine} (N=inf)")
+                            ax.plot(xs, ys, lw=1.2, label=style.engine_name(engine), **kw)
                         continue
+                    c = style.color(n_sim)
+                    mk = style.marker(n_sim)
+                    n_sim += 1
                     lo = e[f"{metric}_lo"].fill_null(np.nan).to_numpy()
                     hi = e[f"{metric}_hi"].fill_null(np.nan).to_numpy()
                     yerr = np.nan_to_num(np.vstack([ys - lo, hi - ys]), nan=0.0)
-                    ax.errorbar(xs, ys, yerr=yerr, fmt="o-", ms=4, capsize=3, label=f"{engine} (95% CI)")
-                _use_log_x(ax, sub[x].cast(pl.Float64).to_numpy())
-                ax.set_title(f"{policy}: {arm_label(arm, arm_params)}", fontsize=9)
-                ax.set_xlabel(_x_label(x))
-                ax.set_ylabel(metric)
-                ax.legend(fontsize=7)
-            paths.append(_save(fig, outdir, f"{metric}_vs_{_slug(x)}_{_slug(policy)}", part))
+                    ax.errorbar(xs, ys, yerr=yerr, fmt=f"{mk}-", ms=4, capsize=3, color=c,
+                                label=f"{style.engine_name(engine)} (95% CI)")
+                _x_axis(ax, xp, sub[xp].cast(pl.Float64).to_numpy(), engines_all)
+                ys_all = sub[metric].to_numpy()
+                if log_y:
+                    # estimates over a load sweep span decades: log y; an interval reaching 0
+                    # is drawn as an arrow to the bottom of the panel
+                    style.log_axis(ax, "y", ys_all)
+                    for j, engine in enumerate(sorted(e for e in sub["engine"].unique().to_list()
+                                                      if e not in LIMIT_ENGINES)):
+                        e = sub.filter((pl.col("engine") == engine) & (pl.col(f"{metric}_lo") <= 0))
+                        if e.height:
+                            style.mark_ci_to_zero(ax, e[xp].cast(pl.Float64).to_numpy(),
+                                                  e[metric].to_numpy(), style.color(j))
+                            ax.plot([], [], **_zero_kw())
+                title = style.policy_name(policy)
+                if varying:
+                    title += ": " + style.param_text(arm, varying)
+                ax.set_title(title, fontsize=9)
+                ax.set_ylabel(style.label(metric, engines_all))
+                ax.grid(True, which="major", alpha=0.3)
+            _fig_legend(fig, axes)
+            _caption(fig, arms[0], fixed)
+            paths.append(_save(fig, outdir, f"{metric}_vs_{_slug(xp)}_{_slug(policy)}", part))
     return paths
+
+
+def _zero_kw() -> dict:
+    h = style.ci_zero_handle()
+    return {"color": h.get_color(), "lw": h.get_linewidth(), "ls": h.get_linestyle(),
+            "marker": h.get_marker(), "ms": h.get_markersize(), "label": style.CI_ZERO_LABEL}
+
+
+def _draw_refined(ax, refined: pl.DataFrame, x: str, metric: str, mf_value: float | None,
+                  color, first: bool) -> bool:
+    """The refined mean field's predicted gap ``refined - meanfield`` (= V/N to first order,
+    engine ``refined``, docs/refined.md) of one series, as a dotted line of its colour over the
+    N where the sweep has refined rows. Returns whether a line was drawn."""
+    if refined is None or refined.height == 0 or mf_value is None or metric not in refined.columns:
+        return False
+    r = refined.filter(pl.col(metric).is_not_null()).sort(x)
+    if r.height < 2:
+        return False
+    xs = r[x].cast(pl.Float64).to_numpy()
+    g = np.abs(r[metric].to_numpy() - mf_value)
+    ax.plot(xs, g, ":", color=color, lw=1.6,
+            label="refined mean field: predicted gap V/N (dotted)" if first else "_nolegend_")
+    return True
 
 
 def plot_gaps(
@@ -146,57 +290,111 @@ def plot_gaps(
     x: str = "n_servers",
     metric: str = "mean_response",
     arm_params: Sequence[str] | None = None,
+    refined: pl.DataFrame | None = None,
 ) -> list[Path]:
     """Per policy: ``|gap|`` vs ``x`` on log-log axes, one series per (engine, arm), fitted lines.
 
     Filled markers: significant points (``|gap| > 2 se`` and the 95% CI excludes 0: the points
-    the fit uses); hollow: not significant.  Error bars are the 95% CI of the gap (the lower bar clipped above 0).
+    the fit uses); hollow: not significant. Error bars are the 95% CI of the gap; where the
+    interval reaches 0 the lower bar is an arrow to the bottom of the panel. Each fitted line
+    is drawn over its fitted range, with a reference slope 1/N (dashed black) beside it. At most
+    ``style.MAX_SERIES`` series per panel: more are split into panels by an arm parameter.
+    Rows of ``REFINED_ENGINES`` are not series; they go to :func:`_draw_refined`: those of
+    ``refined`` (the aggregate's refined rows, as :func:`make_plots` passes them), else any in ``cmp``.
     """
     outdir = Path(outdir)
     gcol = f"{metric}_gap"
     if cmp.height == 0 or gcol not in cmp.columns:
         return []
     data = cmp.filter(pl.col(gcol).is_not_null() & (pl.col(gcol) != 0.0))
+    if refined is None:
+        refined = data.filter(pl.col("engine").is_in(list(REFINED_ENGINES)))
+    data = data.filter(~pl.col("engine").is_in(list(REFINED_ENGINES)))
     if data.height == 0:
         return []
     if arm_params is None:
         arm_params = arm_columns(cmp, params, x)
+    engines_all = data["engine"].unique().to_list()
     paths = []
     for policy in sorted(data["policy"].unique().to_list()):
         pol = data.filter(pl.col("policy") == policy)
-        fig, axes = _grid(1)
-        ax = axes[0]
         keys = ["engine", *arm_params]
         series = pol.select(keys).unique().sort(keys, nulls_last=True).to_dicts()
-        for i, s in enumerate(series):
-            sub = _match(pol, s, keys).sort(x)
-            color = f"C{i % 10}"
-            xs = sub[x].cast(pl.Float64).to_numpy()
-            g = np.abs(sub[gcol].to_numpy())
-            se = sub[f"{metric}_gap_se"].fill_null(np.nan).to_numpy()
-            hw_raw = sub[f"{metric}_gap_hw"].fill_null(np.nan).to_numpy()
-            hw = np.nan_to_num(hw_raw, nan=0.0)
-            sig = np.isfinite(se) & (se > 0) & point_significant(g, se, hw_raw)
-            yerr = np.vstack([np.minimum(hw, 0.9 * g), hw])
-            label = f"{s['engine']}: {arm_label(s, arm_params)}"
-            fit = None
-            if fits is not None and fits.height and all(k in fits.columns for k in keys):
-                f = _match(fits.filter(pl.col("policy") == policy), s, keys)
-                if f.height and f["slope"][0] is not None:
-                    fit = f.row(0, named=True)
-                    label += f"; b={fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
-            ax.errorbar(xs, g, yerr=yerr, fmt="none", ecolor=color, capsize=2, lw=0.8)
-            ax.plot(xs[sig], g[sig], "o", color=color, ms=5, label=label)
-            ax.plot(xs[~sig], g[~sig], "o", mfc="none", color=color, ms=5)
-            if fit is not None:
-                xx = np.geomspace(fit["x_min"], fit["x_max"], 50)
-                ax.plot(xx, np.exp(fit["intercept"]) * xx ** fit["slope"], "-", color=color, lw=1)
-        ax.set_yscale("log")
-        _use_log_x(ax, pol[x].cast(pl.Float64).to_numpy())
-        ax.set_xlabel(_x_label(x))
-        ax.set_ylabel(f"|{metric} - mean field|")
-        ax.set_title(f"{policy}: |gap| to the mean field (filled: significant, fitted)", fontsize=9)
-        ax.legend(fontsize=7)
+        varying, fixed = _split_params(series, keys)
+        panels = style.split_series(series, [p for p in varying if p != "engine"])
+        fig, axes = _grid(len(panels), width=7.6, height=4.2, ncols=2)
+        any_zero = False
+        for ax, (held, group) in zip(axes, panels):
+            shown = [p for p in varying if p not in held]
+            xs_panel, g_panel = [], []
+            refined_drawn = False
+            for i, s in enumerate(group):
+                sub = _match(pol, s, keys).sort(x)
+                color, mk = style.color(i), style.marker(i)
+                xs = sub[x].cast(pl.Float64).to_numpy()
+                xd = style.dodge(xs, i, len(group)) if len(group) > 1 else xs  # drawn at
+                g = np.abs(sub[gcol].to_numpy())
+                se = sub[f"{metric}_gap_se"].fill_null(np.nan).to_numpy()
+                hw_raw = sub[f"{metric}_gap_hw"].fill_null(np.nan).to_numpy()
+                hw = np.nan_to_num(hw_raw, nan=0.0)
+                sig = np.isfinite(se) & (se > 0) & point_significant(g, se, hw_raw)
+                to_zero = hw >= g  # the 95% interval of |gap| reaches 0
+                lower = np.where(to_zero, 0.0, hw)
+                label = style.param_text(s, shown) or style.engine_name(s["engine"])
+                if "engine" not in shown and len(engines_all) > 1:
+                    label = f"{style.engine_name(s['engine'])}: {label}"
+                fit = None
+                if fits is not None and fits.height and all(k in fits.columns for k in keys):
+                    f = _match(fits.filter(pl.col("policy") == policy), s, keys)
+                    if f.height and f["slope"][0] is not None:
+                        fit = f.row(0, named=True)
+                        label += f"; fit N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
+                ax.errorbar(xd, g, yerr=np.vstack([lower, hw]), fmt="none", ecolor=color, capsize=2, lw=0.8)
+                # one legend entry per series: on its filled markers, or its hollow ones if none
+                ax.plot(xd[sig], g[sig], mk, color=color, ms=5, ls="none",
+                        label=label if sig.any() else "_nolegend_")
+                ax.plot(xd[~sig], g[~sig], mk, mfc="none", color=color, ms=5, ls="none",
+                        label=label if not sig.any() else "_nolegend_")
+                if to_zero.any():
+                    any_zero = True
+                    style.mark_ci_to_zero(ax, xd[to_zero], g[to_zero], color)
+                if fit is not None:
+                    xx = np.geomspace(fit["x_min"], fit["x_max"], 50)
+                    ax.plot(xx, np.exp(fit["intercept"]) * xx ** fit["slope"], "-", color=color, lw=1.2)
+                if refined is not None and refined.height:
+                    rkeys = [k for k in arm_params if k in refined.columns and k != "engine"]
+                    mf = sub[f"{metric}_mf"].drop_nulls() if f"{metric}_mf" in sub.columns else None
+                    drew = _draw_refined(ax, _match(refined.filter(pl.col("policy") == policy), s, rkeys),
+                                         x, metric, float(mf[0]) if mf is not None and mf.len() else None,
+                                         color, not refined_drawn)
+                    refined_drawn = refined_drawn or drew
+                xs_panel.extend(xs.tolist())
+                g_panel.extend(g.tolist())
+            xs_panel = np.asarray(xs_panel, float)
+            style.reference_slope(ax, xs_panel, g_panel, -1.0, "reference slope 1/N" if x == "n_servers"
+                                  else f"reference slope 1/{style.symbol(x)}")
+            if any_zero:
+                ax.plot([], [], **_zero_kw())
+            ax.plot([], [], "o", color="0.3", ms=5, label="filled: significant (fitted); hollow: not")
+            if len(group) > 1:
+                ax.plot([], [], " ", label="series offset slightly in x to stay visible")
+            gvals = np.abs(pol[gcol].to_numpy())
+            style.log_axis(ax, "y", np.concatenate([gvals, gvals + np.nan_to_num(
+                pol[f"{metric}_gap_hw"].fill_null(0.0).to_numpy())]))
+            if np.unique(xs_panel).size > 1 and xs_panel.min() > 0:
+                style.log_axis(ax, "x", xs_panel)
+            else:  # a single N: one tick at it
+                _x_axis(ax, x, xs_panel, engines_all)
+            ax.set_xlabel(style.label(x, engines_all))
+            ax.set_ylabel(style.gap_label(metric, engines_all))
+            title = f"{style.policy_name(policy)}: |gap| to the mean field"
+            if held:
+                title += f" ({style.param_text(held, list(held))})"
+            ax.set_title(title, fontsize=9)
+            ax.grid(True, which="major", alpha=0.3)
+            style.legend_outside(ax, fontsize=6.5)
+        _caption(fig, series[0], [p for p in fixed if p != "engine"],
+                 prefix=style.engine_name(series[0]["engine"]) if "engine" in fixed else "")
         paths.append(_save(fig, outdir, f"gap_{metric}_vs_{_slug(x)}_{_slug(policy)}", 0))
     return paths
 
@@ -208,48 +406,120 @@ def plot_tails(
     x: str = "n_servers",
     arm_params: Sequence[str] | None = None,
 ) -> list[Path]:
-    """Per policy and arm: the tail ``s_i`` at the largest ``x`` of each engine (log y)."""
+    """Per policy and arm: the tail ``s_i`` at the largest ``x`` of each engine (log y).
+
+    Levels are integers (integer ticks); a tail still positive at its last recorded level (the
+    run's ``max_level``) is cut there, and a dotted line at that level says so. When ``x`` has
+    a single value, the panel of an arm holds one curve per value of the varying parameter
+    instead (a mean-field curve dashed in the colour of its simulated one), at most
+    ``style.MAX_SERIES`` of them.
+    """
     outdir = Path(outdir)
     data = agg.filter((pl.col("n_rep") >= 1) & pl.col("tail").is_not_null())
     if data.height == 0:
         return []
     if arm_params is None:
         arm_params = arm_columns(data, params, x)
+    xp = _plot_x(data, params, x, arm_params)
+    if xp != x:  # panels by the other arm parameters, one curve per value of xp
+        arm_params = [p for p in arm_columns(data, params, xp) if p != x]
     paths = []
     for policy in sorted(data["policy"].unique().to_list()):
         pol = data.filter(pl.col("policy") == policy)
-        for part, arms in _chunks(_arms(pol, arm_params), _PANELS_PER_FIGURE):
-            fig, axes = _grid(len(arms))
-            for ax, arm in zip(axes, arms):
+        all_arms = _arms(pol, arm_params)
+        varying, fixed = _split_params(all_arms, arm_params)
+        if xp != x:  # arms x chunks of at most MAX_SERIES values of xp
+            values = sorted(pol[xp].drop_nulls().unique().to_list())
+            n_chunks = -(-len(values) // style.MAX_SERIES)  # balanced: 9 values -> 5 + 4
+            size = -(-len(values) // n_chunks) if values else 1
+            chunks = [values[i:i + size] for i in range(0, len(values), size)]
+            panels = [(arm, ch) for arm in all_arms for ch in chunks]
+        else:
+            panels = [(arm, None) for arm in all_arms]
+        for part, group in _chunks(panels, _PANELS_PER_FIGURE):
+            # a legend beside each panel when the curves are values of xp: wider panels
+            fig, axes = _grid(len(group)) if xp == x else _grid(len(group), width=7.8, height=4.0, ncols=2)
+            for ax, (arm, vals) in zip(axes, group):
                 sub = _match(pol, arm, arm_params)
-                curves = []
+                curves = []  # (engine, value of x or xp, tail, colour index or None)
                 for engine in sorted(sub["engine"].unique().to_list()):
-                    e = sub.filter(pl.col("engine") == engine).sort(x)
-                    last = e.row(e.height - 1, named=True)
-                    tail = np.asarray(last["tail"], dtype=float)
-                    curves.append((engine, last[x], tail))
+                    e = sub.filter(pl.col("engine") == engine)
+                    if vals is None:
+                        last = e.sort(x).row(e.height - 1, named=True)
+                        curves.append((engine, last[x], np.asarray(last["tail"], dtype=float), None))
+                    else:
+                        for j, v in enumerate(vals):
+                            r = e.filter(pl.col(xp) == v)
+                            if r.height:
+                                last = r.sort(x).row(r.height - 1, named=True)
+                                curves.append((engine, v, np.asarray(last["tail"], dtype=float), j))
+                if not curves:
+                    ax.set_visible(False)
+                    continue
                 top = max(
                     (int(np.nonzero(t > _TAIL_FLOOR)[0].max()) + 1 if np.any(t > _TAIL_FLOOR) else 1)
-                    for _, _, t in curves
+                    for _, _, t, _ in curves
                 )
-                for engine, xv, tail in curves:
+                cut = 0
+                n_sim = 0
+                for engine, xv, tail, j in curves:
                     levels = np.arange(1, tail.size + 1)[:top]
                     t = tail[:top].copy()
                     t[t <= 0] = np.nan  # log axis
-                    if engine in LIMIT_ENGINES:
-                        ax.plot(levels, t, "k--", marker="s", mfc="none", ms=4, lw=1.2, label=f"{engine} (N=inf)")
+                    if tail.size <= top and style.tail_is_cut(tail, _TAIL_FLOOR):
+                        cut = max(cut, tail.size)
+                    limit = engine in LIMIT_ENGINES
+                    if j is None:
+                        if limit:
+                            kw = {"marker": "s", "mfc": "none", "ms": 4, **_limit_style(engine)}
+                            ax.plot(levels, t, lw=1.2, label=style.engine_name(engine), **kw)
+                        else:
+                            ax.plot(levels, t, f"{style.marker(n_sim)}-", color=style.color(n_sim), ms=3,
+                                    label=f"{style.engine_name(engine)}, {style.symbol(x)} = {_fmt(xv)}")
+                            n_sim += 1
                     else:
-                        ax.plot(levels, t, "o-", ms=3, label=f"{engine} ({x}={_fmt(xv)})")
-                ax.set_yscale("log")
-                shown = np.concatenate([t[:top] for _, _, t in curves])
+                        lab = f"{style.symbol(xp)} = {_fmt(xv)}"
+                        if limit:
+                            ls = _limit_style(engine)["ls"]
+                            ax.plot(levels, t, ls=ls, color=style.color(j), lw=1.1, label=f"_{lab}")
+                        else:
+                            ax.plot(levels, t, f"{style.marker(j)}-", color=style.color(j), ms=3, label=lab)
+                if vals is not None:
+                    sims = sorted({c[0] for c in curves if c[0] not in LIMIT_ENGINES})
+                    for eng in sorted({c[0] for c in curves if c[0] in LIMIT_ENGINES}):
+                        ls = _limit_style(eng)["ls"]
+                        ax.plot([], [], ls=ls, color="0.3",
+                                label=("dashed: " if ls == "--" else "dotted: " if ls == ":" else "")
+                                + style.engine_name(eng))
+                    if sims:
+                        ax.plot([], [], "o-", color="0.3", ms=3,
+                                label="markers: " + ", ".join(style.engine_name(e) for e in sims))
+                if cut:
+                    style.mark_max_level(ax, cut)
+                shown = np.concatenate([t[:top] for _, _, t, _ in curves])
                 shown = shown[np.isfinite(shown) & (shown > 0)]
                 if shown.size:  # keep the axis readable: nothing below 1e-12 is drawn
-                    ax.set_ylim(max(shown.min(), _TAIL_FLOOR) / 2, 1.5)
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-                ax.set_xlabel("i (queue length)")
-                ax.set_ylabel("s_i (fraction with >= i tasks)")
-                ax.set_title(f"{policy}: {arm_label(arm, arm_params)}", fontsize=9)
-                ax.legend(fontsize=7)
+                    lo = max(shown.min(), _TAIL_FLOOR) / 2
+                    ax.set_ylim(lo, 1.2)  # a fraction: no tick above 1 is labelled
+                    style.log_axis(ax, "y", [lo, 1.0])
+                else:
+                    style.log_axis(ax, "y", [_TAIL_FLOOR, 1.0])
+                style.integer_axis(ax, "x")
+                ax.set_xlabel(style.label("level"))
+                ax.set_ylabel(style.label("tail"))
+                title = style.policy_name(policy)
+                if varying:
+                    title += ": " + style.param_text(arm, varying)
+                ax.set_title(title, fontsize=9)
+                ax.grid(True, which="major", alpha=0.3)
+                if vals is not None:
+                    style.legend_outside(ax)
+            if xp == x:
+                _fig_legend(fig, axes, ncol=3)
+            prefix = (f"tail at the largest {style.symbol(x)} of each engine" if xp == x
+                      else f"tail at {style.symbol(x)} = {_fmt(pol[x][0])}, one curve per {style.symbol(xp)}"
+                      if pol[x].n_unique() == 1 else f"tail at the largest {style.symbol(x)}")
+            _caption(fig, group[0][0], fixed, prefix=prefix)
             paths.append(_save(fig, outdir, f"tail_{_slug(policy)}", part))
     return paths
 
@@ -267,9 +537,10 @@ def make_plots(
     """Draw every figure into ``outdir`` (created if needed) and return the PNG paths.
 
     (a) ``<metric>_vs_<x>_<policy>.png``: estimate vs ``x`` per arm with 95% CIs, mean field
-    dashed; (b) ``gap_<metric>_vs_<x>_<policy>.png``: ``|gap|`` vs ``x`` log-log with the
-    fitted lines; (c) ``tail_<policy>.png``: ``s_i`` at the largest ``x``, simulation vs mean
-    field.  Figures without data (e.g. no mean-field rows: no gap plot) are skipped.
+    dashed (against the varying parameter instead when ``x`` has one value); (b)
+    ``gap_<metric>_vs_<x>_<policy>.png``: ``|gap|`` vs ``x`` log-log with the fitted lines and
+    a reference slope 1/N; (c) ``tail_<policy>.png``: ``s_i`` at the largest ``x``, simulation
+    vs mean field.  Figures without data (e.g. no mean-field rows: no gap plot) are skipped.
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -277,6 +548,7 @@ def make_plots(
     if arm_params is None:
         arm_params = arm_columns(agg.filter(pl.col("n_rep") >= 1), params, x)
     paths = plot_estimates(agg, params, outdir, x=x, metric=metric, arm_params=arm_params)
-    paths += plot_gaps(cmp, fits, params, outdir, x=x, metric=metric, arm_params=arm_params)
+    refined = agg.filter(pl.col("engine").is_in(list(REFINED_ENGINES))) if "engine" in agg.columns else None
+    paths += plot_gaps(cmp, fits, params, outdir, x=x, metric=metric, arm_params=arm_params, refined=refined)
     paths += plot_tails(agg, params, outdir, x=x, arm_params=arm_params)
     return paths

@@ -30,7 +30,9 @@ import numpy as np
 import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
+from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns, wls_loglog
 
@@ -78,12 +80,6 @@ def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
     else:
         out["note"] = "the slope's 95% CI contains 0"
     return out
-
-
-def _figure(width: float = 6.0, height: float = 4.2):
-    fig = Figure(figsize=(width, height))
-    FigureCanvasAgg(fig)
-    return fig, fig.add_subplot(1, 1, 1)
 
 
 def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, x: str = "n_servers") -> dict:
@@ -135,81 +131,148 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             "summary": summary, "verdicts_json": vpath, "arm_params": arm}
 
 
-def _key_label(key: tuple, arm: list[str], skip: int) -> str:
-    """``policy, engine, variant=c1, c=1`` for an arm key, without its first ``skip`` parts."""
+def _key_label(key: tuple, arm: list[str], skip: int, drop: frozenset = frozenset()) -> str:
+    """``c1, \u03b1 = 0.3, c = 1`` for an arm key, without its first ``skip`` parts and without
+    the names in ``drop`` (those that are the same in every arm: the panel's title has them)."""
     names = ["policy", "engine", *arm]
-    parts = [str(v) if n in ("policy", "engine", "variant") else f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}"
-             for n, v in zip(names, key) if v is not None]
-    return ", ".join(parts[skip:]) if skip < len(parts) else ""
+    parts = []
+    for n, v in list(zip(names, key))[skip:]:
+        if v is None or n in drop:
+            continue
+        if n == "engine":
+            parts.append(style.engine_name(v))
+        elif n in ("policy", "variant"):
+            parts.append(str(v))
+        else:
+            parts.append(f"{style.symbol(n)} = {v:g}" if isinstance(v, float) else f"{style.symbol(n)} = {v}")
+    return ", ".join(parts)
+
+
+def _constant(keys: list[tuple], arm: list[str]) -> frozenset:
+    """The names (engine and arm parameters) whose value is the same in every arm key."""
+    names = ["policy", "engine", *arm]
+    return frozenset(n for i, n in enumerate(names) if i > 0 and len({k[i] for k in keys}) == 1)
+
+
+def _fixed_text(key: tuple, arm: list[str], same: frozenset) -> str:
+    """`` [occupancy simulation, \u03b1 = 0.3]``: the names in ``same`` (for a title)."""
+    names = ["policy", "engine", *arm]
+    text = _key_label(key, arm, skip=1, drop=frozenset(names) - same)
+    return f" [{text}]" if text else ""
 
 
 def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
     paths = []
-    # 1. ratio vs N per arm (log-log), one figure per policy
+    # 1. ratio vs N per arm (log-log), one figure per policy; at most style.MAX_SERIES arms a panel
     for policy in sorted({k[0] for k in arms}):
-        fig, ax = _figure(7.5, 5.0)
-        for key, pts in arms.items():
-            if key[0] != policy:
-                continue
-            pts = pts.filter(pl.col("queueing_ratio") > 0)
-            if pts.height == 0:
-                continue
-            xs = pts[x].to_numpy()
-            y = pts["queueing_ratio"].to_numpy()
-            lo = np.maximum(y - pts["queueing_ratio_lo"].fill_null(0).to_numpy(), 0)
-            hi = np.maximum(pts["queueing_ratio_hi"].fill_null(0).to_numpy() - y, 0)
-            lab = _key_label(key, arm, skip=1)
-            ax.errorbar(xs, y, yerr=[np.minimum(lo, y * 0.999), hi], marker="o", capsize=3, label=lab)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("N (servers)")
-        ax.set_ylabel("queueing ratio (E[T] - H_k) / H_k")
-        ax.set_title(f"{policy}: queueing ratio vs N (95% CI)")
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        keys = [k for k in arms if k[0] == policy]
+        same = _constant(keys, arm)
+        panels = [keys[i:i + style.MAX_SERIES] for i in range(0, len(keys), style.MAX_SERIES)]
+        fig = Figure(figsize=(9.5, 4.6 * len(panels)), layout="constrained")
+        FigureCanvasAgg(fig)
+        for r, group in enumerate(panels):
+            ax = fig.add_subplot(len(panels), 1, r + 1)
+            hidden, reach0 = 0, False
+            xs_all = []
+            for i, key in enumerate(group):
+                pts = arms[key]
+                hidden += pts.filter(pl.col("queueing_ratio") <= 0).height
+                pts = pts.filter(pl.col("queueing_ratio") > 0)
+                if pts.height == 0:
+                    continue
+                xs = pts[x].to_numpy().astype(float)
+                xd = style.dodge(xs, i, len(group)) if len(group) > 1 else xs
+                y = pts["queueing_ratio"].to_numpy()
+                lo = np.maximum(y - pts["queueing_ratio_lo"].fill_null(0).to_numpy(), 0)
+                hi = np.maximum(pts["queueing_ratio_hi"].fill_null(0).to_numpy() - y, 0)
+                zero = lo >= y  # the 95% interval reaches 0: an arrow, not a clipped bar
+                c = style.color(i)
+                ax.errorbar(xd, y, yerr=[np.where(zero, 0.0, lo), hi], marker=style.marker(i), ms=5,
+                            capsize=3, color=c, label=_key_label(key, arm, skip=1, drop=same) or "all")
+                if zero.any():
+                    reach0 = True
+                    style.mark_ci_to_zero(ax, xd[zero], y[zero], c)
+                xs_all.extend(xs.tolist())
+            if reach0:
+                ax.add_line(style.ci_zero_handle())
+            if hidden:
+                ax.plot([], [], " ", label=f"{hidden} point(s) with ratio <= 0 not shown (log axis)")
+            if len(group) > 1:
+                ax.plot([], [], " ", label="series offset slightly in N to stay visible")
+            style.log_axis(ax, "x", xs_all or None)
+            ys = np.concatenate([arms[k]["queueing_ratio"].drop_nulls().to_numpy() for k in group] or [np.array([])])
+            style.log_axis(ax, "y", ys[ys > 0] if ys.size else None)
+            ax.set_xlabel(style.label(x))
+            ax.set_ylabel(style.label("queueing_ratio"))
+            ax.set_title(f"{style.policy_name(policy)}: queueing ratio vs N (95% CI)"
+                         + _fixed_text(group[0], arm, same), fontsize=10)
+            ax.grid(True, which="major", alpha=0.3)
+            style.legend_outside(ax)
         p = outdir / f"ratio_vs_n_{policy}.png"
-        fig.savefig(p, dpi=110, bbox_inches="tight")
+        fig.savefig(p, dpi=110)
         paths.append(p)
     # 2. d vs N per arm
-    fig, ax = _figure()
-    seen = set()
+    fig = Figure(figsize=(9.0, 4.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    seen: list[str] = []
+    ds, ns = [], []
+    same = _constant(list(arms), arm)
     for key, pts in arms.items():
-        lab = _key_label(key, arm, skip=2) or "all"
-        if lab in seen or "d" not in pts.columns:
+        lab = _key_label(key, arm, skip=2, drop=same) or "all"
+        if lab in seen or "d" not in pts.columns or len(seen) >= style.MAX_SERIES:
             continue
-        seen.add(lab)
-        ax.plot(pts[x].to_numpy(), pts["d"].to_numpy(), marker="o", label=lab)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("N (servers)")
-    ax.set_ylabel("d (probes per task)")
-    ax.set_title("probe overhead d vs N per arm")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        i = len(seen)
+        seen.append(lab)
+        ax.plot(pts[x].to_numpy(), pts["d"].to_numpy(), marker=style.marker(i), color=style.color(i), label=lab)
+        ds.extend(pts["d"].drop_nulls().to_list())
+        ns.extend(pts[x].to_list())
+    style.log_axis(ax, "x", ns or None)
+    style.log_axis(ax, "y", ds or None)
+    if ds and style.is_integer_valued(ds) and max(ds) / max(min(ds), 1) < 100:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:.0f}" if v >= 1 else ""))
+    ax.set_xlabel(style.label(x))
+    ax.set_ylabel(style.label("d"))
+    ax.set_title("probe overhead d vs N per rule (the same for every policy)"
+                 + (_fixed_text(next(iter(arms)), arm, same - {"engine"}) if arms else ""), fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    style.legend_outside(ax)
     p = outdir / "d_vs_n.png"
-    fig.savefig(p, dpi=110, bbox_inches="tight")
+    fig.savefig(p, dpi=110)
     paths.append(p)
-    # 3. tails at the largest N per arm
-    fig, ax = _figure(7.5, 5.0)
-    for key, pts in arms.items():
-        last = pts.row(-1, named=True)
-        tail = np.asarray(last.get("tail") or [], dtype=float)
-        keep = tail > 1e-12
-        if keep.any():
-            i = np.arange(1, tail.size + 1)
-            lab = _key_label(key, arm, skip=0) + f" (N={last[x]})"
-            ax.plot(i[keep], tail[keep], marker=".", label=lab)
-    ax.set_yscale("log")
-    ax.set_xlabel("i")
-    ax.set_ylabel("s_i (fraction of servers with >= i tasks)")
-    ax.set_title("tail at the largest N")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=6)
+    # 3. tails at the largest N per arm: one panel per policy and group of MAX_SERIES arms
+    panels = []
+    for policy in sorted({k[0] for k in arms}):
+        keys = [k for k in arms if k[0] == policy]
+        same = _constant(keys, arm)
+        panels += [(policy, keys[i:i + style.MAX_SERIES], same) for i in range(0, len(keys), style.MAX_SERIES)]
+    fig = Figure(figsize=(9.5, 4.2 * len(panels)), layout="constrained")
+    FigureCanvasAgg(fig)
+    for r, (policy, keys, same) in enumerate(panels):
+        ax = fig.add_subplot(len(panels), 1, r + 1)
+        cut = 0
+        for i, key in enumerate(keys):
+            last = arms[key].row(-1, named=True)
+            tail = np.asarray(last.get("tail") or [], dtype=float)
+            keep = tail > 1e-12
+            if keep.any():
+                lv = np.arange(1, tail.size + 1)
+                lab = (_key_label(key, arm, skip=1, drop=same) or "all") + f" (N = {last[x]})"
+                ax.plot(lv[keep], tail[keep], marker=style.marker(i), ms=3, color=style.color(i), label=lab)
+                if style.tail_is_cut(tail, 1e-12):
+                    cut = max(cut, tail.size)
+        if cut:
+            style.mark_max_level(ax, cut)
+        style.log_axis(ax, "y", [1e-12, 1.0])
+        style.integer_axis(ax, "x")
+        ax.set_xlabel(style.label("level"))
+        ax.set_ylabel(style.label("tail"))
+        ax.set_title(f"{style.policy_name(policy)}: tail at the largest N" + _fixed_text(keys[0], arm, same),
+                     fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        style.legend_outside(ax)
     p = outdir / "tail_at_max_n.png"
-    fig.savefig(p, dpi=110, bbox_inches="tight")
+    fig.savefig(p, dpi=110)
     paths.append(p)
     return paths
 
