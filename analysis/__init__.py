@@ -37,6 +37,14 @@ from analysis.led import analyze_led  # noqa: E402
 
 ANALYSES["led"] = analyze_led
 
+from analysis.response_times import analyze_response_times  # noqa: E402
+
+ANALYSES["response_times"] = analyze_response_times
+
+from analysis.transients import analyze_transients  # noqa: E402
+
+ANALYSES["transients"] = analyze_transients
+
 __all__ = [
     "ANALYSES",
     "METRICS",

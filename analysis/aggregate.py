@@ -27,7 +27,10 @@ __all__ = [
 METRICS: tuple[str, ...] = ("mean_response", "mean_wait", "prob_wait", "mean_queue")
 
 #: engines whose rows are exact limits, not estimates: they pass through with zero-width intervals
-LIMIT_ENGINES: tuple[str, ...] = ("meanfield",)
+LIMIT_ENGINES: tuple[str, ...] = ("meanfield", "refined")
+#: limit engines whose value depends on N (the refined mean field x* + V/N): exact rows, but
+#: never the N = infinity counterpart of :func:`compare_to_meanfield` (docs/refined.md)
+N_DEPENDENT_LIMITS: tuple[str, ...] = ("refined",)
 
 METHOD_T = "t over R replications"
 METHOD_BATCH = "batch means"
@@ -216,11 +219,15 @@ def compare_to_meanfield(
     """
     params = check_params(agg, params, x)
     metrics = list(metrics)
-    on = ["policy", *[p for p in params if p not in (x, "n_servers")]]
     is_limit = pl.col("engine").is_in(list(LIMIT_ENGINES))
     sim = agg.filter(~is_limit & (pl.col("n_rep") >= 1))
+    limit_rows = agg.filter(is_limit & ~pl.col("engine").is_in(list(N_DEPENDENT_LIMITS)) & (pl.col("n_rep") >= 1))
+    # a parameter null in every limit row is not one the limit depends on (the run length
+    # ``events``, even where a formula of N makes it vary): not a join key
+    on = ["policy", *[p for p in params if p not in (x, "n_servers")
+                      and not (limit_rows.height and limit_rows[p].null_count() == limit_rows.height)]]
     mf = (
-        agg.filter(is_limit & (pl.col("n_rep") >= 1))
+        limit_rows
         .select([*on, *[pl.col(m).alias(f"{m}_mf") for m in metrics], pl.col("tail").alias("tail_mf")])
         .unique(subset=on, keep="first", maintain_order=True)
     )

@@ -11,6 +11,7 @@ import polars as pl
 from analysis.aggregate import METRICS, aggregate, check_params, compare_to_meanfield
 from analysis.fit import arm_columns, fit_gap_rate
 from analysis.plots import make_plots
+from analysis.refined import refined_fits, refined_points, report_lines
 from analysis.report import count_tasks, write_report
 
 __all__ = ["summarize", "analyze"]
@@ -91,11 +92,20 @@ def analyze(
     fits_path = outdir / "fits.json"
     fits_path.write_text(json.dumps(fit_dicts, indent=2, default=str) + "\n")
 
+    # simulations against the refined mean field x* + V/N, where the sweep has refined rows
+    rpoints = refined_points(agg, cmp, params, x=x, metric=metric)
+    rfits = refined_fits(rpoints, arm_params, x=x)
+    if rfits:
+        (outdir / "refined.json").write_text(json.dumps(rfits, indent=2, default=str) + "\n")
+
     plots = make_plots(agg, cmp, fits, params, outdir, x=x, metric=metric, arm_params=arm_params)
     report = write_report(
         outdir, sweep_name=sweep_name, counts=counts, summary=summary, fits=fits, params=params,
         x=x, metric=metric, arm_params=arm_params, plots=plots, notes=notes,
     )
+    if rfits:
+        with open(report, "a") as fh:
+            fh.write("\n".join(report_lines(rfits, metric, x)) + "\n")
     return {
         "summary": summary_path,
         "report": report,
@@ -107,4 +117,5 @@ def analyze(
         "counts": counts,
         "arm_params": arm_params,
         "notes": notes,
+        "refined": [{k: _plain(v) for k, v in f.items()} for f in rfits],
     }

@@ -42,6 +42,12 @@ class RunConfig:
     precision: Optional[float] = None
     #: the longest run a precision target may ask for, as a multiple of the given events/time
     precision_cap: float = 16.0
+    #: record response-time distributions (quantiles, CCDF) in the dispatch model's agent and
+    #: occupancy tasks and the JIQ occupancy tasks (docs/responses.md)
+    responses: bool = False
+    #: trajectory engine: points of the time grid from 0 to `time`, both included (>= 2;
+    #: docs/transients.md)
+    grid: int = 200
 
 
 @dataclass

@@ -41,7 +41,7 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
 
     largest: dict[tuple, dict] = {}
     for t in plan.tasks:
-        if t["engine"] == "meanfield":
+        if t["engine"] in ("meanfield", "refined"):
             continue
         key = _key(t)
         if key not in largest or t["n_servers"] > largest[key]["n_servers"]:
@@ -58,7 +58,7 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
 
 
 def task_seconds(plan: Plan, per_event: dict[tuple, float]) -> list[float]:
-    return [MEANFIELD_SECONDS if t["engine"] == "meanfield"
+    return [MEANFIELD_SECONDS if t["engine"] in ("meanfield", "refined")
             else per_event[_key(t)] * _events(t) for t in plan.tasks]
 
 
@@ -81,8 +81,8 @@ def _duration(s: float) -> str:
 
 def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) -> str:
     lines = [f"sweep {plan.sweep!r}: {len(plan.points)} points, {len(plan.tasks)} tasks "
-             f"({sum(t['engine'] != 'meanfield' for t in plan.tasks)} simulations), "
-             f"{sum(_events(t) for t in plan.tasks if t['engine'] != 'meanfield'):.3g} events in all"]
+             f"({sum(t['engine'] not in ('meanfield', 'refined') for t in plan.tasks)} simulations), "
+             f"{sum(_events(t) for t in plan.tasks if t['engine'] not in ('meanfield', 'refined')):.3g} events in all"]
     by_engine: dict[str, int] = defaultdict(int)
     for t in plan.tasks:
         by_engine[t["engine"]] += 1

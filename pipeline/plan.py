@@ -165,6 +165,8 @@ def check_top_level(cfg: dict) -> None:
         raise ConfigError(f"run.precision_cap={cap!r} must be a number in [1, 1e6]: the longest "
                           "run as a multiple of the given events or time")
     _int_at_least(cfg, "run.position_threshold", 1)
+    if run.get("grid") is not None:  # the trajectory engine's time grid (docs/transients.md)
+        _int_at_least(cfg, "run.grid", 2)
     ex = cfg.get("execution", {})
     if ex.get("backend") not in BACKENDS:
         raise ConfigError(f"execution.backend={ex.get('backend')!r} is unknown; valid: {', '.join(BACKENDS)}")
@@ -428,6 +430,12 @@ def make_plan(cfg: dict) -> Plan:
                         if engine in STOCHASTIC_ENGINES and run.get("precision") is not None:
                             task["precision"] = float(run["precision"])
                             task["precision_cap"] = float(run.get("precision_cap", 16))
+                        if run.get("responses") and (engine, entry(engine, policy).model) in (
+                                ("agent", "dispatch"), ("occupancy", "dispatch"),
+                                ("occupancy", "jiq")):
+                            task["responses"] = True  # the engines that record (docs/responses.md)
+                        if engine == "trajectory":  # docs/transients.md
+                            task["grid"] = int(run.get("grid", 200))
                         try:
                             if task.get("time") is not None:  # run length in simulated time
                                 task["events"] = sim.events_for_time(task)

@@ -152,7 +152,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
                  "mlflow_run_id": None, "tracking_uri": None, "resumed": 0}
     done = done_task_ids(results_dir) if results_dir.exists() else set()
     todo = [t for t in plan.tasks if t["_meta"]["task_id"] not in done]
-    n_sim = sum(t["engine"] != "meanfield" for t in todo)
+    n_sim = sum(t["engine"] not in ("meanfield", "refined") for t in todo)
     log.info("sweep %r: %d points, %d tasks (%d to run, %d simulations), output %s", plan.sweep,
              len(plan.points), len(plan.tasks), len(todo), n_sim, out_dir)
     if resuming:
@@ -269,6 +269,10 @@ def _warn_missed_precision(frame: pl.DataFrame, target) -> None:
                     missed.height, sims.height, target, "n/a" if worst is None else f"{worst:.3g}")
 
 
+def metric_of(analysis: dict) -> str:
+    return next((f.get("metric") for f in analysis.get("fits", []) if f.get("metric")), "mean_response")
+
+
 def _g(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
@@ -337,6 +341,12 @@ def print_summary(analysis: dict, plan: Plan) -> None:
     # the model's own verdicts first (what the sweep is about), then the generic check
     own = [(name, line) for name, extra in (analysis.get("extra") or {}).items()
            for line in model_verdicts(name, extra)]
+    for f in analysis.get("refined") or []:
+        arm = " ".join(f"{p}={_g(f[p])}" for p in analysis.get("arm_params", [])
+                       if p in f and f[p] is not None and p not in ("policy", "engine"))
+        own.append(("refined", f"{f['policy']} [{f['engine']}] {arm}: N * gap of {metric_of(analysis)} "
+                               f"against the refined mean field's V: {f['verdict']}"
+                               + (f" ({f['note']})" if f.get("note") else "")))
     if own:
         print("\nverdicts of the sweep's own analysis (" + ", ".join(dict.fromkeys(n for n, _ in own))
               + "; its report says how each is judged):")

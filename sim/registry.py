@@ -63,6 +63,8 @@ PARAMS: dict[str, Param] = {
     "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
     "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
     "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks"),
+    "replacement": Param("bool", "refined mean field: the d probes drawn with replacement "
+                         "(default false, as the simulators)"),
     # multi-dispatcher LED model (slotted engine)
     "m_dispatchers": Param("int", "dispatchers M, each with its own estimates (default 1)"),
     "update": Param("choice", "how LED estimates are refreshed", ("push", "pull")),
@@ -83,7 +85,8 @@ PARAMS: dict[str, Param] = {
 }
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
-RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h", "precision", "precision_cap")
+RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h", "precision", "precision_cap",
+            "responses", "grid")
 
 #: the estimate whose relative 95% half-width ``precision`` targets, per model (docs/sweeps.md)
 MAIN_ESTIMATE: dict[str, str] = {"dispatch": "mean_response", "centralization": "mean_response",
@@ -112,7 +115,7 @@ class Entry:
 
 
 #: engines whose output is random (they take seeds, replications and a run length)
-STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy", "slotted")
+STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy", "slotted", "trajectory")
 
 _D = "sim.dispatch"
 _C = "sim.centralization.simulate"
@@ -134,6 +137,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("meanfield", "jsq", "dispatch", f"{_D}.meanfield:run_task"),
     Entry("meanfield", "pod", "dispatch", f"{_D}.meanfield:run_task", ("d",)),
     Entry("meanfield", "batch_filling", "dispatch", f"{_D}.batch_meanfield:run_task", ("d", "k")),
+    # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
+    Entry("refined", "pod", "dispatch", f"{_D}.refined:run_task", ("d",), ("replacement",)),
     Entry("occupancy", "random", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
     Entry("occupancy", "jsq", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
     Entry("occupancy", "pod", "dispatch", f"{_D}.occupancy:run_task", ("d",), ("b",)),
@@ -156,6 +161,11 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("meanfield", "jiq", "jiq", f"{_J}.meanfield:run_task", ("r",)),
     Entry("meanfield", "jiq_pod", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
     Entry("meanfield", "jiq_sqd", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
+    # trajectories s_i(t) on a time grid beside the mean-field ODE from the same start (real
+    # exponential clock, runs to the horizon `time`; docs/transients.md)
+    Entry("trajectory", "pod", "dispatch", f"{_D}.trajectory:run_task", ("d",)),
+    Entry("trajectory", "jiq", "jiq", f"{_J}.trajectory:run_task", ("r",)),
+    Entry("trajectory", "jiq_pod", "jiq", f"{_J}.trajectory:run_task", ("r", "d")),
     # multiple dispatchers with local estimated queue lengths (LED, Zhou, Shroff & Wierman):
     # discrete time; lam is the load rho = lam_Sigma / mu_Sigma
     Entry("slotted", "l_jsq", "led", _L, (), _LED_UPDATES + _LED_LAWS),
@@ -193,6 +203,7 @@ RESULTS: dict[str, str] = {
     "queueing_ratio": "float", "queueing_ratio_se": "float",
     "drop_prob": "float", "drop_prob_se": "float",
     "frac_within_h": "float",
+    "mean_queue_1n": "float",  # refined engine: E[Q] = x* + mean_queue_1n / N + O(1/N^2)
     "messages_per_job": "float",
     # JIQ: I-queues and message rates (per server per unit time, one-way messages)
     "p0": "float", "p0_se": "float", "mean_iqueue": "float", "mean_iqueue_se": "float",
@@ -206,11 +217,24 @@ RESULTS: dict[str, str] = {
     "mean_u2": "float", "mean_u2_se": "float", "mean_qu": "float", "mean_qu_se": "float",
     "messages_per_job_se": "float", "p_hat_used": "float", "msg_budget_per_job": "float",
     "calib_slots": "int",
+    # response-time distribution (dispatch agent and occupancy, JIQ occupancy; run.responses;
+    # docs/responses.md): quantiles with batch-means SEs, the CCDF on a fixed grid
+    "response_p50": "float", "response_p50_se": "float",
+    "response_p90": "float", "response_p90_se": "float",
+    "response_p99": "float", "response_p99_se": "float",
+    "response_p999": "float", "response_p999_se": "float",
+    "response_grid": "floats", "response_ccdf": "floats", "response_ccdf_se": "floats",
     "n_jobs": "int", "events_run": "int", "sim_time": "float", "warmup_time": "float",
     # run length by precision (sim.run): the relative 95% half-width of the model's main
     # estimate reached (every stochastic row) and the runs made to reach it (1 without a target)
     "rel_halfwidth": "float", "runs": "int",
     "ci_method": "str",
+    # trajectory engine (docs/transients.md): the grid t_0..t_{G-1}; s_i(t) of the path and of
+    # the ODE flattened level-major (entry (i - 1) * G + j is s_i(t_j), i = 1..traj_levels);
+    # JIQ's p0(t); sup over the grid (and levels) of |path - ODE|
+    "traj_time": "floats", "traj_levels": "int", "traj_tail": "floats", "traj_ode_tail": "floats",
+    "traj_p0": "floats", "traj_ode_p0": "floats", "traj_sup_dist": "float",
+    "traj_sup_dist_p0": "float",
 }
 
 
@@ -262,6 +286,8 @@ def _check_run_settings(task: dict) -> None:
     if lam <= 0:
         raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
     ev = task.get("events")
+    if task["engine"] == "trajectory" and ev is None:
+        ev = 1000  # optional there: only the plan's cost estimate (it runs to `time`)
     if not _integral(ev) or ev < 1000:
         raise ValueError(f"events={ev!r} must be an integer >= 1000")
     if ev >= 2**62:
@@ -278,6 +304,17 @@ def _check_run_settings(task: dict) -> None:
     t = task.get("time")
     if t is not None and not t > 0:
         raise ValueError(f"time={t!r} must be > 0 (simulated time units)")
+    if task["engine"] == "trajectory":
+        if t is None:
+            raise ValueError("time=None: engine='trajectory' needs time, the horizon T of the "
+                             "trajectory (it runs to T; events only caps it)")
+        grid = task.get("grid", 200)
+        if not _integral(grid) or grid < 2:
+            raise ValueError(f"grid={grid!r} must be an integer >= 2 (trajectory grid points "
+                             "from 0 to time, both included)")
+        if task.get("precision") is not None:
+            raise ValueError("precision: engine='trajectory' records a path to a fixed horizon; "
+                             "a precision target does not apply (give more replications)")
     prec = task.get("precision")
     if prec is not None and (isinstance(prec, bool) or not isinstance(prec, (int, float))
                              or not 0 < prec < 1):

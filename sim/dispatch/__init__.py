@@ -40,10 +40,15 @@ def events_per_time(task: dict) -> float:
     for single-task jobs on :mod:`~sim.dispatch.agent`). The occupancy engine counts real
     transitions, job arrivals ``lam N / k`` and completions ``busy``; in steady state without a
     buffer ``busy = lam N``, so ``N lam (1/k + 1)`` (with a buffer fewer servers are busy and
-    the run covers a little more time).
+    the run covers a little more time). The trajectory engine runs to its horizon ``time``,
+    ``events`` being a cap it must not reach: an upper bound, from the rate bound ``N (1 +
+    lam)`` plus 10 SDs (:func:`sim.dispatch.trajectory.events_bound`).
     """
     n, lam = task["n_servers"], task["lam"]
     k = task.get("k") or 1
+    if task["engine"] == "trajectory":
+        bound = n * (1.0 + lam / k) * task["time"]  # as sim.dispatch.trajectory.events_bound
+        return (bound + 10.0 * bound**0.5 + 1000.0) / task["time"]
     if task["engine"] == "occupancy":
         return n * lam * (1.0 / k + 1.0)
     rates = task.get("service_rates")

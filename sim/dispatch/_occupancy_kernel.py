@@ -49,6 +49,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.jobdelay import expected_max_gamma
+from sim.core.responses import dummy_recorder, record_job, sig_id
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied, sample_levels  # noqa: F401  (sample_levels: test helper)
 
@@ -320,11 +321,16 @@ def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_
 # the event loop
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _make_run_span(policy: int):
+def _make_run_span(policy: int, record: bool = False):
     """The event loop compiled for one policy code (a compile-time constant of the closure, so
     numba removes the other policies' branches; cached on disk per code, as in
-    :mod:`sim.dispatch._agent_kernel`). The policy branch is thus taken once, outside the hot loop."""
+    :mod:`sim.dispatch._agent_kernel`). The policy branch is thus taken once, outside the hot loop.
+
+    ``record`` (a closure constant too: a separate compiled variant) records each admitted
+    job's signature ``tcnt[1..max position]`` for the response-time distribution
+    (:mod:`sim.core.responses`); the variant that does not record is the loop as before."""
     policy = int(policy)
+    record = bool(record)
 
     @njit(cache=True)
     def run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
@@ -332,7 +338,8 @@ def _make_run_span(policy: int):
                  memo_key, gl_x, gl_w, bounds, state,
                  w_first, e_first, t_w, qacc,
                  w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
-                 w_within):
+                 w_within, r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig,
+                 r_tgrid, r_ps, r_cs, r_key):
         """Process events from ``e_first`` (inside window ``w_first``, ``t_w`` of its time and
         ``qacc`` of its lazy queue area already elapsed) until the end of the run, or until a
         job could reach the top level of the arrays (then return before that event so that the
@@ -409,6 +416,21 @@ def _make_run_span(policy: int):
                             w_waited[w] += 1
                         if max_lvl < h_thr:
                             w_within[w] += 1
+                        if record:  # tcnt[p]: the job's queues whose last task is at p
+                            # (common cases inline; record_job takes the rare ones)
+                            sid = np.int64(-1)
+                            if k == 1:
+                                if max_lvl < r_sig.shape[1]:
+                                    sid = max_lvl
+                            else:
+                                sid = sig_id(tcnt, max_lvl + 1, r_keys, r_pos, r_ids, r_counts,
+                                             r_nsig, r_key)
+                            if sid >= 0:
+                                r_sig[w, sid] += 1
+                            else:
+                                record_job(w, k, tcnt, max_lvl + 1, r_sig, r_grid, r_over,
+                                           r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid,
+                                           r_ps, r_cs, r_key)
                     else:
                         w_drop[w] += 1
                     for j in range(placed):
@@ -460,7 +482,7 @@ def new_memo(k, bits=16):
 
 
 def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bounds, state,
-                     harm, memo, gl_x, gl_w, outputs):
+                     harm, memo, gl_x, gl_w, outputs, rec=None):
     """Run ``bounds[-1]`` jump-chain events from counts ``x`` and fill the window accumulators.
 
     Parameters (prepared and validated by :func:`sim.dispatch.occupancy.simulate`)
@@ -478,6 +500,8 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
     memo :              :func:`new_memo` (E[T] by position signature).
     outputs : tuple     per-window arrays ``w_time, w_qarea, w_tail[W, max_level], w_arr,
                         w_drop, w_adm, w_resp, w_wait, w_waited, w_within`` (zeros).
+    rec :               :class:`sim.core.responses.Recorder` to record each admitted job's
+                        signature (window of its arrival), or None (the loop that does not).
 
     Areas are integrated lazily: with ``t`` the time elapsed in the window, a change ``delta``
     of the number of servers with at least ``i`` tasks adds ``delta * t`` to ``acc[i]``; at the
@@ -486,7 +510,10 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
     Returns the final counts (a new array if they grew).
     """
     policy = int(policy)
-    run_span = _make_run_span(policy)
+    record = rec is not None
+    if not record:
+        rec = dummy_recorder()
+    run_span = _make_run_span(policy, record)
     n_windows = bounds.size - 1
     cap = x.size
     acc = np.zeros(cap)
@@ -497,7 +524,7 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
     while True:
         w, e, t_w, qacc = run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
                                    x, acc, tcnt, hs, plev, harm, *memo, gl_x, gl_w, bounds,
-                                   state, w, e, t_w, qacc, *outputs)
+                                   state, w, e, t_w, qacc, *outputs, *rec)
         if w >= n_windows:
             return x
         cap = 2 * x.size

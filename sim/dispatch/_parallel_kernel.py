@@ -76,6 +76,7 @@ from numba import njit
 
 from sim.core.buckets import build_buckets, bucket_down, bucket_up
 from sim.core.jobdelay import expected_max_gamma
+from sim.core.responses import dummy_recorder, grid_add, sig_id
 from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, sample_fy, sample_rej
 from sim.core.windows import flush_window, window_shift
@@ -334,13 +335,20 @@ def batch_plan_given_sample(q_sample, policy, k, b):
 # the event loop
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _make_run_span(policy: int):
+def _make_run_span(policy: int, record: bool = False):
     """The event loop compiled for one policy code (a closure constant, so LLVM drops the other
     policies' branches: one tight loop per policy, cached on disk by numba, as
     :func:`sim.dispatch._agent_kernel._make_run_span`). The sampling method and the buffer flag are
     run-time arguments: they are tested once per job arrival, which costs nothing measurable
-    next to the O(k*d) work of an arrival, and halves the loops to compile."""
+    next to the O(k*d) work of an arrival, and halves the loops to compile.
+
+    ``record`` (also a closure constant: a separate compiled variant, so a run that does not
+    record pays nothing) records each admitted job's signature -- the positions of its last
+    task in each of its distinct queues -- for the response-time distribution
+    (:mod:`sim.core.responses`): a task is its job's last in its queue iff its position equals
+    the queue's length once the job is committed."""
     policy = int(policy)
+    record = bool(record)
     sampled_batch = policy == BATCH_FILLING or policy == BATCH_SAMPLING
     sampling = policy in SAMPLING_POLICIES
 
@@ -348,7 +356,8 @@ def _make_run_span(policy: int):
     def run_span(k, m, b, h, p_arrival, use_fy, bounded, srv, cnt, acc, perm, pos, start,
                  samp, hist, dest, jobtab, free, bounds, state, ahead, st,
                  w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
-                 w_starts, w_wait, w_qarea, w_tail):
+                 w_starts, w_wait, w_qarea, w_tail, plev, tcnt, r_sig, r_grid, r_over,
+                 r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs, r_key):
         """Process events from ``st[ST_EVENT]`` (window ``st[ST_WINDOW]``) to the end of the run,
         or until an arrival cannot be committed (ring full / no free job slot): then save the
         position in ``st`` and return STOP_RING / STOP_JOBS, the event unfinished. Returns
@@ -515,6 +524,8 @@ def _make_run_span(policy: int):
                             idx -= c
                         srv[n, RING0 + idx] = j
                         srv[n, Q] = lvl + 1
+                        if record:
+                            plev[t] = lvl
                         cnt[lvl + 1] += 1
                         acc[lvl + 1] += de
                         qacc += de
@@ -536,6 +547,43 @@ def _make_run_span(policy: int):
                     waited += wflag
                     within += hflag
                     j = -1
+                    if record:  # the job's signature, for the response-time distribution
+                        # (inline; the rare jobs whose signature is not numbered go to the
+                        # grid by grid_add)
+                        if k == 1:
+                            pf = plev[0] + 1
+                            if pf <= r_sig.shape[1]:
+                                r_sig[w, pf - 1] += 1
+                            else:
+                                tcnt[pf] = 1
+                                grid_add(tcnt, pf, r_tgrid, r_ps, r_cs, r_grid[w])
+                                tcnt[pf] = 0
+                                r_over[w] += 1
+                        else:
+                            lo_pos = plev[0] + 1
+                            top_pos = lo_pos
+                            for t in range(k):
+                                pf = plev[t] + 1
+                                # the job's last task in its queue: batch plans list a queue's
+                                # tasks together; else its position is the queue's length
+                                if sampled_batch:
+                                    if t == k - 1 or dest[t + 1] != dest[t]:
+                                        tcnt[pf] += 1
+                                elif pf == srv[dest[t], Q]:
+                                    tcnt[pf] += 1
+                                if pf > top_pos:
+                                    top_pos = pf
+                                elif pf < lo_pos:
+                                    lo_pos = pf
+                            sid = sig_id(tcnt, top_pos, r_keys, r_pos, r_ids, r_counts, r_nsig,
+                                         r_key)
+                            if sid >= 0:
+                                r_sig[w, sid] += 1
+                            else:
+                                grid_add(tcnt, top_pos, r_tgrid, r_ps, r_cs, r_grid[w])
+                                r_over[w] += 1
+                            for p in range(lo_pos, top_pos + 1):
+                                tcnt[p] = 0
                 e += 1
             w_arr[w] += arrivals
             w_drop[w] += drops
@@ -647,7 +695,7 @@ def _fill_ahead(ahead, p_arrival, n_servers, state):
 
 def parallel_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
                     w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
-                    w_starts, w_wait, w_qarea, w_tail):
+                    w_starts, w_wait, w_qarea, w_tail, rec=None):
     """Run ``bounds[-1]`` uniformized events and fill the per-window accumulators.
 
     Parameters (prepared and validated by :func:`sim.dispatch.parallel.simulate`)
@@ -668,6 +716,9 @@ def parallel_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
           five in the window of the event), then -- credited to the window of the job's
           *arrival* -- jobs completed and the sum of their responses (events), tasks completed
           and their sojourns, tasks started and their waits; queue area and tail areas.
+    rec : :class:`sim.core.responses.Recorder` or None
+                          if given, each admitted job's signature is recorded there (window of
+                          its arrival) by the compiled variant that records; None: the plain loop.
 
     Returns ``(srv, jobtab)``, the final (possibly regrown) arrays.
     """
@@ -700,16 +751,25 @@ def parallel_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
     st[ST_NFREE] = n_slots
     ahead = np.zeros(LOOKAHEAD, dtype=np.int64)
     _fill_ahead(ahead, p_arrival, n_servers, state)
-    run_span = _make_run_span(policy)
+    record = rec is not None
+    if not record:
+        rec = dummy_recorder()
+    plev = np.zeros(k, dtype=np.int64)
+    tcnt = np.zeros(size if record else 1, dtype=np.int64)  # positions <= ring capacity
+    run_span = _make_run_span(policy, record)
     while True:
         stop = run_span(k, m, b, h, p_arrival, use_fy, bounded, srv, cnt, acc, perm, pos,
                         start, samp, hist, dest, jobtab, free, bounds, state, ahead, st,
                         w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks,
-                        w_tresp, w_starts, w_wait, w_qarea, w_tail)
+                        w_tresp, w_starts, w_wait, w_qarea, w_tail, plev, tcnt, *rec)
         if stop == STOP_DONE:
             break
         if stop == STOP_RING:
             srv, cnt, acc, start, hist = _grow_servers(srv, cnt, acc, start, k)
+            if record:  # a growth may interrupt a commit: keep the job's counts so far
+                grown = np.zeros(hist.size, dtype=np.int64)
+                grown[: tcnt.size] = tcnt
+                tcnt = grown
         else:
             jobtab, free = _grow_jobs(jobtab, free, st)
     return srv, jobtab

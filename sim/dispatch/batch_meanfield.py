@@ -199,6 +199,98 @@ def mean_job_delay(s: np.ndarray, k: int, d: int, n_jobs: int = MC_JOBS, seed: i
     return float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(n_jobs))
 
 
+def job_signature_law(s: np.ndarray, k: int, d: int) -> list:
+    """Exact law, at the tail ``s`` (s_1..s_L), of a batch-filling job's signature: the
+    positions of its last task in each of its distinct queues. Returns ``[(prob, {position:
+    count})]`` (probabilities summing to 1 up to the mass the truncation drops).
+
+    Water-filling of the ``n = kd`` i.i.d. sampled queues (as :func:`_layer_flows`): with
+    ``C_j`` the sampled queues of length <= j and ``S_j = C_0 + ... + C_j``, the job's last
+    layer is the least ``J`` with ``S_J >= k``. The ``C_{J-1}`` queues shorter than ``J`` are
+    filled to length ``J`` (their last task at position ``J``) and the ``r = k - S_{J-1}``
+    remaining tasks go, one each, to ``r`` of the ``C_J`` queues of length <= J, uniformly
+    (ties): ``X`` ~ Hypergeometric(C_J, C_{J-1}, r) of them are queues the job already filled
+    (whose last task then moves to position ``J + 1``), so the signature is ``C_{J-1} - X``
+    queues at position ``J`` and ``r`` at ``J + 1``. The program runs over the Markov chain
+    ``(C_j, min(k, S_j))`` in j, as :func:`_layer_flows`.
+    """
+    from scipy.stats import binom, hypergeom
+
+    s = np.asarray(s, dtype=np.float64)
+    n = int(k) * int(d)
+    k = int(k)
+    terms: dict = {}
+
+    def emit(j, c_prev, c_now, rest, w):
+        # j = last layer J (0-based: tasks raise queues from J to J + 1)
+        if c_prev == 0:
+            key = (j, 0, rest)
+            terms[key] = terms.get(key, 0.0) + w
+            return
+        xs = np.arange(max(0, rest - (c_now - c_prev)), min(rest, c_prev) + 1)
+        px = hypergeom.pmf(xs, c_now, c_prev, rest)
+        for x, pxx in zip(xs, px):
+            if pxx > 0:
+                key = (j, c_prev - int(x), rest)
+                terms[key] = terms.get(key, 0.0) + w * float(pxx)
+
+    # layer 0: C_0 ~ Binomial(n, 1 - s_1)
+    c = np.arange(n + 1)
+    p0 = binom.pmf(c, n, 1.0 - s[0])
+    prob = np.zeros((n + 1, k))  # (C_j, S_j) with S_j < k: jobs still filling
+    for cc in range(n + 1):
+        if p0[cc] == 0:
+            continue
+        if cc >= k:
+            emit(0, 0, cc, k, p0[cc])
+        else:
+            prob[cc, cc] += p0[cc]
+    for j in range(1, s.size + 1):
+        if prob.sum() < 1e-300:
+            break
+        s_j = s[j - 1]
+        s_j1 = s[j] if j < s.size else 0.0
+        q = 0.0 if s_j <= 0.0 else min(1.0, (s_j - s_j1) / s_j)
+        new = np.zeros_like(prob)
+        for cp in range(n + 1):
+            row = prob[cp]
+            if not row.any():
+                continue
+            m = np.arange(n - cp + 1)
+            pm = binom.pmf(m, n - cp, q)
+            for mm in m[pm > 0]:
+                cn = cp + int(mm)
+                w = pm[mm]
+                for t in np.flatnonzero(row):
+                    if t + cn >= k:
+                        emit(j, cp, cn, k - int(t), w * row[t])
+                    else:
+                        new[cn, t + cn] += w * row[t]
+        prob = new
+    out = []
+    for (j, at_j, rest), w in sorted(terms.items()):
+        sig = {j + 1: rest}
+        if at_j > 0:
+            sig[j] = at_j
+        out.append((w, sig))
+    return out
+
+
+def response_mixture(lam: float, k: int, d: int, s: np.ndarray | None = None):
+    """The mean-field law of a batch-filling job's response time, as a
+    :class:`sim.core.responses.Mixture` of ``max`` of independent Gammas over the exact
+    signature law (:func:`job_signature_law`) at the fixed point (``s``: default
+    :func:`fixed_point`). Exact up to the truncation of the tail at 1e-15."""
+    from sim.core.responses import Mixture
+
+    _check(lam, k, d)
+    if s is None:
+        s = fixed_point(lam, k, d)
+    law = job_signature_law(s, k, d)
+    return Mixture([w for w, _ in law],
+                   [(sorted(sig), [sig[p] for p in sorted(sig)]) for _, sig in law])
+
+
 def run_task(task: dict) -> dict:
     """Mean-field values of a batch-filling task (keys of :data:`sim.core.results.RESULT_KEYS`)."""
     lam, k, d = float(task["lam"]), int(task.get("k", 1)), int(task["d"])

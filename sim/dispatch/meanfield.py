@@ -50,6 +50,8 @@ __all__ = [
     "jsq_fixed_point_tail",
     "jsq_mean_response",
     "run_task",
+    "pod_response_mixture",
+    "response_mixture",
 ]
 
 #: default size of a level that may be neglected
@@ -363,6 +365,39 @@ def pod_fixed_point_numeric(
             f"Newton did not converge for lam={lam}, d={d}, levels={levels}: max|drift|={res:.3g}"
         )
     return PodFixedPoint(s, res, it, levels)
+
+
+# ---------------------------------------------------------------------------------------------
+# response-time distributions (docs/responses.md)
+
+
+def pod_response_mixture(lam: float, d: int, eps: float = 1e-17):
+    """The mean-field law of the response time under power-of-d (``d = 1``: random routing),
+    as a :class:`sim.core.responses.Mixture` of ``Gamma(i, 1)``: an arrival samples ``d``
+    i.i.d. queues with ``P(length >= i) = s_i`` and joins the shortest, at position ``i`` with
+    probability ``s_{i-1}**d - s_i**d`` (``s_0 = 1``). Positions are kept until the remaining
+    mass ``s_L**d`` is below ``eps`` (it is dropped). ``d = 1`` gives Exp(1 - lam) (M/M/1)."""
+    from sim.core.responses import Mixture
+
+    lam = _check_lam(lam)
+    d = _check_d(d)
+    levels = 1 if lam == 0.0 else truncation_level(lam, d, eps=eps ** (1.0 / d)) + 2
+    s = np.concatenate(([1.0], pod_fixed_point_tail(lam, d, levels)))
+    sd = s**d
+    return Mixture.of_positions(sd[:-1] - sd[1:])
+
+
+def response_mixture(policy: str, lam: float, d: int = 1):
+    """Mean-field response-time law of ``random``, ``jsq`` (position 1: Exp(1), zero queueing)
+    or ``pod`` (:func:`pod_response_mixture`)."""
+    from sim.core.responses import Mixture
+
+    if policy == "jsq":
+        _check_lam(lam)
+        return Mixture.of_positions([1.0])
+    if policy in ("pod", "random"):
+        return pod_response_mixture(lam, 1 if policy == "random" else d)
+    raise ValueError(f"policy={policy!r} has no mean-field response law here")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,6 +62,9 @@ Measurements (per job at its arrival, per state for time averages)
   fraction of servers with at least ``i`` tasks, integrated lazily (O(1) per state change).
 - ``messages_per_job``: queue-length probes per arriving job: batch policies ``k*d``,
   ``pod_per_task`` ``k*(k*d)``, ``pod`` ``d``, ``random`` 0, ``jsq`` ``N*k``.
+- with ``responses=True``: the law of the response time, exactly, as the mixture over the
+  recorded position signatures of ``max_i Gamma(p_i, 1)`` (quantiles, CCDF;
+  :mod:`sim.core.responses`, docs/responses.md).
 
 Output analysis, as in :mod:`sim.dispatch.agent`: windows of ``2**j`` events (between ``n_windows`` and
 ``2*n_windows`` of them), MSER-5 on the per-window mean queue length, batch means with ratio
@@ -95,6 +98,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.output import ci_label
+from sim.core.responses import new_recorder, summarize
 from sim.core.results import check_run_args, is_int, result_row
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
@@ -143,6 +147,9 @@ class OccupancyResult(NamedTuple):
     n_windows: int
     n_batches: int
     ci_method: str
+    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
+    #: not recorded (``responses=False``)
+    responses: object = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,7 +244,7 @@ def _initial_counts(tail: np.ndarray, n_servers: int) -> np.ndarray:
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
              b: int | None = None, events: int = 10**6, seed: int = 0, init: str = "meanfield",
              n_batches: int = 20, max_level: int = 64, h: int = 1, *,
-             n_windows: int = 1000) -> OccupancyResult:
+             n_windows: int = 1000, responses: bool = False) -> OccupancyResult:
     """Simulate the occupancy engine; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -269,6 +276,11 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Position threshold of ``frac_within_h`` (>= 1).
     n_windows : int
         Fine windows for the warm-up cut and batching (keyword only).
+    responses : bool
+        Record the response-time distribution (keyword only; docs/responses.md): each admitted
+        job's signature (``tcnt``: its queues per position of their job-last task) per window,
+        by a separately compiled loop; quantiles and CCDF in ``responses`` of the result. Uses
+        no random number: every other estimate is bitwise the same.
 
     Raises
     ------
@@ -302,6 +314,8 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                    n_windows=n_windows)
     if not is_int(h) or h < 1:
         raise ValueError(f"h={h!r} must be an integer >= 1")
+    if not isinstance(responses, (bool, np.bool_)):
+        raise ValueError(f"responses={responses!r} must be true or false")
     n_servers, k, d, events, seed = int(n_servers), int(k), int(d), int(events), int(seed)
     n_batches, max_level, h, n_windows = int(n_batches), int(max_level), int(h), int(n_windows)
     lam = float(lam)
@@ -326,8 +340,9 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                np.zeros(n_win, np.int64), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64),
                np.zeros(n_win), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64),
                np.zeros(n_win, np.int64))
+    rec = new_recorder(n_win, k) if responses else None
     _k.occupancy_kernel(code, n_servers, n_servers * lam / k, k, n_samp, bmax, h, x, bounds,
-                        state, harm, memo, GL_X, GL_W, outputs)
+                        state, harm, memo, GL_X, GL_W, outputs, rec)
     (w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
      w_within) = outputs
 
@@ -342,6 +357,10 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     queue = batch_means(w_qarea[keep], w_time[keep] * n_servers, n_batches)
     tail, tail_se = tail_estimate(w_tail[keep], w_time[keep], n_servers, n_batches)
     h_k = float(harm[k])
+    dist = summarize(rec, k, cut, n_batches) if responses else None
+    ci = ci_label(n_batches, resp.batch_values) + "; jump chain, expected holding times"
+    if dist is not None:
+        ci += "; " + dist.method()
     return OccupancyResult(
         mean_response=resp.estimate, mean_response_se=resp.se,
         mean_wait=wait.estimate, mean_wait_se=wait.se,
@@ -356,25 +375,31 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         arrivals_run=int(w_arr.sum()),
         events_run=events, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
         warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
-        ci_method=ci_label(n_batches, resp.batch_values)
-        + "; jump chain, expected holding times",
+        ci_method=ci, responses=dist,
     )
 
 
 def run_task(task: dict) -> dict:
     """Run one occupancy task (keys as in docs/results-schema.md) and return the result keys
-    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`)."""
+    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`);
+    with ``responses: true`` also :data:`sim.core.responses.RESPONSE_COLUMNS`."""
     def as_int(key, default=None):
         x = task.get(key, default)
         return int(x) if isinstance(x, float) and x.is_integer() else x
 
     policy = task["policy"]
+    responses = task.get("responses", False)
+    if not isinstance(responses, bool):
+        raise ValueError(f"responses={responses!r} must be true or false")
     needs_d = policy in ("pod",) + BATCH_POLICIES
     res = simulate(
         n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=as_int("k", 1),
         d=as_int("d") if needs_d else 1, b=as_int("b"), events=as_int("events"),
         seed=as_int("seed"), init=task.get("init", "meanfield"),
         n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        h=as_int("h", 1),
+        h=as_int("h", 1), responses=responses,
     )
-    return result_row(res)
+    row = result_row(res)
+    if res.responses is not None:
+        row.update(res.responses.row())
+    return row

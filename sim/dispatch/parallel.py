@@ -27,7 +27,9 @@ Uniformization as in :mod:`sim.dispatch.agent`: one event stream of rate ``R = N
 a job arrival with probability ``(lam/k) / (lam/k + 1)``, else a service token at a uniform
 server (wasted if idle). The clock advances by the deterministic step ``1/R`` per event, which
 leaves every *mean* exact (see the :mod:`sim.dispatch.agent` docstring); do not read response-time
-distributions off this engine.
+distributions off the measured times. With ``responses=True`` the *law* of the response time is
+recorded exactly instead, from the positions arriving jobs take (no clock involved; mixtures
+of Gamma laws, :mod:`sim.core.responses`, docs/responses.md).
 
 Measurements, per job and per task, directly (ring buffers hold each task's job slot; the job
 table holds the arrival event and the number of tasks left):
@@ -85,6 +87,7 @@ import numpy as np
 from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.responses import new_recorder, summarize
 from sim.core.results import check_run_args, is_int, result_row
 from sim.core.rng import threshold
 from sim.core.windows import window_bounds
@@ -133,6 +136,9 @@ class ParallelResult(NamedTuple):
     n_batches: int
     init_used: str  #: "meanfield" or "empty"
     ci_method: str
+    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
+    #: not recorded (``responses=False``)
+    responses: object = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,7 +215,7 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
              b: int | None = None, h: int = 1, events: int = 10**6, seed: int = 0,
              init: str = "meanfield", n_batches: int = 20, max_level: int = 64, *,
-             n_windows: int = 1000) -> ParallelResult:
+             n_windows: int = 1000, responses: bool = False) -> ParallelResult:
     """Simulate parallel jobs and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -241,6 +247,11 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
         Fine windows for the warm-up cut and batching (keyword only).
+    responses : bool
+        Record the response-time distribution (keyword only; docs/responses.md): each admitted
+        job's signature (the positions of its last task in each of its distinct queues) per
+        window, by a separately compiled loop; the quantiles and CCDF are in ``responses``
+        of the result. Uses no random number: every other estimate is bitwise the same.
 
     Raises
     ------
@@ -279,6 +290,8 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         raise ValueError(f"h={h!r} must be an integer >= 1")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
+    if not isinstance(responses, (bool, np.bool_)):
+        raise ValueError(f"responses={responses!r} must be true or false")
     n_servers, k, d, h, events = int(n_servers), int(k), int(d), int(h), int(events)
     n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
     code = POLICY_CODES[policy]
@@ -315,11 +328,12 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     w_resp, w_tresp, w_wait = (np.zeros(n_windows) for _ in range(3))
     w_qarea = np.zeros(n_windows, dtype=np.int64)
     w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
+    rec = new_recorder(n_windows, k) if responses else None
 
     srv, jobtab = _k.parallel_kernel(
         code, k, m, bb, h, p_arrival, srv, jobtab, bounds, state,
         w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
-        w_starts, w_wait, w_qarea, w_tail)
+        w_starts, w_wait, w_qarea, w_tail, rec)
     _k.close_censored(srv, jobtab, rate, bounds, w_jobs, w_resp, w_tasks, w_tresp,
                       w_starts, w_wait, GL_X, GL_W)
 
@@ -336,6 +350,10 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
     tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
     hk = harmonic(k)
+    dist = summarize(rec, k, cut, n_batches) if responses else None
+    ci = ci_label(n_batches, resp.batch_values)
+    if dist is not None:
+        ci += "; " + dist.method()
     return ParallelResult(
         mean_response=resp.estimate, mean_response_se=resp.se,
         mean_wait=wait.estimate, mean_wait_se=wait.se,
@@ -350,7 +368,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         n_jobs=int(w_jobs[keep].sum()), n_arrivals=int(w_arr[keep].sum()),
         events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
         warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
-        init_used=init_used, ci_method=ci_label(n_batches, resp.batch_values),
+        init_used=init_used, ci_method=ci, responses=dist,
     )
 
 
@@ -361,6 +379,11 @@ def run_task(task: dict) -> dict:
     ``random``, ``jsq`` and ``pod`` with ``k = 1`` and no buffer go to the single-task engine
     :func:`sim.dispatch.agent.run_task` (faster, and it supports ``service_rates``; it reports
     ``frac_within_h`` only for ``h = 1``); everything else runs here.
+
+    With the run setting ``responses: true`` (task key ``responses``) the response-time
+    distribution is recorded and its columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) are
+    added to the row. The single-task engine does not record it, so such tasks run here too
+    (the same model: ``pod`` is batch-filling with ``k = 1``; equal service rates only).
     """
     def as_int(key, default=None):
         # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
@@ -370,7 +393,13 @@ def run_task(task: dict) -> dict:
     policy = task.get("policy")
     k = as_int("k", 1)
     b = as_int("b")
-    if policy in ("random", "jsq", "pod") and k == 1 and b is None:
+    responses = task.get("responses", False)
+    if not isinstance(responses, bool):
+        raise ValueError(f"responses={responses!r} must be true or false")
+    if responses and task.get("service_rates") is not None:
+        raise ValueError("responses: the response-time distribution is recorded for equal "
+                         "service rates only (service_rates must be null)")
+    if policy in ("random", "jsq", "pod") and k == 1 and b is None and not responses:
         from sim.dispatch import agent
         return agent.run_task(task)
     if policy == "pod":  # with a finite buffer: batch-filling with k = 1 is the same model
@@ -383,5 +412,9 @@ def run_task(task: dict) -> dict:
         d=as_int("d", 1) if policy in _SAMPLING else 1, b=b, h=as_int("h", 1),
         events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
         n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+        responses=responses,
     )
-    return result_row(res)
+    row = result_row(res)
+    if res.responses is not None:
+        row.update(res.responses.row())
+    return row

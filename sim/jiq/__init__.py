@@ -65,8 +65,13 @@ POLICIES = ("jiq", "jiq_pod", "jiq_original", "jiq_threshold", "jiq_sqd")
 def events_per_time(task: dict) -> float:
     """Events per unit of simulated time (``time`` -> ``events``): the agent engine is
     uniformized at ``N (1 + lam)``; the occupancy engine counts arrivals ``lam N`` and
-    completions ``busy = lam N`` in steady state, ``2 lam N``."""
+    completions ``busy = lam N`` in steady state, ``2 lam N``; the trajectory engine runs to its
+    horizon ``time``, ``events`` being a cap it must not reach: the rate bound ``(1 + lam) N``
+    plus 10 SDs (:func:`sim.dispatch.trajectory.events_bound`)."""
     n, lam = task["n_servers"], task["lam"]
+    if task["engine"] == "trajectory":
+        bound = (1.0 + lam) * n * task["time"]  # as sim.dispatch.trajectory.events_bound
+        return (bound + 10.0 * bound**0.5 + 1000.0) / task["time"]
     return 2.0 * lam * n if task["engine"] == "occupancy" else (1.0 + lam) * n
 
 

@@ -62,6 +62,7 @@ import functools
 import numpy as np
 from numba import njit
 
+from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
 
@@ -193,12 +194,15 @@ def step(policy, what, x, y, d, state):
 # the event loop
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _make_run_span(policy: int):
+def _make_run_span(policy: int, record: bool = False):
     """The event loop compiled for one policy code: ``pod`` and ``sqd`` are compile-time
     constants of the closure, so numba removes the other policies' branches and the policy is
     chosen once, outside the hot loop (cached on disk per code, as in
-    :mod:`sim.dispatch._occupancy_kernel`)."""
+    :mod:`sim.dispatch._occupancy_kernel`). ``record`` (a closure constant too: a separate
+    variant) records each task's position for the response-time distribution
+    (:mod:`sim.core.responses`, docs/responses.md)."""
     policy = int(policy)
+    record = bool(record)
     pod = policy == JIQ_POD
     sqd = policy == JIQ_SQD
 
@@ -206,7 +210,8 @@ def _make_run_span(policy: int):
     def run_span(n_servers, n_iq, arr_rate, d, x, acc, hs, y, hsy, bounds, state,
                  w_first, e_first, lazy,
                  w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited,
-                 w_join, w_del, w_probe):
+                 w_join, w_del, w_probe, r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts,
+                 r_nsig, r_tgrid, r_ps, r_cs, r_key):
         """Process events from ``e_first`` (inside window ``w_first``; ``lazy`` holds that
         window's elapsed time and lazy accumulators ``t_w, qacc, y0acc, lacc``) until the run
         ends, or return before an event that could outgrow ``x`` or ``y``. Returns
@@ -291,6 +296,13 @@ def _make_run_span(policy: int):
                         top = lvl + 1
                     w_arr[w] += 1
                     w_resp[w] += lvl + 1  # E[response | position p] = p (FIFO, Exp(1))
+                    if record:  # the position histogram (rare deep positions: the grid)
+                        if lvl < r_sig.shape[1]:
+                            r_sig[w, lvl] += 1
+                        else:
+                            record_job(w, 1, r_ps, lvl + 1, r_sig, r_grid, r_over, r_keys,
+                                       r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs,
+                                       r_key)
                     if lvl > 0:
                         w_waited[w] += 1
                 else:
@@ -357,7 +369,8 @@ def new_outputs(n_windows: int, max_level: int) -> tuple:
     return (f(), f(), np.zeros((n_windows, max_level)), f(), f(), i(), i(), i(), i(), i(), i())
 
 
-def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, outputs):
+def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, outputs,
+                     rec=None):
     """Run ``bounds[-1]`` jump-chain events from counts ``(x, y)`` and fill the window outputs.
 
     Parameters (prepared and validated by :func:`sim.jiq.occupancy.simulate`)
@@ -372,12 +385,17 @@ def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, 
     bounds : int64[W+1] first event of each window; ``bounds[-1]`` = events.
     state : uint64[4]   xoshiro256+ state, advanced in place.
     outputs : tuple     :func:`new_outputs` (zeros), filled per window.
+    rec :               :class:`sim.core.responses.Recorder` (k = 1) to record each task's
+                        position, or None (the loop that does not).
 
     Returns the final ``(x, y)`` (new arrays if they grew). Results do not depend on the
     initial array sizes (bitwise).
     """
     policy = int(policy)
-    run_span = _make_run_span(policy)
+    record = rec is not None
+    if not record:
+        rec = dummy_recorder()
+    run_span = _make_run_span(policy, record)
     n_windows = bounds.size - 1
     x = np.ascontiguousarray(x, dtype=np.int64)
     y = np.ascontiguousarray(y, dtype=np.int64)
@@ -388,7 +406,7 @@ def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, 
     w, e = 0, int(bounds[0])
     while True:
         w, e = run_span(int(n_servers), int(n_iq), float(arr_rate), int(d), x, acc, hs, y, hsy,
-                        bounds, state, w, e, lazy, *outputs)
+                        bounds, state, w, e, lazy, *outputs, *rec)
         if w >= n_windows:
             return x, y
         # something is near the top of x or y: double the one(s) that need it

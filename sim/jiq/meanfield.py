@@ -179,6 +179,7 @@ __all__ = [
     "large_r_limit",
     "p0_root",
     "root_function",
+    "response_mixture",
     "run_task",
     "server_chain_stationary",
     "solve_ode",
@@ -795,6 +796,33 @@ def large_r_limit(policy: str, lam: float, d: int = 1) -> float:
         return math.log(sigma * math.sqrt(math.pi / 2.0) * erfcx(b * sigma / math.sqrt(2.0)))
 
     return math.exp(brentq(h, -50.0, 50.0, xtol=1e-15, rtol=4 * np.finfo(float).eps))
+
+
+# ---------------------------------------------------------------------------------------------
+# response-time distribution (docs/responses.md)
+
+
+def response_mixture(policy: str, lam: float, r: float, d: int = 1, eps: float = 1e-17):
+    """The mean-field law of the response time, a :class:`sim.core.responses.Mixture` of
+    ``Gamma(p, 1)`` over the position ``p`` an arriving task takes: with probability ``1 - p0``
+    its scheduler's I-queue is non-empty and it joins an idle server (position 1); otherwise it
+    is dispatched blindly, to a server with exactly ``i`` tasks with probability
+    ``s_i^{d'} - s_{i+1}^{d'}`` (``d' = d`` for ``jiq_pod``, else 1), at position ``i + 1``.
+    ``p0`` and the tail from :func:`fixed_point`; positions are kept until the blind mass
+    ``p0 s_L^{d'}`` left is below ``eps``. Its mean is the fixed point's ``mean_response``."""
+    from sim.core.responses import Mixture
+
+    dp, _ = _choice_exponents(_check_policy(policy), int(d) if d is not None else 1)
+    levels = 64
+    while True:
+        fp = fixed_point(policy, lam, r, d, max_level=levels)
+        sd = np.concatenate(([1.0], fp.tail)) ** dp
+        if fp.p0 * sd[-1] < eps or levels >= 2**20:
+            break
+        levels *= 4
+    w = fp.p0 * (sd[:-1] - sd[1:])  # blind tasks at positions 1..levels
+    w[0] += 1.0 - fp.p0
+    return Mixture.of_positions(w)
 
 
 # ---------------------------------------------------------------------------------------------

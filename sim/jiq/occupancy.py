@@ -86,6 +86,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.output import batch_means, ci_label, mser5, tail_estimate, warmup_cut
+from sim.core.responses import new_recorder, summarize
 from sim.core.results import check_run_args, is_int, result_row
 from sim.core.windows import window_bounds
 from sim.jiq import _occupancy_kernel as _k
@@ -153,6 +154,9 @@ class JiqOccupancyResult(NamedTuple):
     ci_method: str
     final_levels: np.ndarray  #: x at the end of the run (servers per level)
     final_iqueues: np.ndarray  #: y at the end of the run (I-queues per size)
+    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`; docs/responses.md)
+    #: or None when not recorded (``responses=False``)
+    responses: object = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,7 +229,8 @@ def _is_number(v) -> bool:
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
              events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
-             max_level: int = 64, *, n_windows: int = 1000) -> JiqOccupancyResult:
+             max_level: int = 64, *, n_windows: int = 1000,
+             responses: bool = False) -> JiqOccupancyResult:
     """Simulate distributed JIQ on counts; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -253,6 +258,10 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
         Fine windows for the warm-up cut and batching (keyword only).
+    responses : bool
+        Record the response-time distribution (keyword only; docs/responses.md): the
+        position histogram of the tasks per window, by a separately compiled loop; a task at
+        position p responds in Gamma(p, 1). Uses no random number.
 
     Raises
     ------
@@ -283,6 +292,8 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
                              f"(policy {policy})")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
+    if not isinstance(responses, (bool, np.bool_)):
+        raise ValueError(f"responses={responses!r} must be true or false")
     lam, r, d, events, seed = float(lam), float(r), int(d), int(events), int(seed)
     n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
 
@@ -293,8 +304,9 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     bounds = window_bounds(events, n_windows)
     n_win = bounds.size - 1
     outputs = _k.new_outputs(n_win, max_level)
+    rec = new_recorder(n_win, 1) if responses else None
     x, y = _k.occupancy_kernel(_k.POLICY_CODES[policy], n_servers, n_iq, lam * n_servers, d,
-                               x, y, bounds, state, outputs)
+                               x, y, bounds, state, outputs, rec)
     (w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited, w_join, w_del,
      w_probe) = outputs
 
@@ -316,6 +328,11 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     dele = batch_means(w_del[k], srv_time, n_batches)
     probe = batch_means(w_probe[k], srv_time, n_batches)
     msgs = batch_means(w_join[k] + w_del[k] + w_probe[k], arr, n_batches)
+    dist = summarize(rec, 1, cut, n_batches) if responses else None
+    ci = (ci_label(n_batches, resp.batch_values)
+          + f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0")
+    if dist is not None:
+        ci += "; " + dist.method()
     return JiqOccupancyResult(
         mean_response=resp.estimate, mean_response_se=resp.se,
         mean_wait=wait.estimate, mean_wait_se=wait.se,
@@ -333,9 +350,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         n_jobs=int(w_arr[k].sum()), n_schedulers=n_iq, init_used=how, events_run=events,
         sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
         warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
-        ci_method=ci_label(n_batches, resp.batch_values)
-        + f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0",
-        final_levels=x, final_iqueues=y,
+        ci_method=ci, final_levels=x, final_iqueues=y, responses=dist,
     )
 
 
@@ -350,11 +365,15 @@ def run_task(task: dict) -> dict:
     h = as_int("h", 1)
     if h is not None and (not is_int(h) or h < 1):
         raise ValueError(f"h={h!r} must be an integer >= 1")
+    responses = task.get("responses", False)
+    if not isinstance(responses, bool):
+        raise ValueError(f"responses={responses!r} must be true or false")
     res = simulate(
         n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"], r=task["r"],
         d=as_int("d", 1) if task.get("d") is not None else 1, events=as_int("events"),
         seed=as_int("seed", 0), init=task.get("init", "meanfield"),
         n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+        responses=responses,
     )
     out = result_row(res, frac_within_h=res.frac_within_h if h in (None, 1) else None)
     for key in EXTRA_KEYS:
@@ -362,4 +381,6 @@ def run_task(task: dict) -> dict:
             continue
         v = getattr(res, key)
         out[key] = [float(t) for t in v] if key == "tail_se" else float(v)
+    if res.responses is not None:  # docs/responses.md
+        out.update(res.responses.row())
     return out

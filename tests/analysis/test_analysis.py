@@ -282,3 +282,21 @@ def test_count_tasks():
     c = count_tasks(_mixed_frame())
     assert c["n_failed"] == 1 and c["errors"] == [{"error": "worker died", "count": 1}]
     assert sum(v["n_tasks"] for v in c["by_engine"].values()) == c["n_tasks"]
+
+
+def test_a_run_length_that_varies_with_n_does_not_hide_the_mean_field():
+    """jiq_mean_field sets events by a formula of N: the mean-field rows (events null) still
+    match every simulated point."""
+    import polars as pl
+
+    from analysis.aggregate import compare_to_meanfield
+
+    agg = pl.DataFrame({
+        "policy": ["pod"] * 3, "engine": ["agent", "agent", "meanfield"],
+        "n_servers": [100, 1000, 100], "events": [10**6, 10**7, None], "lam": [0.9] * 3,
+        "n_rep": [2, 2, 1], "tail": [[0.9], [0.9], [0.9]],
+        **{f"{m}{s}": [1.0, 1.0, 1.0] for m in ("mean_response", "mean_wait", "prob_wait", "mean_queue")
+           for s in ("", "_se", "_hw", "_lo", "_hi")},
+    })
+    cmp = compare_to_meanfield(agg, ["n_servers", "events", "lam"])
+    assert cmp.height == 2 and cmp["mean_response_mf"].null_count() == 0

@@ -267,7 +267,7 @@ def test_sim_run_dispatch():
     import sim
 
     out = sim.run(task(policy="jsq"))
-    assert set(out) == set(RESULT_KEYS) | {"wall_time"}
+    assert set(out) == set(RESULT_KEYS) | {"wall_time", "rel_halfwidth", "runs"}
 
 
 def test_reproducible_for_a_seed_and_different_across_seeds():

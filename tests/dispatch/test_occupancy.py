@@ -414,7 +414,7 @@ def test_sim_run_dispatch_and_messages(policy, k, messages):
     import sim
 
     out = sim.run(task(policy=policy, k=k, events=20_000))
-    assert set(out) == set(RESULT_KEYS) | {"wall_time"}
+    assert set(out) == set(RESULT_KEYS) | {"wall_time", "rel_halfwidth", "runs"}
     assert out["messages_per_job"] == messages
 
 

@@ -1,0 +1,126 @@
+"""Cost of recording response-time distributions (docs/responses.md), in the same run.
+
+For each case, both engines, with and without ``responses=True``, best of ``--repeat`` runs
+after a warm-up run (compile time excluded), the runs with and without recording interleaved
+so that load from other processes on the machine hits both alike. Process CPU time of the
+whole ``simulate`` call (set-up, event loop, output analysis -- the distribution's root finding
+included). Cases (N = 10**4, lam = 0.9):
+
+- power-of-2 (k = 1): agent engine = :func:`sim.dispatch.parallel.simulate` with
+  ``batch_filling``, k = 1 (the same model; the pipeline runs pod tasks there when they record),
+  and for reference the single-task engine :func:`sim.dispatch.agent.simulate` (which does
+  not record); occupancy ``pod``;
+- batch-filling, k = 16, d = 2;
+- JIQ (``jiq``, r = 10) on the JIQ occupancy engine (the JIQ agent engine does not record).
+
+Prints events/s and the slowdown ``1 - (events/s with) / (events/s without)`` (the budget is
+20%), and the slowdown of the event loop alone: without the fixed cost of the quantiles' root
+finding (:func:`sim.core.responses.summarize`, timed separately; it does not grow with the run
+length). No assertions. On a loaded machine the figures move by several percent between runs:
+use a large ``--repeat``.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_responses.py [--events 10000000] [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import cpu_model  # noqa: E402
+
+
+def timed(fn):
+    """Process CPU time of ``fn()`` (the machine is shared: CPU time is less disturbed by other
+    processes than wall time; the kernels are single-threaded) and its result."""
+    t0 = time.process_time()
+    out = fn()
+    return time.process_time() - t0, out
+
+
+_SUMMARY = {"sec": 0.0}
+
+
+def _timed_summaries():
+    """Wrap the engines' ``summarize`` to add its CPU time to ``_SUMMARY``."""
+    from sim.core import responses
+    from sim.dispatch import occupancy, parallel
+    from sim.jiq import occupancy as jiq_occupancy
+
+    def wrapped(*a, **kw):
+        t0 = time.process_time()
+        out = responses.summarize(*a, **kw)
+        _SUMMARY["sec"] += time.process_time() - t0
+        return out
+
+    occupancy.summarize = parallel.summarize = jiq_occupancy.summarize = wrapped
+
+
+def compare(label, fn, events, repeat):
+    """Interleaved best-of-``repeat`` CPU times of ``fn(False)`` and ``fn(True)``."""
+    fn(False)
+    fn(True)  # warm-up (compile / load the cache)
+    best = {False: float("inf"), True: float("inf")}
+    best_summary = float("inf")
+    out = {}
+    for _ in range(repeat):
+        for rec in (False, True):
+            _SUMMARY["sec"] = 0.0
+            sec, out[rec] = timed(lambda: fn(rec))
+            best[rec] = min(best[rec], sec)
+            if rec:
+                best_summary = min(best_summary, _SUMMARY["sec"])
+    off, on = events / best[False], events / best[True]
+    loop = 1 - best[False] / (best[True] - best_summary)
+    q = out[True].responses.quantiles
+    print(f"{label:44s} {off / 1e6:7.2f} {on / 1e6:7.2f} {100 * (1 - on / off):7.1f}% "
+          f"{100 * loop:7.1f}% {best_summary:7.3f}s  p50={q[0]:.4g} p99.9={q[3]:.4g} "
+          f"(grid-only jobs: {100 * out[True].responses.grid_only_fraction:.2g}%)")
+    return off, on
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=10**7)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--n", type=int, default=10**4)
+    ap.add_argument("--lam", type=float, default=0.9)
+    args = ap.parse_args(argv)
+    from sim.dispatch import agent, occupancy, parallel
+    from sim.jiq import occupancy as jiq_occupancy
+
+    n, lam, ev, rep = args.n, args.lam, args.events, args.repeat
+    print(f"CPU: {cpu_model()}")
+    print(f"N = {n}, lam = {lam}, {ev} events per run, best of {rep} (interleaved)")
+    _timed_summaries()
+    print(f"{'case':44s} {'Mev/s':>7s} {'Mev/s':>7s} {'slow-':>8s} {'loop':>7s} {'root':>8s}")
+    print(f"{'':44s} {'off':>7s} {'on':>7s} {'down':>8s} {'alone':>7s} {'finding':>8s}")
+    compare("pod d=2, agent (parallel engine, k=1)",
+            lambda r: parallel.simulate(n, lam, "batch_filling", k=1, d=2, events=ev, seed=1,
+                                        responses=r), ev, rep)
+    agent.simulate(n, lam, "pod", d=2, events=ev, seed=1)
+    sec = min(timed(lambda: agent.simulate(n, lam, "pod", d=2, events=ev, seed=1))[0]
+              for _ in range(rep))
+    print(f"{'pod d=2, agent (single-task engine, no recording)':44s} {ev / sec / 1e6:7.2f}")
+    compare("pod d=2, occupancy",
+            lambda r: occupancy.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r),
+            ev, rep)
+    compare("batch_filling k=16 d=2, agent",
+            lambda r: parallel.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
+                                        responses=r), ev, rep)
+    compare("batch_filling k=16 d=2, occupancy",
+            lambda r: occupancy.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
+                                         responses=r), ev, rep)
+    compare("jiq r=10, JIQ occupancy",
+            lambda r: jiq_occupancy.simulate(n, lam, "jiq", r=10, events=ev, seed=1,
+                                             responses=r), ev, rep)
+
+
+if __name__ == "__main__":
+    main()

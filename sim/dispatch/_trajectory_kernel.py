@@ -1,0 +1,128 @@
+"""Compiled kernel of the trajectory engine (private; the public API is :mod:`sim.dispatch.trajectory`).
+
+State: ``x[l]`` = number of servers with exactly ``l`` tasks, as in
+:mod:`sim.dispatch._occupancy_kernel`, but the clock is the *real* one: in state ``x`` the
+holding time is an ``Exp(R(x))`` draw, ``R(x) = arr_rate + busy``, not its expectation. A
+trajectory is a statement about one sample path (the fluid limit: the path itself converges to
+the ODE), so the Rao-Blackwellised clock of the stationary engines -- which averages the holding
+times and is exact only for time averages -- would be wrong here.
+
+Recording: ``t_grid`` (increasing, ``t_grid[0] = 0``); ``out[j, i - 1]`` is ``s_i(t_grid[j])`` =
+(servers with at least ``i`` tasks) / N in the state held at that instant (the path is right-
+continuous: a grid time that is exactly an event time, a null event, sees the state after it).
+The run ends at the first event after ``t_grid[-1]``, which is not applied. Cost: O(levels +
+d) per event (the level scans of the sampling) plus O(levels held) per grid write.
+
+Policy: power-of-d (``d`` distinct queues sampled without replacement, join the shortest; ties
+uniform -- in counts any server of the lowest sampled level), with the sampling of
+:func:`sim.core.sampling.draw_levels` (multivariate hypergeometric, exact). ``d = 1`` is random
+routing: N independent M/M/1 queues.
+
+Random numbers: xoshiro256+ (:mod:`sim.core.rng`), state advanced in place.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from sim.core.rng import below64, next_raw, u01
+from sim.core.sampling import draw_levels, lowest_occupied
+
+
+@njit(cache=True)
+def _record(x, n_servers, out, j):
+    """``out[j, i - 1] = s_i`` for the recorded levels ``i = 1..out.shape[1]``."""
+    levels = out.shape[1]
+    c = np.int64(0)
+    for i in range(x.size - 1, 0, -1):
+        c += x[i]
+        if i <= levels:
+            out[j, i - 1] = c / n_servers
+
+
+@njit(cache=True)
+def pod_span(n_servers, arr_rate, d, x, hs, t_grid, out, clock, state, max_events):
+    """Run events from the state in ``clock`` (``clock[0]`` = time now, ``clock[1]`` = next
+    grid index, ``clock[2]`` = events so far; updated in place) until the grid is recorded to
+    its end, or return early before an arrival that could write past the end of ``x`` (the
+    caller doubles ``x`` and ``hs`` and calls again). Returns True when the grid is done or
+    ``max_events`` events have been applied (then the rows after ``clock[1]`` are not written)."""
+    cap = x.size
+    n_grid = t_grid.size
+    t = clock[0]
+    j = np.int64(clock[1])
+    events = np.int64(clock[2])
+    busy = n_servers - x[0]
+    top = 0
+    for lvl in range(cap):
+        if x[lvl] > 0:
+            top = lvl
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    done = False
+    while True:
+        if top + 2 > cap:
+            break
+        rate = arr_rate + busy
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time
+        while j < n_grid and t_grid[j] < t_next:
+            _record(x, n_servers, out, j)
+            j += 1
+        if j >= n_grid or events >= max_events:  # the grid is recorded, or the cap is hit
+            done = True
+            break
+        t = t_next
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        if u01(r) * rate < arr_rate:
+            low = lowest_occupied(x)
+            hi, s0, s1, s2, s3 = draw_levels(x, n_servers, d, low, 1, hs, s0, s1, s2, s3)
+            lvl = low
+            while hs[lvl] == 0:
+                lvl += 1
+            for i in range(hi + 1):
+                hs[i] = 0
+            x[lvl] -= 1
+            x[lvl + 1] += 1
+            if lvl == 0:
+                busy += 1
+            if lvl + 1 > top:
+                top = lvl + 1
+        else:
+            u, s0, s1, s2, s3 = below64(busy, s0, s1, s2, s3)
+            lvl = 1
+            while u >= x[lvl]:
+                u -= x[lvl]
+                lvl += 1
+            x[lvl] -= 1
+            x[lvl - 1] += 1
+            if lvl == 1:
+                busy -= 1
+            if lvl == top and x[lvl] == 0:
+                top = lvl - 1
+        events += 1
+    clock[0] = t
+    clock[1] = j
+    clock[2] = events
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    return done
+
+
+def pod_trajectory(n_servers, arr_rate, d, x, t_grid, out, state, max_events=2**62):
+    """Fill ``out[len(t_grid), levels]`` with the path of ``s_1..s_levels`` from counts ``x``
+    (int64, sum N; grown as needed), stopping after ``max_events`` events at the latest.
+    Returns ``(final counts, events, time of the last event, grid rows written)``."""
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    cap = 16
+    while cap < x.size + 2:
+        cap *= 2
+    xx = np.zeros(cap, dtype=np.int64)
+    xx[: x.size] = x
+    hs = np.zeros(cap, dtype=np.int64)
+    clock = np.zeros(3)
+    while not pod_span(int(n_servers), float(arr_rate), int(d), xx, hs, t_grid, out, clock, state,
+                       int(max_events)):
+        xx = np.concatenate((xx, np.zeros(xx.size, dtype=np.int64)))
+        hs = np.zeros(xx.size, dtype=np.int64)
+    return xx, int(clock[2]), float(clock[0]), int(clock[1])

@@ -1,0 +1,206 @@
+"""Trajectory engine of the dispatch model: one sample path of ``s_i(t)`` beside the mean-field ODE.
+
+What it records
+---------------
+From a given initial state (``init = "empty"``: all servers idle; ``"meanfield"``: the counts of
+the power-of-d fixed point, ``round(N s_i)`` servers with at least ``i`` tasks), the occupancy
+state ``x`` (servers per queue length) evolves with the *real* exponential clock
+(:mod:`sim.dispatch._trajectory_kernel`); at each grid time ``t_j = j T / (grid - 1)``,
+``j = 0..grid-1`` (both ends included), the fractions ``s_1(t_j) .. s_L(t_j)`` of servers with at
+least ``i`` tasks are written, ``L = min(max_level, 8)`` (:data:`TRAJ_LEVELS`). Beside them, the
+supermarket ODE (:func:`sim.dispatch.meanfield.solve_pod_ode`, BDF with its exact Jacobian,
+``rtol = 1e-10``, ``atol = 1e-14``) from the *same* start -- exact for ``empty``; for
+``meanfield`` the ODE starts from the simulation's rounded counts divided by N -- evaluated on
+the same grid. ``traj_sup_dist`` is ``max_j max_{i <= L} |s_i(t_j) - ode_i(t_j)|`` of this path.
+
+Policies: ``pod`` (``d`` distinct queues sampled without replacement, join the shortest;
+single-task jobs). ``d = 1`` is random routing: N independent M/M/1 queues, for which the ODE
+is the forward equation of one queue, so the mean over paths equals the ODE at every N.
+
+Run length: the horizon ``time`` (T) is required; the engine runs until the first event after
+T. ``events`` is a cap only: the plan sets it from :func:`sim.dispatch.events_per_time`, an
+upper bound -- the event rate is at most ``N (1 + lam)``, so the count is stochastically below
+a Poisson law of mean ``B = N (1 + lam) T``, and the plan gives ``B + 10 sqrt(B) + 1000`` -- that a
+path to T never reaches in practice (the true count is about ``2 lam N T``); the cost estimates
+of the dry run and of the grouping use it (a few % high at lam = 0.9). A path stopped by the cap
+before T (a hand-made task with few events, the dry run's timing probe) has NaN in the grid rows
+it did not reach and ``traj_sup_dist`` NaN; ``sim_time`` says how far it got.
+
+Speed: one event costs O(levels + d) whatever N (the occupancy state), a grid write O(levels
+held); the ODE is solved once per (lam, d, T, grid, start) per process and cached.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.core.results import INIT_CHOICES, is_int
+from sim.core.rng import seed_state
+from sim.dispatch import _trajectory_kernel as _k
+from sim.dispatch.meanfield import solve_pod_ode
+from sim.dispatch.occupancy import _initial_counts, meanfield_tail
+
+__all__ = ["TrajectoryResult", "simulate", "ode_tail", "time_grid", "run_task", "TRAJ_LEVELS",
+           "TRAJECTORY_POLICIES", "check_trajectory_args", "sup_distance", "CI_METHOD",
+           "events_bound"]
+
+#: most levels recorded (s_1..s_L, L = min(max_level, TRAJ_LEVELS))
+TRAJ_LEVELS = 8
+#: policies of the dispatch model this engine serves
+TRAJECTORY_POLICIES = ("pod",)
+CI_METHOD = ("one sample path (real exponential clock); bands from independent replications "
+             "(analysis/transients.py)")
+
+
+class TrajectoryResult(NamedTuple):
+    """One path: ``tail[j, i - 1] = s_i(t[j])`` and the ODE's ``ode[j, i - 1]`` from the same start."""
+
+    t: np.ndarray
+    tail: np.ndarray
+    ode: np.ndarray
+    levels: int
+    sup_dist: float  #: max over grid times and recorded levels of |tail - ode|
+    events_run: int
+    sim_time: float  #: time of the last event applied (<= T)
+    start: np.ndarray  #: initial s_1, s_2, ... of both (fractions of N)
+
+
+def events_bound(rate_bound: float, time: float) -> float:
+    """Events per unit time to give a path of horizon ``time`` whose event rate never exceeds
+    ``rate_bound``: ``(B + 10 sqrt(B) + 1000) / time`` with ``B = rate_bound * time`` (the count
+    is below Poisson(B) stochastically; 10 of its SDs above the mean is never reached)."""
+    b = float(rate_bound) * float(time)
+    return (b + 10.0 * math.sqrt(b) + 1000.0) / float(time)
+
+
+def time_grid(time: float, grid: int) -> np.ndarray:
+    """``grid`` equally spaced times from 0 to ``time``, both included."""
+    return np.linspace(0.0, float(time), int(grid))
+
+
+def sup_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """``max |a - b|`` over every entry (grid times x levels); NaN if a path has a NaN (stopped
+    by its event cap before T)."""
+    diff = np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
+    return float("nan") if np.isnan(diff).any() else float(np.max(diff))
+
+
+def _cap(events) -> int:
+    return 2**62 if events is None else int(events)
+
+
+def check_trajectory_args(*, time, grid, seed, init, max_level, events=None) -> None:
+    """The run settings of a trajectory; ``ValueError`` naming the key."""
+    if events is not None and (not is_int(events) or events < 1):
+        raise ValueError(f"events={events!r} must be None (no cap) or an integer >= 1 (a cap)")
+    if time is None:
+        raise ValueError("time=None: the trajectory engine needs time (the horizon T, in mean "
+                         "service times), a finite number > 0")
+    if (isinstance(time, bool) or not isinstance(time, (int, float, np.integer, np.floating))
+            or not math.isfinite(time) or not time > 0):
+        raise ValueError(f"time={time!r} must be a finite number > 0 (the horizon T)")
+    if not is_int(grid) or grid < 2:
+        raise ValueError(f"grid={grid!r} must be an integer >= 2 (grid points from 0 to T, "
+                         "both ends included)")
+    if grid > 100_000:
+        raise ValueError(f"grid={grid!r} must be at most 100000 (each row stores grid x levels "
+                         "floats)")
+    if not is_int(seed) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be a non-negative integer")
+    if init not in INIT_CHOICES:
+        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
+    if not is_int(max_level) or max_level < 1:
+        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
+
+
+@functools.lru_cache(maxsize=64)
+def _ode_cached(lam: float, d: int, time: float, grid: int, start: tuple) -> np.ndarray:
+    t = time_grid(time, grid)
+    sol = solve_pod_ode(lam, d, time, s0=np.array(start) if start else None, t_eval=t)
+    if not sol.success or sol.tail.shape[0] != t.size:
+        raise RuntimeError(f"the power-of-d ODE failed (lam={lam}, d={d}, T={time}): {sol.message}")
+    return sol.tail
+
+
+def ode_tail(lam: float, d: int, time: float, grid: int, start=None, levels: int = TRAJ_LEVELS) -> np.ndarray:
+    """The supermarket ODE's ``s_1..s_levels`` on :func:`time_grid` from ``start`` (``s_1, s_2,
+    ...``; None or empty: the empty system), shape ``(grid, levels)``."""
+    key = tuple(float(v) for v in (start if start is not None else ()))
+    tail = _ode_cached(float(lam), int(d), float(time), int(grid), key)
+    out = np.zeros((tail.shape[0], levels))
+    m = min(levels, tail.shape[1])
+    out[:, :m] = tail[:, :m]
+    return out
+
+
+def _start_counts(lam: float, d: int, n_servers: int, init: str) -> np.ndarray:
+    tail0 = meanfield_tail("pod", lam, 1, d) if init == "meanfield" else np.zeros(0)
+    return _initial_counts(tail0, n_servers)
+
+
+def _tail_of_counts(x: np.ndarray, n_servers: int) -> np.ndarray:
+    """``s_1, s_2, ...`` (up to the highest occupied level) of counts ``x``."""
+    ge = np.cumsum(x[::-1])[::-1]  # servers with >= l tasks, l = 0..
+    top = int(np.max(np.nonzero(x)[0])) if np.any(x) else 0
+    return ge[1: top + 1] / n_servers
+
+
+def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, seed: int = 0,
+             init: str = "empty", max_level: int = TRAJ_LEVELS, policy: str = "pod",
+             events: int | None = None) -> TrajectoryResult:
+    """One path of power-of-d from ``init`` up to ``time``, recorded on ``grid`` points, and the
+    ODE from the same start; ``events`` (None: no cap) stops the path early (NaN rows after).
+    ``ValueError`` naming the parameter on bad input."""
+    if policy not in TRAJECTORY_POLICIES:
+        raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
+                         f"{', '.join(TRAJECTORY_POLICIES)}")
+    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
+        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
+    if (isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating))
+            or not math.isfinite(lam) or not 0.0 < lam < 1.0):
+        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
+    if not is_int(d) or not 1 <= d <= n_servers:
+        raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
+    check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
+                          events=events)
+    n_servers, d, grid, seed = int(n_servers), int(d), int(grid), int(seed)
+    lam, time = float(lam), float(time)
+    levels = min(int(max_level), TRAJ_LEVELS)
+    x0 = _start_counts(lam, d, n_servers, init)
+    start = _tail_of_counts(x0, n_servers)
+    t = time_grid(time, grid)
+    out = np.full((grid, levels), np.nan)
+    _, n_events, t_last, _ = _k.pod_trajectory(n_servers, n_servers * lam, d, x0, t, out,
+                                               seed_state(seed), _cap(events))
+    ode = ode_tail(lam, d, time, grid, start, levels)
+    return TrajectoryResult(t=t, tail=out, ode=ode, levels=levels, sup_dist=sup_distance(out, ode),
+                            events_run=n_events, sim_time=t_last, start=start)
+
+
+def _none_if_nan(v: float):
+    return None if math.isnan(v) else float(v)
+
+
+def run_task(task: dict) -> dict:
+    """Run one trajectory task (docs/transients.md) and return its row's result columns."""
+    def as_int(key, default=None):
+        x = task.get(key, default)
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], d=as_int("d"),
+                   time=task.get("time"), grid=as_int("grid", 200), seed=as_int("seed", 0),
+                   init=task.get("init", "empty"), max_level=as_int("max_level", TRAJ_LEVELS),
+                   policy=task["policy"], events=as_int("events"))
+    return {
+        "traj_time": [float(v) for v in res.t],  # NaN rows (a path cut by its cap) stay NaN
+        "traj_levels": int(res.levels),
+        "traj_tail": [float(v) for v in res.tail.T.ravel()],  # level-major
+        "traj_ode_tail": [float(v) for v in res.ode.T.ravel()],
+        "traj_sup_dist": _none_if_nan(res.sup_dist),
+        "events_run": int(res.events_run),
+        "sim_time": float(res.sim_time),
+        "ci_method": CI_METHOD,
+    }

@@ -1,0 +1,159 @@
+"""Compiled kernel of the JIQ trajectory engine (private; the public API is :mod:`sim.jiq.trajectory`).
+
+State ``(x, y)`` as in :mod:`sim.jiq._occupancy_kernel` (servers per queue length, I-queues per
+size; ``sum_j j y[j] = x[0]``) and the same transitions, drawn with that module's helpers
+(:func:`~sim.jiq._occupancy_kernel._pick`, ``_size_biased``, ``_min_of_sample``), but with the
+*real* clock: the holding time in a state is an ``Exp(R)`` draw, ``R = lam N + busy``. At each
+grid time the state held is written: ``out[j, i - 1] = s_i`` and ``p0_out[j] = y[0] / M`` (the
+fraction of empty I-queues). The run ends at the first event after the last grid time (not
+applied). Policies: ``jiq`` (blind task to a uniform server) and ``jiq_pod`` (blind task to the
+shortest of ``d`` distinct servers); an idle server joins a uniform I-queue.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from sim.core.rng import next_raw, u01
+from sim.core.sampling import lowest_occupied
+from sim.jiq._occupancy_kernel import _min_of_sample, _pick, _size_biased
+
+
+@njit(cache=True)
+def _record(x, y, n_servers, n_iq, out, p0_out, j):
+    levels = out.shape[1]
+    c = np.int64(0)
+    for i in range(x.size - 1, 0, -1):
+        c += x[i]
+        if i <= levels:
+            out[j, i - 1] = c / n_servers
+    p0_out[j] = y[0] / n_iq
+
+
+@njit(cache=True)
+def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, clock, state,
+             max_events):
+    """Events from the state in ``clock`` (time now, next grid index, events so far; updated in
+    place) until the grid is done or ``max_events`` events are applied (returns True), or
+    return False before an event that could write past the end of ``x`` or ``y`` (the caller
+    doubles them)."""
+    cap = x.size
+    ycap = y.size
+    n_grid = t_grid.size
+    t = clock[0]
+    j = np.int64(clock[1])
+    events = np.int64(clock[2])
+    busy = n_servers - x[0]
+    top = 0
+    for lvl in range(cap):
+        if x[lvl] > 0:
+            top = lvl
+    listed = np.int64(0)
+    ytop = 0
+    ylow = -1
+    for k in range(ycap):
+        listed += k * y[k]
+        if y[k] > 0:
+            ytop = k
+            if ylow < 0:
+                ylow = k
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    done = False
+    while True:
+        if top + 2 > cap or ytop + 2 > ycap:
+            break
+        rate = arr_rate + busy
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time
+        while j < n_grid and t_grid[j] < t_next:
+            _record(x, y, n_servers, n_iq, out, p0_out, j)
+            j += 1
+        if j >= n_grid or events >= max_events:  # the grid is recorded, or the cap is hit
+            done = True
+            break
+        t = t_next
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        if u01(r) * rate < arr_rate:
+            # arrival at a uniform scheduler: its I-queue has size jj w.p. y[jj] / M
+            jj, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
+            if jj > 0:
+                lvl = 0
+                y[jj] -= 1
+                y[jj - 1] += 1
+                if jj == ytop and y[jj] == 0:
+                    ytop = jj - 1
+                if jj == ylow:
+                    ylow = jj - 1
+            else:
+                if pod:
+                    lvl, s0, s1, s2, s3 = _min_of_sample(x, n_servers, d, hs, lowest_occupied(x),
+                                                         s0, s1, s2, s3)
+                else:
+                    lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
+                if lvl == 0:  # the idle server is listed elsewhere: a delete shrinks that I-queue
+                    jd, s0, s1, s2, s3 = _size_biased(y, listed, ylow, s0, s1, s2, s3)
+                    y[jd] -= 1
+                    y[jd - 1] += 1
+                    if jd == ytop and y[jd] == 0:
+                        ytop = jd - 1
+                    if jd == ylow:
+                        ylow = jd - 1
+            if lvl == 0:
+                busy += 1
+                listed -= 1
+            x[lvl] -= 1
+            x[lvl + 1] += 1
+            if lvl + 1 > top:
+                top = lvl + 1
+        else:
+            lvl, s0, s1, s2, s3 = _pick(x, busy, 1, s0, s1, s2, s3)
+            x[lvl] -= 1
+            x[lvl - 1] += 1
+            if lvl == top and x[lvl] == 0:
+                top = lvl - 1
+            if lvl == 1:  # idle now: joins a uniform I-queue
+                busy -= 1
+                jj, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
+                y[jj] -= 1
+                y[jj + 1] += 1
+                if jj == ylow and y[jj] == 0:
+                    ylow = jj + 1
+                if jj + 1 > ytop:
+                    ytop = jj + 1
+                listed += 1
+        events += 1
+    clock[0] = t
+    clock[1] = j
+    clock[2] = events
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    return done
+
+
+def _padded(c: np.ndarray) -> np.ndarray:
+    cap = 16
+    while cap < c.size + 2:
+        cap *= 2
+    out = np.zeros(cap, dtype=np.int64)
+    out[: c.size] = c
+    return out
+
+
+def jiq_trajectory(pod, n_servers, n_iq, arr_rate, d, x, y, t_grid, out, p0_out, state,
+                   max_events=2**62):
+    """Fill ``out[grid, levels]`` (s_i) and ``p0_out[grid]`` along one path from ``(x, y)``.
+    Stops after ``max_events`` events at the latest. Returns ``(x, y, events, time of the last
+    event, grid rows written)``."""
+    x = _padded(np.asarray(x, dtype=np.int64))
+    y = _padded(np.asarray(y, dtype=np.int64))
+    hs = np.zeros(x.size, dtype=np.int64)
+    clock = np.zeros(3)
+    while not jiq_span(bool(pod), int(n_servers), int(n_iq), float(arr_rate), int(d), x, hs, y,
+                       t_grid, out, p0_out, clock, state, int(max_events)):
+        if int(np.max(np.nonzero(x)[0])) + 2 > x.size:
+            x = np.concatenate((x, np.zeros(x.size, dtype=np.int64)))
+            hs = np.zeros(x.size, dtype=np.int64)
+        if int(np.max(np.nonzero(y)[0])) + 2 > y.size:
+            y = np.concatenate((y, np.zeros(y.size, dtype=np.int64)))
+    return x, y, int(clock[2]), float(clock[0]), int(clock[1])

@@ -1,0 +1,239 @@
+"""Response-time distributions (sim/core/responses.py, docs/responses.md): the mixture maths,
+the recording in the agent (sim.dispatch.parallel) and occupancy engines, and the mean field.
+
+Statistical checks use ``assert_within_se`` (4 estimated SEs). No finite-N allowance is needed
+where one appears: random routing with k = 1 makes every server an M/M/1 queue at any N, and
+the engines compared with each other simulate the same finite-N system.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import sim
+from sim.core import responses as R
+from sim.dispatch import occupancy, parallel
+from tests.helpers import assert_engines_agree, assert_within_se
+
+Q = np.array(R.QUANTILES)
+
+
+# ---------------------------------------------------------------------------------------------
+# the mixture maths (deterministic)
+# ---------------------------------------------------------------------------------------------
+def test_mixture_of_one_gamma_and_of_a_max():
+    g3 = R.Mixture.of_positions([0.0, 0.0, 1.0])  # Gamma(3, 1)
+    for q in R.QUANTILES:
+        assert g3.quantile(q) == pytest.approx(stats.gamma.ppf(q, 3), rel=1e-9)
+    t = np.array([0.5, 2.0, 7.0, 20.0])
+    assert np.allclose(g3.ccdf(t), stats.gamma.sf(t, 3), rtol=1e-10, atol=0)
+    # max of Gamma(1) and two Gamma(2): CDF F1 * F2**2; mixed 1:3 with Gamma(1)
+    mix = R.Mixture([1.0, 3.0], [([1, 2], [1, 2]), ([1], [1])])
+    cdf = (stats.gamma.cdf(t, 1) * stats.gamma.cdf(t, 2) ** 2 + 3 * stats.gamma.cdf(t, 1)) / 4
+    assert np.allclose(mix.ccdf(t), 1 - cdf, rtol=1e-10, atol=1e-15)
+    assert mix.mean() == pytest.approx(
+        0.25 * float(np.trapezoid(1 - stats.gamma.cdf(np.linspace(0, 60, 600001), 1)
+                                  * stats.gamma.cdf(np.linspace(0, 60, 600001), 2) ** 2,
+                                  np.linspace(0, 60, 600001))) + 0.75, rel=1e-8)
+
+
+def test_grid_path_matches_scipy():
+    tcnt = np.zeros(60, dtype=np.int64)
+    tcnt[[3, 40, 41]] = [2, 1, 5]  # deep positions: beyond SIG_MAX_POS
+    out = np.zeros(R.RESPONSE_GRID.size)
+    ps, cs = np.zeros(8, np.int64), np.zeros(8, np.int64)
+    R.grid_add(tcnt, 41, R.RESPONSE_GRID, ps, cs, out)
+    g = R.RESPONSE_GRID
+    want = stats.gamma.cdf(g, 3) ** 2 * stats.gamma.cdf(g, 40) * stats.gamma.cdf(g, 41) ** 5
+    assert np.allclose(out, want, rtol=1e-9, atol=1e-14)
+
+
+def test_signature_table_numbers_signatures_once():
+    rec = R.new_recorder(4, k=3, max_sig=2)
+    tcnt = np.zeros(10, dtype=np.int64)
+    args = (rec.sig_keys, rec.sig_pos, rec.sig_slot_id, rec.sig_counts, rec.n_sig, rec.key0)
+    tcnt[[1, 2]] = [1, 2]
+    assert R.sig_id(tcnt, 2, *args) == 0
+    assert R.sig_id(tcnt, 2, *args) == 0
+    tcnt[:] = 0
+    tcnt[2] = 3
+    assert R.sig_id(tcnt, 2, *args) == 1
+    tcnt[:] = 0
+    tcnt[1] = 3
+    assert R.sig_id(tcnt, 1, *args) == -1  # table full: the grid path takes it
+    assert list(rec.sig_counts[0, :3]) == [0, 1, 2] and list(rec.sig_counts[1, :3]) == [0, 0, 3]
+
+
+# ---------------------------------------------------------------------------------------------
+# simulation: M/M/1, means, engines, and nothing else changes
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("engine", ["occupancy", "agent"])
+def test_mm1_response_is_exponential(engine):
+    """Random routing, k = 1: each server is M/M/1, so T ~ Exp(1 - lam) at any N."""
+    lam = 0.5
+    f = occupancy.simulate if engine == "occupancy" else parallel.simulate
+    r = f(50, lam, "random", k=1, events=400_000, seed=3, responses=True)
+    d = r.responses
+    truth = -np.log(1 - Q) / (1 - lam)
+    for name, est, se, tr in zip(R.QUANTILE_NAMES, d.quantiles, d.quantiles_se, truth):
+        assert_within_se(est, tr, se, f"{engine} {name}")
+    for t in (1.0, 5.0, 10.0):
+        i = int(np.argmin(abs(d.grid - t)))
+        assert_within_se(d.ccdf[i], math.exp(-(1 - lam) * d.grid[i]), d.ccdf_se[i],
+                         f"{engine} P(T > {d.grid[i]:g})")
+    assert d.n_jobs == r.n_jobs and d.grid_only_fraction == 0.0
+
+
+@pytest.mark.parametrize("policy,k", [("pod", 1), ("batch_filling", 4)])
+def test_mean_of_distribution_is_the_measured_mean(policy, k):
+    # occupancy: mean_response is E[T | positions] averaged over the same jobs, so the mean of
+    # the recorded mixture must equal it up to quadrature error
+    r = occupancy.simulate(100, 0.9, policy, k=k, d=2, events=300_000, seed=5, responses=True)
+    assert r.responses.n_jobs == r.n_jobs
+    assert r.responses.mixture.mean() == pytest.approx(r.mean_response, rel=1e-9)
+    # agent: the response is measured per job; the mixture's mean is its conditional
+    # expectation given the positions, so Var(measured - mixture) <= Var(measured): the
+    # measured mean's SE bounds the SE of the difference
+    pol = "batch_filling"  # pod is batch-filling with k = 1 in this engine
+    a = parallel.simulate(100, 0.9, pol, k=k, d=2, events=600_000, seed=5, responses=True)
+    assert a.responses.n_jobs == a.n_jobs
+    assert_within_se(a.responses.mixture.mean(), a.mean_response, a.mean_response_se,
+                     f"agent {policy}: mean of the distribution vs measured mean")
+
+
+@pytest.mark.parametrize("policy,k", [("pod", 1), ("batch_filling", 4)])
+def test_agent_and_occupancy_agree(policy, k):
+    o = occupancy.simulate(50, 0.85, policy, k=k, d=2, events=600_000, seed=11, responses=True)
+    a = parallel.simulate(50, 0.85, "batch_filling", k=k, d=2, events=1_000_000, seed=12,
+                          responses=True)
+    for name, x, sx, y, sy in zip(R.QUANTILE_NAMES, a.responses.quantiles,
+                                  a.responses.quantiles_se, o.responses.quantiles,
+                                  o.responses.quantiles_se):
+        assert_engines_agree(x, sx, y, sy, f"{policy} k={k} {name}: agent vs occupancy")
+
+
+@pytest.mark.parametrize("engine", ["occupancy", "agent"])
+@pytest.mark.parametrize("policy,lam", [("batch_filling", 0.8), ("random", 0.9)])
+def test_recording_changes_no_other_estimate(engine, policy, lam):
+    # random at lam = 0.9 grows the agent engine's rings mid-commit (queues beyond 12 tasks)
+    # and puts jobs on the grid-only path (positions beyond 32)
+    f = occupancy.simulate if engine == "occupancy" else parallel.simulate
+    off = f(40, lam, policy, k=3, d=2, events=100_000, seed=2)
+    on = f(40, lam, policy, k=3, d=2, events=100_000, seed=2, responses=True)
+    assert off.responses is None and on.responses is not None
+    assert on.responses.n_jobs == on.n_jobs
+    for field in off._fields:
+        if field in ("responses", "ci_method"):
+            continue
+        assert np.array_equal(np.asarray(getattr(off, field)), np.asarray(getattr(on, field))), field
+    assert on.ci_method.startswith(off.ci_method)
+
+
+def test_quantiles_of_summary_are_roots_of_its_mixture():
+    """Random routing with k = 4 at high load: many signatures, some jobs on the grid only;
+    the vectorised bisection agrees with brentq on the pooled mixture."""
+    r = occupancy.simulate(100, 0.8, "random", k=4, events=100_000, seed=1, responses=True)
+    d = r.responses
+    assert 0.0 < d.grid_only_fraction < 1.0
+    for q, est in zip(R.QUANTILES, d.quantiles):
+        assert est == pytest.approx(d.mixture.quantile(q), rel=1e-9)
+    assert np.allclose(d.ccdf, d.mixture.ccdf(d.grid), rtol=1e-9, atol=1e-13)
+    assert np.all(np.diff(d.ccdf) <= 1e-15) and d.ccdf[0] == pytest.approx(1.0)
+
+
+def test_run_task_row_has_the_declared_columns():
+    from sim.registry import RESULTS
+
+    base = {"engine": "occupancy", "policy": "pod", "n_servers": 30, "lam": 0.7, "d": 2,
+            "events": 50_000, "seed": 1}
+    row = sim.run({**base, "responses": True})
+    for c in R.RESPONSE_COLUMNS:
+        assert c in RESULTS and c in row
+    assert len(row["response_ccdf"]) == len(row["response_grid"]) == R.RESPONSE_GRID.size
+    assert row["response_p50"] < row["response_p90"] < row["response_p99"] < row["response_p999"]
+    plain = sim.run(base)
+    assert not any(c in plain for c in R.RESPONSE_COLUMNS)
+    # single-task pod on the agent engine records through the parallel engine
+    arow = sim.run({**base, "engine": "agent", "responses": True})
+    assert arow["response_p999"] is not None
+    with pytest.raises(ValueError, match="responses"):
+        sim.run({**base, "responses": "yes"})
+
+
+def test_plan_passes_run_responses_to_dispatch_simulations_only():
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+    from tests.helpers import compose
+
+    plan = make_plan(to_plain(compose(["output_dir=/tmp/unused", "run.responses=true",
+                                       "engines=[agent,occupancy,meanfield]"])))
+    for t in plan.tasks:
+        assert t.get("responses") is (True if t["engine"] != "meanfield" else None)
+    plan = make_plan(to_plain(compose(["output_dir=/tmp/unused", "run.responses=true",
+                                       "policies=[jiq]", "+params.r=10",
+                                       "engines=[agent,occupancy,meanfield]"])))
+    for t in plan.tasks:  # the JIQ agent engine does not record
+        assert t.get("responses") is (True if t["engine"] == "occupancy" else None)
+    plan = make_plan(to_plain(compose(["output_dir=/tmp/unused"])))
+    assert all("responses" not in t for t in plan.tasks)
+
+
+# ---------------------------------------------------------------------------------------------
+# mean field
+# ---------------------------------------------------------------------------------------------
+def test_meanfield_pod_and_random():
+    from sim.dispatch.meanfield import pod_mean_response, pod_response_mixture, response_mixture
+
+    m = response_mixture("random", 0.6)
+    for q, est in zip(R.QUANTILES, [m.quantile(q) for q in R.QUANTILES]):
+        assert est == pytest.approx(-math.log(1 - q) / 0.4, rel=1e-9)
+    pod = pod_response_mixture(0.9, 3)
+    assert pod.total == pytest.approx(1.0, abs=1e-15)
+    assert pod.mean() == pytest.approx(pod_mean_response(0.9, 3), rel=1e-12)
+    assert response_mixture("jsq", 0.9).quantile(0.5) == pytest.approx(math.log(2), rel=1e-9)
+
+
+def test_meanfield_batch_filling_law():
+    from sim.dispatch import batch_meanfield as bm
+    from sim.dispatch.meanfield import pod_response_mixture
+
+    one = bm.response_mixture(0.8, 1, 2)  # k = 1: power-of-2
+    ref = pod_response_mixture(0.8, 2)
+    for q in R.QUANTILES:
+        assert one.quantile(q) == pytest.approx(ref.quantile(q), rel=1e-8)
+    s = bm.fixed_point(0.7, 3, 2)
+    mix = bm.response_mixture(0.7, 3, 2, s)
+    assert mix.total == pytest.approx(1.0, abs=1e-12)
+    mc, mc_se = bm.mean_job_delay(s, 3, 2, n_jobs=20_000, seed=3)  # water-filling by sampling
+    assert_within_se(mix.mean(), mc, mc_se, "exact mean-field E[T] vs Monte Carlo")
+
+
+# ---------------------------------------------------------------------------------------------
+# JIQ (occupancy engine and mean field; the JIQ agent engine does not record)
+# ---------------------------------------------------------------------------------------------
+def test_jiq_occupancy_records_positions():
+    from sim.jiq import occupancy as jocc
+
+    off = jocc.simulate(200, 0.8, "jiq_pod", r=10, d=2, events=200_000, seed=4)
+    on = jocc.simulate(200, 0.8, "jiq_pod", r=10, d=2, events=200_000, seed=4, responses=True)
+    assert off.mean_response == on.mean_response and off.p0 == on.p0  # nothing else changes
+    d = on.responses
+    assert d.n_jobs == on.n_jobs
+    # mean_response is the mean position over the same tasks (E[Gamma(p, 1)] = p)
+    assert d.mixture.mean() == pytest.approx(on.mean_response, rel=1e-9)
+    assert np.all(np.isfinite(d.quantiles_se)) and np.all(d.quantiles_se > 0)
+
+
+@pytest.mark.parametrize("policy,d", [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2)])
+def test_jiq_meanfield_law(policy, d):
+    from sim.jiq.meanfield import fixed_point, response_mixture
+
+    mix = response_mixture(policy, 0.9, 10.0, d)
+    fp = fixed_point(policy, 0.9, 10.0, d)
+    assert mix.total == pytest.approx(1.0, abs=1e-14)
+    assert mix.mean() == pytest.approx(fp.mean_response, rel=1e-10)
+    # P(T > t) >= the Exp(1) of a task served at once, with the excess from blind tasks
+    assert np.all(mix.ccdf(np.array([1.0, 3.0])) >= np.exp(-np.array([1.0, 3.0])) - 1e-15)

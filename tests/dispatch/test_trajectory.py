@@ -1,0 +1,112 @@
+"""Trajectory engine of the dispatch model (sim/dispatch/trajectory.py, docs/transients.md):
+paths of s_i(t) against the supermarket ODE from the same start."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import sim
+from sim.dispatch.meanfield import pod_fixed_point_tail
+from sim.dispatch.trajectory import ode_tail, simulate, time_grid
+from tests.helpers import assert_within_se
+
+#: ODE accuracy, measured: solve_pod_ode at rtol 1e-10 (the engine's) and at rtol 1e-12 differ
+#: by at most 3.2e-10 on s_1..s_3 over [0, 10] at lam = 0.9, d = 1
+ODE_ALLOWANCE = 1e-9
+
+
+def _paths(n, lam, d, time, grid, reps, seed0=0):
+    res = [simulate(n, lam, d, time, grid=grid, seed=seed0 + s) for s in range(reps)]
+    return np.array([r.tail for r in res]), res[0].ode, res
+
+
+def test_random_routing_mean_path_is_the_ode():
+    """d = 1: N independent M/M/1 queues from empty; the supermarket ODE with d = 1 is the
+    forward equation of one queue, so E[s_i(t)] equals it at every N (no finite-N allowance)."""
+    n, reps = 1000, 40
+    tail, ode, _ = _paths(n, 0.9, 1, 10.0, 21, reps)
+    t = time_grid(10.0, 21)
+    assert tail[:, 0, :].max() == 0.0 and np.all(ode[0] == 0.0)  # both start empty, exactly
+    for j in (2, 4, 10, 20):  # t = 1, 2, 5, 10
+        for i in range(3):
+            x = tail[:, j, i]
+            assert_within_se(x.mean(), ode[j, i], x.std(ddof=1) / math.sqrt(reps),
+                             f"s_{i + 1}(t={t[j]:g})", allowance=ODE_ALLOWANCE)
+
+
+def test_ode_settles_to_the_fixed_point():
+    """From empty, power-of-2 at lam = 0.9 relaxes on a scale of about 13: by t = 300 the ODE
+    is at the closed-form fixed point lam^(2^i - 1) (measured gap 4e-11)."""
+    ode = ode_tail(0.9, 2, 300.0, 3)
+    np.testing.assert_allclose(ode[-1], pod_fixed_point_tail(0.9, 2, 8), rtol=0, atol=1e-8)
+
+
+def test_sup_distance_shrinks_with_n():
+    """The distance of a path to the ODE on [0, T] shrinks with N (like N^-1/2: the sweep
+    `transients` fits the rate); here two N a factor 100 apart, 8 paths each, separated by
+    more than 4 combined SEs."""
+    sups = {}
+    for n in (100, 10_000):
+        _, _, res = _paths(n, 0.9, 2, 20.0, 100, 8, seed0=100)
+        v = np.array([r.sup_dist for r in res])
+        sups[n] = (v.mean(), v.std(ddof=1) / math.sqrt(v.size))
+    (m_small, se_small), (m_big, se_big) = sups[100], sups[10_000]
+    assert m_small - m_big > 4.0 * math.hypot(se_small, se_big), sups
+
+
+def test_meanfield_start_is_shared():
+    r = simulate(1000, 0.9, 2, 5.0, grid=11, seed=1, init="meanfield")
+    np.testing.assert_array_equal(r.tail[0], r.ode[0])  # same rounded start
+    np.testing.assert_allclose(r.start[:3], [0.9, 0.729, 0.478], atol=0.5e-3)
+
+
+def test_run_task_row_shapes():
+    task = {"engine": "trajectory", "policy": "pod", "n_servers": 200, "lam": 0.9, "d": 2,
+            "time": 5.0, "seed": 3, "init": "empty", "grid": 30, "max_level": 64}
+    task["events"] = sim.events_for_time(task)
+    out = sim.run(task)
+    assert len(out["traj_time"]) == 30 and out["traj_levels"] == 8
+    assert len(out["traj_tail"]) == len(out["traj_ode_tail"]) == 8 * 30
+    tail = np.array(out["traj_tail"]).reshape(8, 30)  # level-major
+    ode = np.array(out["traj_ode_tail"]).reshape(8, 30)
+    assert out["traj_sup_dist"] == pytest.approx(np.abs(tail - ode).max())
+    assert out["sim_time"] <= 5.0 < out["sim_time"] + 1.0 and out["events_run"] < task["events"]
+
+
+def test_event_cap_leaves_nan_rows():
+    r = simulate(1000, 0.9, 2, 50.0, grid=50, seed=0, events=2000)
+    assert math.isnan(r.sup_dist) and np.isnan(r.tail[-1]).all() and r.events_run == 2000
+
+
+@pytest.mark.parametrize("bad, word", [({"grid": 1}, "grid"), ({"time": None}, "time"),
+                                       ({"time": -1.0}, "time"), ({"precision": 0.1}, "precision")])
+def test_bad_input_is_refused_naming_it(bad, word):
+    task = {"engine": "trajectory", "policy": "pod", "n_servers": 200, "lam": 0.9, "d": 2,
+            "time": 5.0, "seed": 3, "init": "empty", "grid": 30, "events": 5000, **bad}
+    with pytest.raises(ValueError, match=word):
+        sim.check_task(task)
+    if word in ("grid", "time"):
+        with pytest.raises(ValueError, match=word):
+            simulate(200, 0.9, 2, bad.get("time", 5.0), grid=bad.get("grid", 30))
+
+
+def test_plan_passes_the_grid():
+    from pipeline.config import RunConfig
+    from pipeline.errors import ConfigError
+    from pipeline.plan import make_plan
+    from omegaconf import OmegaConf
+    from tests.helpers import compose
+
+    assert RunConfig().grid == 200
+    cfg = OmegaConf.to_container(compose(["+sweep=transients", "run.grid=50"]), resolve=False)
+    cfg["output_dir"] = "unused"
+    plan = make_plan(cfg)
+    traj = [t for t in plan.tasks if t["engine"] == "trajectory"]
+    assert traj and all(t["grid"] == 50 and t["time"] > 0 for t in traj)
+    # the cap is an upper bound: above the rate bound N (1 + lam) T
+    assert all(t["events"] > t["n_servers"] * (1 + t["lam"]) * t["time"] for t in traj)
+    cfg["run"]["grid"] = 1
+    with pytest.raises(ConfigError, match="grid"):
+        make_plan(cfg)
