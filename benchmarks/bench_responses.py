@@ -6,12 +6,12 @@ so that load from other processes on the machine hits both alike. Process CPU ti
 whole ``simulate`` call (set-up, event loop, output analysis -- the distribution's root finding
 included). Cases (N = 10**4, lam = 0.9):
 
-- power-of-2 (k = 1): agent engine = :func:`sim.dispatch.parallel.simulate` with
-  ``batch_filling``, k = 1 (the same model; the pipeline runs pod tasks there when they record),
-  and for reference the single-task engine :func:`sim.dispatch.agent.simulate` (which does
-  not record); occupancy ``pod``;
+- power-of-2 (k = 1): the single-task agent engine :func:`sim.dispatch.agent.simulate` (where
+  the pipeline runs single-task pod tasks, recording or not), the parallel-job agent engine
+  :func:`sim.dispatch.parallel.simulate` with ``batch_filling``, k = 1 (the same model), and
+  occupancy ``pod``;
 - batch-filling, k = 16, d = 2;
-- JIQ (``jiq``, r = 10) on the JIQ occupancy engine (the JIQ agent engine does not record).
+- JIQ (``jiq``, r = 10) on the JIQ agent and occupancy engines.
 
 Prints events/s and the slowdown ``1 - (events/s with) / (events/s without)`` (the budget is
 20%), and the slowdown of the event loop alone: without the fixed cost of the quantiles' root
@@ -21,7 +21,9 @@ use a large ``--repeat``.
 
 Usage (from the repository root)::
 
-    python benchmarks/bench_responses.py [--events 10000000] [--repeat 3]
+    python benchmarks/bench_responses.py [--events 10000000] [--repeat 3] [--case TEXT ...]
+
+``--case TEXT`` (repeatable) runs only the cases whose label contains ``TEXT``.
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ _SUMMARY = {"sec": 0.0}
 def _timed_summaries():
     """Wrap the engines' ``summarize`` to add its CPU time to ``_SUMMARY``."""
     from sim.core import responses
-    from sim.dispatch import occupancy, parallel
+    from sim.dispatch import agent, occupancy, parallel
+    from sim.jiq import agent as jiq_agent
     from sim.jiq import occupancy as jiq_occupancy
 
     def wrapped(*a, **kw):
@@ -59,7 +62,8 @@ def _timed_summaries():
         _SUMMARY["sec"] += time.process_time() - t0
         return out
 
-    occupancy.summarize = parallel.summarize = jiq_occupancy.summarize = wrapped
+    agent.summarize = occupancy.summarize = parallel.summarize = wrapped
+    jiq_agent.summarize = jiq_occupancy.summarize = wrapped
 
 
 def compare(label, fn, events, repeat):
@@ -91,8 +95,11 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=10**4)
     ap.add_argument("--lam", type=float, default=0.9)
+    ap.add_argument("--case", action="append", default=None,
+                    help="run only the cases whose label contains this text (repeatable)")
     args = ap.parse_args(argv)
     from sim.dispatch import agent, occupancy, parallel
+    from sim.jiq import agent as jiq_agent
     from sim.jiq import occupancy as jiq_occupancy
 
     n, lam, ev, rep = args.n, args.lam, args.events, args.repeat
@@ -101,25 +108,29 @@ def main(argv=None):
     _timed_summaries()
     print(f"{'case':44s} {'Mev/s':>7s} {'Mev/s':>7s} {'slow-':>8s} {'loop':>7s} {'root':>8s}")
     print(f"{'':44s} {'off':>7s} {'on':>7s} {'down':>8s} {'alone':>7s} {'finding':>8s}")
-    compare("pod d=2, agent (parallel engine, k=1)",
-            lambda r: parallel.simulate(n, lam, "batch_filling", k=1, d=2, events=ev, seed=1,
-                                        responses=r), ev, rep)
-    agent.simulate(n, lam, "pod", d=2, events=ev, seed=1)
-    sec = min(timed(lambda: agent.simulate(n, lam, "pod", d=2, events=ev, seed=1))[0]
-              for _ in range(rep))
-    print(f"{'pod d=2, agent (single-task engine, no recording)':44s} {ev / sec / 1e6:7.2f}")
-    compare("pod d=2, occupancy",
-            lambda r: occupancy.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r),
-            ev, rep)
-    compare("batch_filling k=16 d=2, agent",
-            lambda r: parallel.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
-                                        responses=r), ev, rep)
-    compare("batch_filling k=16 d=2, occupancy",
-            lambda r: occupancy.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
-                                         responses=r), ev, rep)
-    compare("jiq r=10, JIQ occupancy",
-            lambda r: jiq_occupancy.simulate(n, lam, "jiq", r=10, events=ev, seed=1,
-                                             responses=r), ev, rep)
+
+    def case(label, fn):
+        if args.case is None or any(c in label for c in args.case):
+            compare(label, fn, ev, rep)
+
+    case("pod d=2, agent (single-task engine)",
+         lambda r: agent.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r))
+    case("pod d=2, agent (parallel engine, k=1)",
+         lambda r: parallel.simulate(n, lam, "batch_filling", k=1, d=2, events=ev, seed=1,
+                                     responses=r))
+    case("pod d=2, occupancy",
+         lambda r: occupancy.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r))
+    case("batch_filling k=16 d=2, agent",
+         lambda r: parallel.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
+                                     responses=r))
+    case("batch_filling k=16 d=2, occupancy",
+         lambda r: occupancy.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
+                                      responses=r))
+    case("jiq r=10, JIQ agent",
+         lambda r: jiq_agent.simulate(n, lam, "jiq", r=10, events=ev, seed=1, responses=r))
+    case("jiq r=10, JIQ occupancy",
+         lambda r: jiq_occupancy.simulate(n, lam, "jiq", r=10, events=ev, seed=1,
+                                          responses=r))
 
 
 if __name__ == "__main__":

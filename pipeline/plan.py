@@ -432,7 +432,7 @@ def make_plan(cfg: dict) -> Plan:
                             task["precision_cap"] = float(run.get("precision_cap", 16))
                         if run.get("responses") and (engine, entry(engine, policy).model) in (
                                 ("agent", "dispatch"), ("occupancy", "dispatch"),
-                                ("occupancy", "jiq")):
+                                ("agent", "jiq"), ("occupancy", "jiq")):
                             task["responses"] = True  # the engines that record (docs/responses.md)
                         if engine == "trajectory":  # docs/transients.md
                             task["grid"] = int(run.get("grid", 200))

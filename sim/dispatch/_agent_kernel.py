@@ -5,8 +5,8 @@ driver :func:`agent_kernel`. Policies are integer codes (:mod:`sim.dispatch.poli
 functions are never passed as arguments.
 
 Hot loop (:func:`_make_run_span`): one compiled loop per (policy code, pod sampling method,
-equal/unequal rates), the codes being compile-time constants of a cached closure, so no policy
-test is left in the loop. Arrays are never reassigned inside the loop -- that would add
+equal/unequal rates, recording of response-time distributions or not), the codes being
+compile-time constants of a cached closure, so no policy test is left in the loop. Arrays are never reassigned inside the loop -- that would add
 reference counting to every event (measured: 2.3x slower); when a ring buffer fills, the loop
 returns and :func:`agent_kernel` grows the arrays and resumes.
 
@@ -35,6 +35,7 @@ from numba import njit
 
 from sim.core.buckets import build_buckets, bucket_down, bucket_up, pick_lowest
 from sim.core.fifo import grow_rings
+from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.windows import flush_window, window_of, window_shift
 
@@ -169,7 +170,7 @@ def choose_server(q, policy, d, state):
 
 
 @functools.cache
-def _make_run_span(policy: int, use_fy: bool, hetero: bool):
+def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False):
     """The event loop compiled for one policy code, pod sampling method and rate layout.
 
     ``policy``, ``use_fy`` and ``hetero`` are free variables of the returned ``@njit`` function,
@@ -177,13 +178,23 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool):
     combination, compiled on first use and cached on disk (numba keys the cache on the closure's
     values). Measured: 13% more events/s for power-of-2 than one loop testing the (perfectly
     predicted) flags at run time. The policy branch is thus taken once, outside the hot loop.
+
+    ``record`` (also a closure constant: a separate compiled variant, so that the loop of a run
+    that does not record is the one it was) records each arrival's queue position for the
+    response-time distribution (:mod:`sim.core.responses`, docs/responses.md) in the recorder
+    arrays ``r_*`` (a :class:`sim.core.responses.Recorder` for ``k = 1``, unpacked; ignored when
+    ``record`` is false): ``r_sig[w, p - 1] += 1`` inline for positions ``p`` up to
+    ``r_sig.shape[1]``, deeper ones on the grid through :func:`sim.core.responses.record_job`.
+    It draws no random number and changes nothing else.
     """
-    policy, use_fy, hetero = int(policy), bool(use_fy), bool(hetero)
+    policy, use_fy, hetero, record = int(policy), bool(use_fy), bool(hetero), bool(record)
 
     @njit(cache=True)
     def run_span(d, p_arrival, alias_thr, alias_idx, probes_per_job,
                  q, buf, head, cnt, acc, perm, pos, start, samp, bounds, state, w_first, e_first,
-                 w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes):
+                 w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes,
+                 r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps,
+                 r_cs, r_key):
         """Process events from ``e_first`` (inside window ``w_first``) on, until the end of the
         run or until a queue fills its ring buffer (``q[n] == C``) -- then stop after that event
         so that the caller can grow the arrays (reassigning arrays inside this loop would cost
@@ -240,6 +251,13 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool):
                     arrivals += 1
                     if lvl > 0:
                         waited += 1
+                    if record:  # FIFO, Exp(1): this task's response is Gamma(lvl + 1, 1)
+                        if lvl < r_sig.shape[1]:
+                            r_sig[w, lvl] += 1
+                        else:  # deep position (rare): on the grid (k = 1: tcnt is not read)
+                            record_job(w, 1, r_ps, lvl + 1, r_sig, r_grid, r_over, r_keys,
+                                       r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs,
+                                       r_key)
                     if lvl + 1 == c:  # ring full: stop after this event and grow
                         full = True
                         e += 1
@@ -306,7 +324,8 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool):
 
 def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
                  q, buf, head, bounds, state,
-                 w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes):
+                 w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes,
+                 rec=None):
     """Run ``bounds[-1]`` uniformized events and fill the per-window accumulators.
 
     Parameters (all prepared and validated by :func:`sim.dispatch.agent.simulate`)
@@ -330,6 +349,11 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
           responses and of waits (in events), service starts, arrivals, arrivals that waited,
           queue area and tail areas ``w_tail[w, i-1]`` = sum over the window's events of
           #servers with >= i tasks (state after each event), probe messages.
+    rec : :class:`sim.core.responses.Recorder` (``k = 1``) or None
+                            if given, each arrival's queue position is recorded there (window of
+                            its arrival) by the compiled variant that records; None: the plain
+                            loop. Positions are the same with unequal rates, but the response law
+                            of :mod:`sim.core.responses` is then wrong: the caller refuses that.
 
     Areas are integrated lazily: with ``e0`` the window's first event, a change ``delta`` of a
     level count at event ``e`` adds ``delta * (e - e0)`` to ``acc[level]``; at the window end the
@@ -360,7 +384,10 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
     samp = np.arange(n_servers, dtype=np.int64)
     probes_per_job = {RANDOM: 0, JSQ: n_servers, POD: d}[policy]
     n_windows = bounds.size - 1
-    run_span = _make_run_span(policy, use_fy, hetero)
+    record = rec is not None
+    if not record:
+        rec = dummy_recorder()
+    run_span = _make_run_span(policy, use_fy, hetero, record)
     # The loop works on uint32 copies of q and head (written back at the end): a zero-extended
     # uint32 is known to LLVM to be non-negative, so numba's negative-index wraparound of
     # buf[n, (head[n] + lvl) & mask], cnt[lvl + 1], ... is compiled away, which int64 and int32
@@ -374,7 +401,7 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
         w, e = run_span(d, p_arrival, alias_thr, alias_idx, probes_per_job,
                         qw, buf, hw, cnt, acc, perm, pos, start, samp, bounds,
                         state, w, e, w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited,
-                        w_qarea, w_tail, w_probes)
+                        w_qarea, w_tail, w_probes, *rec)
         if w >= n_windows:
             break
         buf, cnt, acc, start = grow_rings(qw, buf, hw, cnt, acc, start)

@@ -19,8 +19,12 @@ Clock: time advances by the deterministic mean step ``1 / R`` per event instead 
 jump chain, so every *mean* is unchanged: a job whose completion comes ``K`` events after its
 arrival has ``E[response | jump chain] = K / R`` (Wald's identity), and a time average equals the
 average over events of the state. Only the spread of individual response times is not the
-model's, so do not read response-time distributions off this engine. Arrival times are stored as
-event indices and converted to time at the end.
+model's, so do not read response-time distributions off the measured times. Arrival times are
+stored as event indices and converted to time at the end. With ``responses=True`` the *law* of the
+response time is recorded instead from the queue position each arrival takes (with FIFO and
+Exp(1) service a task at position ``p`` is done after ``Gamma(p, 1)``; the law is the mixture over
+the recorded positions, :mod:`sim.core.responses`, docs/responses.md), which needs no clock;
+equal unit service rates only.
 
 Measurements (after the warm-up cut): mean response and mean wait (measured directly per job from
 per-server FIFO ring buffers of arrival times; a response is recorded when the job completes, a
@@ -49,6 +53,7 @@ import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.responses import new_recorder, summarize
 from sim.core.results import check_run_args, is_int, result_row
 from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
@@ -86,6 +91,9 @@ class AgentResult(NamedTuple):
     n_windows: int
     n_batches: int
     ci_method: str
+    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
+    #: not recorded (``responses=False``)
+    responses: object = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +143,8 @@ def _fixed_point_tail(lam: float, policy: str, d: int, eps: float = 1e-17,
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 10**6,
              seed: int = 0, init: str = "meanfield", n_batches: int = 20, max_level: int = 64,
-             service_rates=None, *, n_windows: int = 1000) -> AgentResult:
+             service_rates=None, *, n_windows: int = 1000,
+             responses: bool = False) -> AgentResult:
     """Simulate the agent engine and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -167,6 +176,11 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
 
     n_windows : int
         Fine windows for the warm-up cut and batching (keyword only).
+    responses : bool
+        Record the response-time distribution (keyword only; docs/responses.md): each arrival's
+        queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
+        ``responses`` (and every other estimate is bitwise the one of a run without it).
+        Requires all service rates equal to 1 (``service_rates`` None or all ones).
 
     Returns
     -------
@@ -215,6 +229,14 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
                 f"service_rates must have length n_servers={n_servers}, got shape {mu.shape}")
         if not np.all(np.isfinite(mu)) or not np.all(mu > 0):
             raise ValueError("service_rates must be finite and > 0")
+    if not isinstance(responses, (bool, np.bool_)):
+        raise ValueError(f"responses={responses!r} must be true or false")
+    responses = bool(responses)
+    if responses and np.any(mu != 1.0):
+        # a task at position p of a queue of rate mu takes Gamma(p, mu): not the Gamma(p, 1)
+        # mixture of sim.core.responses
+        raise ValueError("responses: the response-time distribution is recorded for unit "
+                         "service rates only (service_rates must be null or all 1)")
     n_servers, d, events, n_batches = int(n_servers), int(d), int(events), int(n_batches)
     max_level, n_windows = int(max_level), int(n_windows)
     code = POLICY_CODES[policy]
@@ -256,10 +278,12 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     w_qarea = np.zeros(n_windows, dtype=np.int64)
     w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
     w_probes = np.zeros(n_windows, dtype=np.int64)
+    rec = new_recorder(n_windows, 1) if responses else None
 
     buf = _k.agent_kernel(code, d, 2 * d > n_servers, p_arrival, hetero, alias_thr, alias_idx,
                     q, buf, head, bounds, state,
-                    w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes)
+                    w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes,
+                    rec)
     close_censored(q, buf, head, mu, rate, bounds, w_jobs, w_resp, w_starts, w_wait)
 
     # ---- output analysis
@@ -275,6 +299,10 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     # one-way messages: a probe is a request and a reply (sim.dispatch.policies)
     messages = (2.0 * float(w_probes[keep].sum() / n_arr) if n_arr > 0
                 else messages_per_job(policy, n_servers, 1, d))
+    dist = summarize(rec, 1, cut, n_batches) if responses else None
+    ci = ci_label(n_batches, resp.batch_values)
+    if dist is not None:
+        ci += "; " + dist.method()
     return AgentResult(
         mean_response=resp.estimate, mean_response_se=resp.se,
         mean_wait=wait.estimate, mean_wait_se=wait.se,
@@ -283,13 +311,16 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         tail=tail, tail_se=tail_se, messages_per_job=messages, n_jobs=int(w_jobs[keep].sum()),
         events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
         warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
-        ci_method=ci_label(n_batches, resp.batch_values),
+        ci_method=ci, responses=dist,
     )
 
 
 def run_task(task: dict) -> dict:
     """Run one agent task (keys as in docs/results-schema.md) and return the result keys
-    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`)."""
+    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`).
+
+    With ``responses: true`` the response-time distribution is recorded and its columns
+    (:data:`sim.core.responses.RESPONSE_COLUMNS`) are added to the row."""
     def as_int(key, default=None):
         # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
         x = task.get(key, default)
@@ -300,13 +331,16 @@ def run_task(task: dict) -> dict:
         d=as_int("d", 1) if task["policy"] == "pod" else 1,
         events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
         n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        service_rates=task.get("service_rates"),
+        service_rates=task.get("service_rates"), responses=task.get("responses", False),
     )
     # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
-    return result_row(
+    row = result_row(
         res,
         queueing_ratio=float(res.mean_response) - 1.0,
         queueing_ratio_se=float(res.mean_response_se),
         drop_prob=0.0, drop_prob_se=0.0,
         frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
     )
+    if res.responses is not None:
+        row.update(res.responses.row())
+    return row

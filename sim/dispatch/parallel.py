@@ -382,8 +382,8 @@ def run_task(task: dict) -> dict:
 
     With the run setting ``responses: true`` (task key ``responses``) the response-time
     distribution is recorded and its columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) are
-    added to the row. The single-task engine does not record it, so such tasks run here too
-    (the same model: ``pod`` is batch-filling with ``k = 1``; equal service rates only).
+    added to the row, by this engine or by the single-task engine (which records too; equal
+    service rates only).
     """
     def as_int(key, default=None):
         # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
@@ -399,7 +399,7 @@ def run_task(task: dict) -> dict:
     if responses and task.get("service_rates") is not None:
         raise ValueError("responses: the response-time distribution is recorded for equal "
                          "service rates only (service_rates must be null)")
-    if policy in ("random", "jsq", "pod") and k == 1 and b is None and not responses:
+    if policy in ("random", "jsq", "pod") and k == 1 and b is None:
         from sim.dispatch import agent
         return agent.run_task(task)
     if policy == "pod":  # with a finite buffer: batch-filling with k = 1 is the same model

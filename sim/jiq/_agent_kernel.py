@@ -64,6 +64,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.fifo import grow_rings
+from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, sample_fy
 from sim.core.windows import flush_window, window_of, window_shift
@@ -446,7 +447,7 @@ def check_state(policy: int, z: int, q, iq, isize, where, kshift, ctr=None) -> l
 # the event loop
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
+def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False):
     """The event loop compiled for one policy code and sampling methods (closure constants:
     numba compiles them as constants and LLVM removes the untaken branches, as in
     :func:`sim.dispatch._agent_kernel._make_run_span`; cached on disk, keyed on their values).
@@ -519,8 +520,17 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
     arrival stamps are int32 with -1 for unknown (half the cache footprint of float64), the
     start of service of the next task is recorded branch-free, and the total queue length and
     its lazy area are summed from ``cnt`` and ``acc`` at the window's end instead of per event.
+
+    ``record`` (a closure constant too: a separately compiled variant, so the loop of a run that
+    does not record is the one above) records each arrival's queue position for the
+    response-time distribution (:mod:`sim.core.responses`, docs/responses.md) in the recorder
+    arrays ``r_*`` (a :class:`sim.core.responses.Recorder` for ``k = 1``, unpacked; ignored when
+    ``record`` is false). Nothing is added to the idle-member path: the arrivals at position 1
+    of a window are ``arrivals - waited``, added once per window; a task sent to a busy server
+    (the general path, ``lvl > 0``) adds one to its position ``lvl + 1`` inline (deeper than
+    ``r_sig.shape[1]``: on the grid, :func:`sim.core.responses.record_job`). No random number.
     """
-    policy, pod_fy, sqd_fy = int(policy), bool(pod_fy), bool(sqd_fy)
+    policy, pod_fy, sqd_fy, record = int(policy), bool(pod_fy), bool(sqd_fy), bool(record)
     blind_probes = 2 if policy == JIQ_POD else 0  # messages per probed server
     join_probes = 2 if policy == JIQ_SQD else 0  # messages per sampled I-queue
     # under jiq, jiq_pod and jiq_sqd the listed servers are the idle ones, so their count and
@@ -533,7 +543,9 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
     def run_span(d, z, p_arrival, q, buf, head, cnt, acc, iq, isize, where, kshift, samp, ssamp,
                  ctr, bounds, state, look, w_first, e_first, w_stop,
                  w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
-                 w_empty, w_listed, w_join, w_delete, w_probe):
+                 w_empty, w_listed, w_join, w_delete, w_probe,
+                 r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps,
+                 r_cs, r_key):
         """Process events from ``e_first`` (inside window ``w_first``) until window ``w_stop``
         starts, or until a ring buffer or an I-queue row fills (then stop after that event so
         that the caller can grow the arrays). Returns ``(window, next event)``; ``ctr`` holds
@@ -633,6 +645,13 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
                         arrivals += 1
                         if lvl > 0:
                             waited += 1
+                            if record:  # position lvl + 1 (position 1: per window, below)
+                                if lvl < r_sig.shape[1]:
+                                    r_sig[w, lvl] += 1
+                                else:  # deep (rare): on the grid (k = 1: tcnt is not read)
+                                    record_job(w, 1, r_ps, lvl + 1, r_sig, r_grid, r_over,
+                                               r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid,
+                                               r_ps, r_cs, r_key)
                         if lvl + 1 == c:  # ring full: stop after this event and grow
                             full = True
                             e += 1
@@ -706,6 +725,8 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
             w_starts[w] += arrivals - waited  # service starts at once, wait 0
             w_arr[w] += arrivals
             w_waited[w] += waited
+            if record:  # the arrivals at position 1
+                r_sig[w, 0] += arrivals - waited
             w_empty[w] -= eacc
             w_listed[w] -= lacc
             w_join[w] += joins
@@ -743,7 +764,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool):
 
 def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift, bounds, state,
                  w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
-                 w_empty, w_listed, w_join, w_delete, w_probe, check=False):
+                 w_empty, w_listed, w_join, w_delete, w_probe, check=False, rec=None):
     """Run ``bounds[-1]`` uniformized events and fill the per-window accumulators.
 
     Parameters (prepared and validated by :func:`sim.jiq.agent.simulate`)
@@ -765,6 +786,10 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
           delete and probe messages (one-way messages: a probe counts 2).
     check : bool             stop after every window and verify :func:`check_state`
                              (RuntimeError on a violation): for tests.
+    rec : :class:`sim.core.responses.Recorder` (``k = 1``) or None
+                             if given, each arrival's queue position is recorded there (window
+                             of its arrival) by the compiled variant that records; None: the
+                             plain loop.
 
     Returns ``(buf, iq, kshift, ctr)`` (the final arrays and counters).
     """
@@ -785,7 +810,10 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     ctr[N_EMPTY] = int(np.sum(isize == 0))
     ctr[LISTED] = int(isize.sum())
     n_windows = bounds.size - 1
-    run_span = _make_run_span(policy, pod_fy, sqd_fy)
+    record = rec is not None
+    if not record:
+        rec = dummy_recorder()
+    run_span = _make_run_span(policy, pod_fy, sqd_fy, record)
     look = np.zeros(2, dtype=np.uint64)  # the raw draw made ahead, and whether it is set
     # uint32 working copies (see _make_run_span); values are below the ring capacity
     qw = q.astype(np.uint32)
@@ -800,7 +828,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
         w, e = run_span(d, z, p_arrival, qw, buf, hw, cnt, acc, iq, isize, where, kshift, samp,
                         ssamp, ctr, bounds, state, look, w, e, w_stop,
                         w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
-                        w_empty, w_listed, w_join, w_delete, w_probe)
+                        w_empty, w_listed, w_join, w_delete, w_probe, *rec)
         if check:
             bad = check_state(policy, z, qw, iq, isize, where, kshift, ctr)
             if bad:

@@ -71,6 +71,7 @@ import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.responses import new_recorder, summarize
 from sim.core.results import check_run_args, result_row
 from sim.core.rng import seed_state, threshold
 from sim.core.windows import window_bounds
@@ -127,6 +128,9 @@ class JiqAgentResult(NamedTuple):
     n_schedulers: int  #: M = N / r
     init_used: str  #: what the run started from: "meanfield", "large_r_limit" or "empty"
     ci_method: str
+    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
+    #: not recorded (``responses=False``)
+    responses: object = None
 
 
 class _State(NamedTuple):
@@ -220,7 +224,8 @@ def _initial_state(policy: str, code: int, lam: float, n_servers: int, n_sched: 
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: int = 0,
              events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
-             max_level: int = 64, *, n_windows: int = 1000) -> JiqAgentResult:
+             max_level: int = 64, *, n_windows: int = 1000,
+             responses: bool = False) -> JiqAgentResult:
     """Simulate the JIQ agent engine; batch-means estimates after the warm-up cut.
 
     Parameters
@@ -252,6 +257,10 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
         Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
         Fine windows for the warm-up cut and batching (keyword only).
+    responses : bool
+        Record the response-time distribution (keyword only; docs/responses.md): each task's
+        queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
+        ``responses`` (every other estimate is bitwise the one of a run without it).
 
     Returns
     -------
@@ -263,12 +272,12 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
         On bad input, naming the offending parameter and its value.
     """
     res, _ = _simulate(n_servers, lam, policy, r, d, z, events, seed, init, n_batches,
-                       max_level, n_windows=n_windows)
+                       max_level, n_windows=n_windows, responses=responses)
     return res
 
 
 def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="meanfield",
-              n_batches=20, max_level=64, *, n_windows=1000, check=False):
+              n_batches=20, max_level=64, *, n_windows=1000, check=False, responses=False):
     """:func:`simulate`, also returning the final state (:class:`_State`); ``check`` verifies
     the I-queue invariants after every window (slow: O(N + M K) per window; for tests)."""
     # ---- validation (the model's parameters by the model's own check)
@@ -280,6 +289,9 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="m
     check_task(task)
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
+    if not isinstance(responses, (bool, np.bool_)):
+        raise ValueError(f"responses={responses!r} must be true or false")
+    responses = bool(responses)
     n_servers, lam, r = int(n_servers), float(lam), float(r)
     n_sched = n_schedulers(n_servers, r)
     d = int(d) if policy in ("jiq_pod", "jiq_sqd") else 1
@@ -310,11 +322,12 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="m
     w_resp, w_wait = np.zeros(n_windows), np.zeros(n_windows)
     w_tail = np.zeros((n_windows, max_level), **i64)
     w_empty, w_listed, w_join, w_delete, w_probe = (np.zeros(n_windows, **i64) for _ in range(5))
+    rec = new_recorder(n_windows, 1) if responses else None
 
     buf, iq, kshift, ctr = _k.agent_kernel(
         code, d, z, p_arrival, q, buf, head, iq, isize, where, kshift, bounds, state,
         w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
-        w_empty, w_listed, w_join, w_delete, w_probe, check=check)
+        w_empty, w_listed, w_join, w_delete, w_probe, check=check, rec=rec)
     close_censored(q, buf, head, np.ones(n_servers), rate, bounds, w_jobs, w_resp, w_starts, w_wait)
 
     # ---- output analysis
@@ -337,6 +350,10 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="m
     server_time = kl * dt * n_servers
     join, delete, probe = bm(w_join, server_time), bm(w_delete, server_time), bm(w_probe, server_time)
     msgs = bm((w_join + w_delete + w_probe).astype(np.float64), w_arr[keep])
+    dist = summarize(rec, 1, cut, n_batches) if responses else None
+    ci = ci_label(n_batches, resp.batch_values)
+    if dist is not None:
+        ci += "; " + dist.method()
     res = JiqAgentResult(
         mean_response=resp.estimate, mean_response_se=resp.se,
         mean_wait=wait.estimate, mean_wait_se=wait.se,
@@ -351,7 +368,7 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="m
         n_jobs=int(w_jobs[keep].sum()), events_run=events, sim_time=events * dt,
         warmup_time=float(bounds[cut]) * dt, warmup_windows=int(cut), n_windows=n_windows,
         n_batches=n_batches, n_schedulers=n_sched, init_used=init_used,
-        ci_method=ci_label(n_batches, resp.batch_values),
+        ci_method=ci, responses=dist,
     )
     return res, _State(q, iq, isize, where, int(kshift), ctr)
 
@@ -362,7 +379,8 @@ def run_task(task: dict) -> dict:
 
     Task keys: ``n_servers``, ``lam``, ``policy``, ``r``, ``d`` (jiq_pod, jiq_sqd), ``z``
     (jiq_threshold), ``events``, ``seed``, and optionally ``init``, ``n_batches``,
-    ``max_level``, ``h`` (integer-valued floats are accepted for the integers).
+    ``max_level``, ``h``, ``responses`` (integer-valued floats are accepted for the integers;
+    with ``responses: true`` the columns :data:`sim.core.responses.RESPONSE_COLUMNS` are added).
     """
     def as_int(key, default=None):
         x = task.get(key, default)
@@ -376,6 +394,7 @@ def run_task(task: dict) -> dict:
         z=as_int("z", 0) if policy == "jiq_threshold" else 0,
         events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
         n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+        responses=task.get("responses", False),
     )
     # single-task jobs: inherent delay 1; no buffer; within h = 1 iff no wait
     row = result_row(
@@ -388,4 +407,6 @@ def run_task(task: dict) -> dict:
     for key in EXTRA_KEYS:  # (tail_se may already be a result key)
         v = getattr(res, key)
         row[key] = [float(x) for x in v] if key == "tail_se" else float(v)
+    if res.responses is not None:
+        row.update(res.responses.row())
     return row

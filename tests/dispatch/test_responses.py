@@ -1,5 +1,6 @@
 """Response-time distributions (sim/core/responses.py, docs/responses.md): the mixture maths,
-the recording in the agent (sim.dispatch.parallel) and occupancy engines, and the mean field.
+the recording in the agent (sim.dispatch.agent for single-task jobs, sim.dispatch.parallel) and
+occupancy engines, and the mean field.
 
 Statistical checks use ``assert_within_se`` (4 estimated SEs). No finite-N allowance is needed
 where one appears: random routing with k = 1 makes every server an M/M/1 queue at any N, and
@@ -15,7 +16,7 @@ from scipy import stats
 
 import sim
 from sim.core import responses as R
-from sim.dispatch import occupancy, parallel
+from sim.dispatch import agent, occupancy, parallel
 from tests.helpers import assert_engines_agree, assert_within_se
 
 Q = np.array(R.QUANTILES)
@@ -70,12 +71,16 @@ def test_signature_table_numbers_signatures_once():
 # ---------------------------------------------------------------------------------------------
 # simulation: M/M/1, means, engines, and nothing else changes
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("engine", ["occupancy", "agent"])
+@pytest.mark.parametrize("engine", ["occupancy", "agent", "single"])
 def test_mm1_response_is_exponential(engine):
-    """Random routing, k = 1: each server is M/M/1, so T ~ Exp(1 - lam) at any N."""
+    """Random routing (pod d = 1 on the single-task agent engine), k = 1: each server is M/M/1,
+    so T ~ Exp(1 - lam) at any N."""
     lam = 0.5
-    f = occupancy.simulate if engine == "occupancy" else parallel.simulate
-    r = f(50, lam, "random", k=1, events=400_000, seed=3, responses=True)
+    if engine == "single":
+        r = agent.simulate(50, lam, "pod", d=1, events=400_000, seed=3, responses=True)
+    else:
+        f = occupancy.simulate if engine == "occupancy" else parallel.simulate
+        r = f(50, lam, "random", k=1, events=400_000, seed=3, responses=True)
     d = r.responses
     truth = -np.log(1 - Q) / (1 - lam)
     for name, est, se, tr in zip(R.QUANTILE_NAMES, d.quantiles, d.quantiles_se, truth):
@@ -102,6 +107,11 @@ def test_mean_of_distribution_is_the_measured_mean(policy, k):
     assert a.responses.n_jobs == a.n_jobs
     assert_within_se(a.responses.mixture.mean(), a.mean_response, a.mean_response_se,
                      f"agent {policy}: mean of the distribution vs measured mean")
+    if k == 1:  # the single-task agent engine, likewise
+        s = agent.simulate(100, 0.9, "pod", d=2, events=600_000, seed=5, responses=True)
+        assert s.responses.n_jobs == s.n_jobs
+        assert_within_se(s.responses.mixture.mean(), s.mean_response, s.mean_response_se,
+                         "single-task agent pod: mean of the distribution vs measured mean")
 
 
 @pytest.mark.parametrize("policy,k", [("pod", 1), ("batch_filling", 4)])
@@ -113,6 +123,79 @@ def test_agent_and_occupancy_agree(policy, k):
                                   a.responses.quantiles_se, o.responses.quantiles,
                                   o.responses.quantiles_se):
         assert_engines_agree(x, sx, y, sy, f"{policy} k={k} {name}: agent vs occupancy")
+
+
+def test_single_task_agent_and_occupancy_agree():
+    """sim.dispatch.agent (pod d = 2) against the occupancy engine: the same finite-N chain."""
+    o = occupancy.simulate(50, 0.85, "pod", d=2, events=600_000, seed=11, responses=True)
+    a = agent.simulate(50, 0.85, "pod", d=2, events=1_000_000, seed=13, responses=True)
+    assert a.responses.grid_only_fraction == 0.0
+    for name, x, sx, y, sy in zip(R.QUANTILE_NAMES, a.responses.quantiles,
+                                  a.responses.quantiles_se, o.responses.quantiles,
+                                  o.responses.quantiles_se):
+        assert_engines_agree(x, sx, y, sy, f"pod d=2 {name}: single-task agent vs occupancy")
+    for t in (1.0, 3.0, 6.0):
+        i = int(np.argmin(abs(a.responses.grid - t)))
+        assert_engines_agree(a.responses.ccdf[i], a.responses.ccdf_se[i], o.responses.ccdf[i],
+                             o.responses.ccdf_se[i], f"pod d=2 P(T > {t:g}): agent vs occupancy")
+
+
+@pytest.mark.parametrize("policy,d,lam", [("pod", 2, 0.9), ("jsq", 1, 0.9), ("random", 1, 0.9)])
+def test_single_task_recording_changes_no_other_estimate(policy, d, lam):
+    # random at lam = 0.9 grows the rings (queues beyond 8 tasks) during the run
+    off = agent.simulate(40, lam, policy, d=d, events=100_000, seed=2)
+    on = agent.simulate(40, lam, policy, d=d, events=100_000, seed=2, responses=True)
+    assert off.responses is None and on.responses is not None
+    assert on.responses.n_jobs == on.n_jobs
+    for field in off._fields:
+        if field in ("responses", "ci_method"):
+            continue
+        assert np.array_equal(np.asarray(getattr(off, field)), np.asarray(getattr(on, field))), field
+    assert on.ci_method.startswith(off.ci_method)
+    with pytest.raises(ValueError, match="responses"):
+        agent.simulate(40, lam, policy, d=d, events=10_000, seed=2, responses=True,
+                       service_rates=[1.0] * 20 + [2.0] * 20)
+    with pytest.raises(ValueError, match="responses"):
+        agent.simulate(40, lam, policy, d=d, events=10_000, seed=2, responses=1)
+
+
+def test_single_task_kernel_deep_positions_go_to_the_grid():
+    """With room for 3 exact positions only, deeper arrivals are recorded on the grid: the
+    exact counts of positions 1..3 are those of a full recorder, and the grid sums equal the
+    Gamma CDFs of the deeper positions that the full recorder counted (random routing at
+    lam = 0.95: queues beyond 8 tasks grow the rings mid-run)."""
+    from sim.core.rng import seed_state, threshold
+    from sim.core.windows import window_bounds
+    from sim.dispatch import _agent_kernel as K
+
+    def run(max_sig):
+        n, lam = 20, 0.95
+        q = np.zeros(n, dtype=np.int64)
+        buf = np.full((n, 8), -1, dtype=np.int32)
+        bounds = window_bounds(100_000, 20)
+        w = bounds.size - 1
+        outs = [np.zeros(w, np.int64), np.zeros(w), np.zeros(w, np.int64), np.zeros(w),
+                np.zeros(w, np.int64), np.zeros(w, np.int64), np.zeros(w, np.int64),
+                np.zeros((w, 8), np.int64), np.zeros(w, np.int64)]
+        rec = R.new_recorder(w, 1, max_sig=max_sig)
+        b = K.agent_kernel(K.RANDOM, 1, False, threshold(lam / (1 + lam)), False,
+                           np.zeros(1, np.uint64), np.zeros(1, np.int64), q, buf,
+                           np.zeros(n, dtype=np.int64), bounds, seed_state(9), *outs, rec)
+        return b.shape[1], outs, rec
+
+    c_full, outs_full, full = run(R.MAX_SIG_K1)
+    c_small, outs_small, small = run(3)
+    assert c_full > 8 and c_full == c_small
+    for x, y in zip(outs_full, outs_small):
+        assert np.array_equal(x, y)
+    assert full.w_over.sum() == 0 and full.w_sig[:, R.MAX_SIG_K1 - 1].sum() == 0
+    assert np.array_equal(small.w_sig, full.w_sig[:, :3])
+    assert np.array_equal(small.w_over, full.w_sig[:, 3:].sum(axis=1))
+    assert small.w_over.sum() > 100
+    p = np.arange(4, R.MAX_SIG_K1 + 1)
+    want = full.w_sig[:, 3:].astype(float) @ stats.gamma.cdf(R.RESPONSE_GRID[None, :], p[:, None])
+    assert np.allclose(small.w_grid, want, rtol=1e-9, atol=1e-9)
+    assert np.array_equal(full.w_sig.sum(axis=1), outs_full[4])  # every arrival, once
 
 
 @pytest.mark.parametrize("engine", ["occupancy", "agent"])
@@ -156,9 +239,14 @@ def test_run_task_row_has_the_declared_columns():
     assert row["response_p50"] < row["response_p90"] < row["response_p99"] < row["response_p999"]
     plain = sim.run(base)
     assert not any(c in plain for c in R.RESPONSE_COLUMNS)
-    # single-task pod on the agent engine records through the parallel engine
+    # single-task pod on the agent engine records on the single-task engine (sim.dispatch.agent)
     arow = sim.run({**base, "engine": "agent", "responses": True})
     assert arow["response_p999"] is not None
+    for key in ("wall_time", "rel_halfwidth", "runs"):  # added by sim.run
+        arow.pop(key, None)
+    assert arow == agent.run_task({**base, "engine": "agent", "responses": True})
+    with pytest.raises(ValueError, match="responses"):
+        sim.run({**base, "engine": "agent", "responses": True, "service_rates": [1.0] * 30})
     with pytest.raises(ValueError, match="responses"):
         sim.run({**base, "responses": "yes"})
 
@@ -175,8 +263,8 @@ def test_plan_passes_run_responses_to_dispatch_simulations_only():
     plan = make_plan(to_plain(compose(["output_dir=/tmp/unused", "run.responses=true",
                                        "policies=[jiq]", "+params.r=10",
                                        "engines=[agent,occupancy,meanfield]"])))
-    for t in plan.tasks:  # the JIQ agent engine does not record
-        assert t.get("responses") is (True if t["engine"] == "occupancy" else None)
+    for t in plan.tasks:  # both JIQ simulators record
+        assert t.get("responses") is (True if t["engine"] != "meanfield" else None)
     plan = make_plan(to_plain(compose(["output_dir=/tmp/unused"])))
     assert all("responses" not in t for t in plan.tasks)
 
@@ -212,8 +300,48 @@ def test_meanfield_batch_filling_law():
 
 
 # ---------------------------------------------------------------------------------------------
-# JIQ (occupancy engine and mean field; the JIQ agent engine does not record)
+# JIQ (agent and occupancy engines, mean field)
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy,d,z", [("jiq_pod", 2, 0), ("jiq_threshold", 1, 2)])
+def test_jiq_agent_records_positions(policy, d, z):
+    """Recording changes nothing else (all fields bitwise), counts every task once, and the
+    mixture's mean agrees with the measured mean response within its SE (as for the dispatch
+    agent engine: the mixture is the measured response's conditional expectation)."""
+    from sim.jiq import agent as jagent
+
+    off = jagent.simulate(200, 0.9, policy, r=10, d=d, z=z, events=300_000, seed=4)
+    on = jagent.simulate(200, 0.9, policy, r=10, d=d, z=z, events=300_000, seed=4,
+                         responses=True)
+    assert off.responses is None and on.responses is not None
+    for field in off._fields:
+        if field in ("responses", "ci_method"):
+            continue
+        assert np.array_equal(np.asarray(getattr(off, field)), np.asarray(getattr(on, field))), field
+    assert on.ci_method.startswith(off.ci_method)
+    dist = on.responses
+    assert dist.n_jobs == on.n_jobs and dist.grid_only_fraction == 0.0
+    assert_within_se(dist.mixture.mean(), on.mean_response, on.mean_response_se,
+                     f"JIQ agent {policy}: mean of the distribution vs measured mean")
+
+
+def test_jiq_agent_and_occupancy_agree():
+    """jiq_pod, N = 200, r = 10: the JIQ agent and occupancy engines simulate the same
+    finite-N chain, so their quantiles agree within SEs."""
+    from sim.jiq import agent as jagent
+    from sim.jiq import occupancy as jocc
+
+    a = jagent.simulate(200, 0.9, "jiq_pod", r=10, d=2, events=1_000_000, seed=21,
+                        responses=True)
+    o = jocc.simulate(200, 0.9, "jiq_pod", r=10, d=2, events=600_000, seed=22, responses=True)
+    for name, x, sx, y, sy in zip(R.QUANTILE_NAMES, a.responses.quantiles,
+                                  a.responses.quantiles_se, o.responses.quantiles,
+                                  o.responses.quantiles_se):
+        assert_engines_agree(x, sx, y, sy, f"jiq_pod {name}: JIQ agent vs occupancy")
+    row = sim.run({"engine": "agent", "policy": "jiq", "n_servers": 50, "lam": 0.8, "r": 10,
+                   "events": 50_000, "seed": 1, "responses": True})
+    assert all(row[c] is not None for c in R.RESPONSE_COLUMNS)
+
+
 def test_jiq_occupancy_records_positions():
     from sim.jiq import occupancy as jocc
 
