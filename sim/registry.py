@@ -139,6 +139,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("meanfield", "batch_filling", "dispatch", f"{_D}.batch_meanfield:run_task", ("d", "k")),
     # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
     Entry("refined", "pod", "dispatch", f"{_D}.refined:run_task", ("d",), ("replacement",)),
+    Entry("refined", "batch_filling", "dispatch", f"{_D}.refined_batch:run_task", ("d", "k")),
     Entry("occupancy", "random", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
     Entry("occupancy", "jsq", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
     Entry("occupancy", "pod", "dispatch", f"{_D}.occupancy:run_task", ("d",), ("b",)),
@@ -161,6 +162,9 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("meanfield", "jiq", "jiq", f"{_J}.meanfield:run_task", ("r",)),
     Entry("meanfield", "jiq_pod", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
     Entry("meanfield", "jiq_sqd", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
+    Entry("refined", "jiq", "jiq", f"{_J}.refined:run_task", ("r",)),
+    Entry("refined", "jiq_pod", "jiq", f"{_J}.refined:run_task", ("r", "d")),
+    Entry("refined", "jiq_sqd", "jiq", f"{_J}.refined:run_task", ("r", "d")),
     # trajectories s_i(t) on a time grid beside the mean-field ODE from the same start (real
     # exponential clock, runs to the horizon `time`; docs/transients.md)
     Entry("trajectory", "pod", "dispatch", f"{_D}.trajectory:run_task", ("d",)),

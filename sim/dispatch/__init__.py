@@ -92,6 +92,9 @@ def check_task(task: dict) -> None:
         if k > 1 or b is not None:
             raise ValueError("service_rates: unequal service rates are supported for single-task "
                              "jobs without a buffer only (k=1, b absent)")
+    if engine == "refined" and policy == "batch_filling" and k * task["d"] > 8:
+        raise ValueError(f"k*d={k * task['d']} (k={k!r}, d={task['d']!r}): the refined batch-filling "
+                         "enumerates the histograms of the k*d samples, at most 8 (docs/refined.md)")
     if engine == "agent" and n > 2**31 - 1:
         raise ValueError(f"n_servers={n!r}: the agent engine needs n_servers < 2**31 "
                          "(use the occupancy engine)")
