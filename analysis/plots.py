@@ -193,6 +193,7 @@ def plot_estimates(
     against the arm parameter with the most values instead (see the module docstring).
     """
     outdir = Path(outdir)
+    simulated = agg.filter((pl.col("n_rep") >= 1) & ~pl.col("engine").is_in(list(LIMIT_ENGINES))).height > 0
     data = agg.filter(pl.col("n_rep") >= 1).filter(pl.col(metric).is_not_null())
     if data.height == 0:
         return []
@@ -205,6 +206,8 @@ def plot_estimates(
     paths = []
     for policy in sorted(data["policy"].unique().to_list()):
         pol = data.filter(pl.col("policy") == policy)
+        if simulated and pol.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))).height == 0:
+            continue  # simulations without this estimate (a trajectory sweep): no figure of limits alone
         all_arms = _arms(pol, arm_params)
         varying, fixed = _split_params(all_arms, arm_params)
         # one y scale for every panel of the policy: log when a load sweep spans decades
@@ -415,6 +418,7 @@ def plot_tails(
     ``style.MAX_SERIES`` of them.
     """
     outdir = Path(outdir)
+    simulated = agg.filter((pl.col("n_rep") >= 1) & ~pl.col("engine").is_in(list(LIMIT_ENGINES))).height > 0
     data = agg.filter((pl.col("n_rep") >= 1) & pl.col("tail").is_not_null())
     if data.height == 0:
         return []
@@ -426,6 +430,8 @@ def plot_tails(
     paths = []
     for policy in sorted(data["policy"].unique().to_list()):
         pol = data.filter(pl.col("policy") == policy)
+        if simulated and pol.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))).height == 0:
+            continue  # simulations without a tail (a trajectory sweep): no figure of limits alone
         all_arms = _arms(pol, arm_params)
         varying, fixed = _split_params(all_arms, arm_params)
         if xp != x:  # arms x chunks of at most MAX_SERIES values of xp
