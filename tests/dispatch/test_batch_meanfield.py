@@ -36,6 +36,7 @@ def test_ode_from_different_starts_reaches_the_fixed_point():
         assert np.max(np.abs(ys[-1] - s)) < 1e-7
 
 
+@pytest.mark.slow  # 9-14 s: the largest k and d of the file
 def test_more_probes_less_delay():
     r = [bm.run_task({"lam": 0.9, "k": 8, "d": d})["queueing_ratio"] for d in (1, 2, 4)]
     assert r[0] > r[1] > r[2] > 0

@@ -140,7 +140,10 @@ def test_single_task_agent_and_occupancy_agree():
                              o.responses.ccdf_se[i], f"pod d=2 P(T > {t:g}): agent vs occupancy")
 
 
-@pytest.mark.parametrize("policy,d,lam", [("pod", 2, 0.9), ("jsq", 1, 0.9), ("random", 1, 0.9)])
+# one policy in the fast suite; each further one compiles its own recording loop (2-3 s each
+# with an empty numba cache), so they run with -m slow
+@pytest.mark.parametrize("policy,d,lam", [("pod", 2, 0.9), pytest.param("jsq", 1, 0.9, marks=pytest.mark.slow),
+                                          pytest.param("random", 1, 0.9, marks=pytest.mark.slow)])
 def test_single_task_recording_changes_no_other_estimate(policy, d, lam):
     # random at lam = 0.9 grows the rings (queues beyond 8 tasks) during the run
     off = agent.simulate(40, lam, policy, d=d, events=100_000, seed=2)
@@ -199,7 +202,8 @@ def test_single_task_kernel_deep_positions_go_to_the_grid():
 
 
 @pytest.mark.parametrize("engine", ["occupancy", "agent"])
-@pytest.mark.parametrize("policy,lam", [("batch_filling", 0.8), ("random", 0.9)])
+@pytest.mark.parametrize("policy,lam", [("batch_filling", 0.8),  # random: its own loops (-m slow)
+                                        pytest.param("random", 0.9, marks=pytest.mark.slow)])
 def test_recording_changes_no_other_estimate(engine, policy, lam):
     # random at lam = 0.9 grows the agent engine's rings mid-commit (queues beyond 12 tasks)
     # and puts jobs on the grid-only path (positions beyond 32)
@@ -302,7 +306,8 @@ def test_meanfield_batch_filling_law():
 # ---------------------------------------------------------------------------------------------
 # JIQ (agent and occupancy engines, mean field)
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("policy,d,z", [("jiq_pod", 2, 0), ("jiq_threshold", 1, 2)])
+@pytest.mark.parametrize("policy,d,z", [("jiq_pod", 2, 0),  # jiq_threshold compiles its own loop
+                                        pytest.param("jiq_threshold", 1, 2, marks=pytest.mark.slow)])
 def test_jiq_agent_records_positions(policy, d, z):
     """Recording changes nothing else (all fields bitwise), counts every task once, and the
     mixture's mean agrees with the measured mean response within its SE (as for the dispatch
