@@ -33,8 +33,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
+
+#: the quantile columns' names in words, for axis labels
+_QUANTILE_WORDS = {"p50": "median", "p90": "90th percentile", "p99": "99th percentile",
+                   "p999": "99.9th percentile"}
 
 QUANTILE_NAMES = ("p50", "p90", "p99", "p999")
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
@@ -177,7 +182,7 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
         lines.append("")
         if n_fig < MAX_CCDF_FIGURES:
             fig, ax = _figure()
-            colors = [f"C{i % 10}" for i in range(len(pts))]
+            colors = [style.color(i) for i in range(len(pts))]
             shown_mf = set()
             for i, (r, (mf, _)) in enumerate(zip(pts, mf_by_point)):
                 if r.get("ccdf") is None:
@@ -199,7 +204,7 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
             ax.set_yscale("log")
             ax.set_ylim(bottom=1e-6)
             ax.set_xlabel("t (mean service times)")
-            ax.set_ylabel("P(T > t)")
+            ax.set_ylabel("P(response time T > t)")
             ax.set_title(f"{label}: response-time CCDF (95% CI)", fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
@@ -224,7 +229,7 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
                 hw = np.array([r[f"{m}_hw"] if r[f"{m}_hw"] is not None else np.nan
                                for r in good], float)
                 ax.errorbar(xs, y, yerr=np.nan_to_num(hw), marker="o", ms=4, capsize=3,
-                            color=f"C{i % 10}", label=lab)
+                            color=style.color(i), label=lab)
                 mfs = {}
                 for r in good:
                     mf = mf_of(r)
@@ -239,11 +244,12 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
         for ax, qn in zip(axes, QUANTILE_NAMES):
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xlabel("N (servers)" if x == "n_servers" else x)
-            ax.set_ylabel(f"response {qn}")
+            ax.set_xlabel(style.label(x))
+            ax.set_title(f"{_QUANTILE_WORDS.get(qn, qn)} of the response time", fontsize=9)
+            ax.set_ylabel("mean service times")
             ax.grid(True, which="both", alpha=0.3)
-        axes[0].set_title(f"{policy}: response quantiles vs {x} (95% CI; dashed: mean field)",
-                          fontsize=9)
+        fig.suptitle(f"{style.policy_name(policy)}: response-time quantiles against "
+                     f"{style.label(x)} (95% CI; dashed: mean field)", fontsize=10)
         if axes[0].get_legend_handles_labels()[0]:
             axes[0].legend(fontsize=6)
         p = outdir / f"quantiles_vs_n_{_slug(policy)}.png"
