@@ -44,7 +44,8 @@ from sim.dispatch.meanfield import solve_pod_ode
 from sim.dispatch.occupancy import _initial_counts, meanfield_tail
 
 __all__ = ["TrajectoryResult", "simulate", "ode_tail", "time_grid", "run_task", "TRAJ_LEVELS",
-           "TRAJECTORY_POLICIES", "check_trajectory_args", "sup_distance", "CI_METHOD",
+           "TRAJECTORY_POLICIES", "check_size_and_load", "check_trajectory_args", "sup_distance",
+           "CI_METHOD",
            "events_bound"]
 
 #: most levels recorded (s_1..s_L, L = min(max_level, TRAJ_LEVELS))
@@ -90,6 +91,15 @@ def sup_distance(a: np.ndarray, b: np.ndarray) -> float:
 
 def _cap(events) -> int:
     return 2**62 if events is None else int(events)
+
+
+def check_size_and_load(n_servers, lam) -> None:
+    """``n_servers`` and ``lam`` of a trajectory (both models); ``ValueError`` naming the key."""
+    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
+        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
+    if (isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating))
+            or not math.isfinite(lam) or not 0.0 < lam < 1.0):
+        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
 
 
 def check_trajectory_args(*, time, grid, seed, init, max_level, events=None) -> None:
@@ -157,11 +167,7 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, s
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
-    if (isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating))
-            or not math.isfinite(lam) or not 0.0 < lam < 1.0):
-        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
+    check_size_and_load(n_servers, lam)
     if not is_int(d) or not 1 <= d <= n_servers:
         raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
     check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,

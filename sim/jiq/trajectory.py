@@ -25,7 +25,6 @@ from :func:`sim.jiq.events_per_time` as an upper bound never reached in practice
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -33,7 +32,8 @@ import numpy as np
 from sim.core.results import is_int
 from sim.core.rng import seed_state
 from sim.dispatch.trajectory import (
-    CI_METHOD, TRAJ_LEVELS, _cap, _none_if_nan, check_trajectory_args, sup_distance, time_grid,
+    CI_METHOD, TRAJ_LEVELS, _cap, _none_if_nan, check_size_and_load, check_trajectory_args,
+    sup_distance, time_grid,
 )
 from sim.jiq import _trajectory_kernel as _k
 from sim.jiq import n_schedulers
@@ -129,11 +129,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
-    if (isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating))
-            or not math.isfinite(lam) or not 0.0 < lam < 1.0):
-        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
+    check_size_and_load(n_servers, lam)
     m = n_schedulers(n_servers, r)
     if policy == "jiq_pod":
         if not is_int(d) or not 1 <= d <= n_servers:
