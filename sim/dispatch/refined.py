@@ -65,6 +65,7 @@ from sim.dispatch.meanfield import _check_d, _check_lam, _pod_tail_sum, pod_fixe
 from sim.dispatch.policies import messages_per_job
 
 __all__ = [
+    "single_task_row",
     "RefinedExpansion",
     "refined_expansion",
     "pod_drift",
@@ -291,6 +292,15 @@ def run_task(task: dict) -> dict:
         within = 1.0 - _expect_h(e, h_level, d, n, replacement)
     else:
         mean_response, prob_wait, within = 1.0, 0.0, 1.0
+    return single_task_row(mean_response=mean_response, prob_wait=prob_wait, mean_queue=mean_queue,
+                           tail=tail, within=within, mean_queue_1n=v_sum,
+                           messages_per_job=messages_per_job("pod", n, 1, d))
+
+
+def single_task_row(*, mean_response, prob_wait, mean_queue, tail, within, mean_queue_1n,
+                    **extra) -> dict:
+    """The result row of a refined single-task model (no SEs: nothing is estimated), with the
+    model's own columns ``extra`` (message rates, ``p0``, ...)."""
     return {
         "mean_response": mean_response, "mean_response_se": None,
         "mean_wait": mean_response - 1.0, "mean_wait_se": None,
@@ -300,8 +310,8 @@ def run_task(task: dict) -> dict:
         "queueing_ratio": mean_response - 1.0, "queueing_ratio_se": None,
         "drop_prob": 0.0, "drop_prob_se": None,
         "frac_within_h": float(within),
-        "messages_per_job": messages_per_job("pod", n, 1, d),
-        "mean_queue_1n": v_sum,
+        **extra,
+        "mean_queue_1n": mean_queue_1n,
         "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
         "ci_method": CI_METHOD,
     }

@@ -70,7 +70,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve
 
-from sim.dispatch.refined import refined_expansion
+from sim.dispatch.refined import refined_expansion, single_task_row
 from sim.jiq import meanfield as mf
 
 __all__ = [
@@ -95,7 +95,6 @@ TAIL_EPS = 1e-12
 #: levels and sizes kept beyond the TAIL_EPS one
 TRUNC_EXTRA = 6
 
-CI_METHOD = "refined mean field: x* + V/N to first order in 1/N (no estimate, no SE)"
 
 
 class JiqRefined(NamedTuple):
@@ -387,22 +386,10 @@ def run_task(task: dict) -> dict:
         probe = 2.0 * d * join
     else:
         probe = 0.0
-    return {
-        "mean_response": mean_response, "mean_response_se": None,
-        "mean_wait": mean_response - 1.0, "mean_wait_se": None,
-        "prob_wait": float(prob_wait), "prob_wait_se": None,
-        "mean_queue": mean_queue, "mean_queue_se": None,
-        "tail": [float(t) for t in tail], "tail_se": None,
-        "queueing_ratio": mean_response - 1.0, "queueing_ratio_se": None,
-        "drop_prob": 0.0, "drop_prob_se": None,
-        "frac_within_h": float(within),
-        "p0": p0, "p0_se": None,
-        "mean_iqueue": mean_iqueue, "mean_iqueue_se": None,
-        "join_rate": join, "join_rate_se": None,
-        "delete_rate": float(delete), "delete_rate_se": None,
-        "probe_rate": float(probe), "probe_rate_se": None,
-        "messages_per_job": float((join + delete + probe) / lam),
-        "mean_queue_1n": v_sum,
-        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
-        "ci_method": CI_METHOD,
-    }
+    return single_task_row(
+        mean_response=mean_response, prob_wait=prob_wait, mean_queue=mean_queue, tail=tail,
+        within=within, mean_queue_1n=v_sum,
+        p0=p0, p0_se=None, mean_iqueue=mean_iqueue, mean_iqueue_se=None,
+        join_rate=join, join_rate_se=None, delete_rate=float(delete), delete_rate_se=None,
+        probe_rate=float(probe), probe_rate_se=None,
+        messages_per_job=float((join + delete + probe) / lam))
