@@ -166,9 +166,8 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         from pipeline.tracking import SweepTracker
 
         tracker = SweepTracker(conf["mlflow"]["tracking_uri"], conf["mlflow"]["experiment"], project_root)
-        if resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"]):
-            pass
-        else:
+        reopened = resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"])
+        if not reopened:  # a new sweep, or its run is gone from the store: a new parent run
             from pipeline.mlflow_log import start_sweep
 
             # flat params, tags (git commit, user, overrides, note); see pipeline/mlflow_log.py
@@ -361,8 +360,7 @@ def print_summary(analysis: dict, plan: Plan) -> None:
         if line not in generic:
             generic.append(line)
     if generic:
-        metric = next((f.get("metric") for f in analysis.get("fits", []) if f.get("metric")),
-                      "mean_response")
-        print(f"\n{'generic check' if own else 'verdicts'}: the gap of {metric} to the mean field as N grows:")
+        print(f"\n{'generic check' if own else 'verdicts'}: the gap of {metric_of(analysis)} to the "
+              "mean field as N grows:")
         for line in generic:
             print(f"  {line}")
