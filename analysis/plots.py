@@ -90,8 +90,9 @@ def _split_params(arms: list[dict], arm_params: Sequence[str]) -> tuple[list[str
     return varying, fixed
 
 
-def _caption(fig: Figure, row: dict, fixed: Sequence[str], prefix: str = "") -> None:
-    text = style.param_text(row, fixed)
+def _caption(fig: Figure, row: dict, fixed: Sequence[str], prefix: str = "",
+             engines: Sequence[str] = ()) -> None:
+    text = style.param_text(row, fixed, engines)
     text = f"{prefix}{'; ' if prefix and text else ''}{'fixed: ' + text if text else ''}"
     if text:
         fig.suptitle("\n".join(textwrap.wrap(text, 150)), fontsize=8)
@@ -252,12 +253,12 @@ def plot_estimates(
                             ax.plot([], [], **_zero_kw())
                 title = style.policy_name(policy)
                 if varying:
-                    title += ": " + style.param_text(arm, varying)
+                    title += ": " + style.param_text(arm, varying, engines_all)
                 ax.set_title(title, fontsize=9)
                 ax.set_ylabel(style.label(metric, engines_all))
                 ax.grid(True, which="major", alpha=0.3)
             _fig_legend(fig, axes)
-            _caption(fig, arms[0], fixed)
+            _caption(fig, arms[0], fixed, engines=engines_all)
             paths.append(_save(fig, outdir, f"{metric}_vs_{_slug(xp)}_{_slug(policy)}", part))
     return paths
 
@@ -343,7 +344,7 @@ def plot_gaps(
                 sig = np.isfinite(se) & (se > 0) & point_significant(g, se, hw_raw)
                 to_zero = hw >= g  # the 95% interval of |gap| reaches 0
                 lower = np.where(to_zero, 0.0, hw)
-                label = style.param_text(s, shown) or style.engine_name(s["engine"])
+                label = style.param_text(s, shown, engines_all) or style.engine_name(s["engine"])
                 if "engine" not in shown and len(engines_all) > 1:
                     label = f"{style.engine_name(s['engine'])}: {label}"
                 fit = None
@@ -375,7 +376,7 @@ def plot_gaps(
                 g_panel.extend(g.tolist())
             xs_panel = np.asarray(xs_panel, float)
             style.reference_slope(ax, xs_panel, g_panel, -1.0, "reference slope 1/N" if x == "n_servers"
-                                  else f"reference slope 1/{style.symbol(x)}")
+                                  else f"reference slope 1/{style.symbol(x, engines_all)}")
             if any_zero:
                 ax.plot([], [], **_zero_kw())
             ax.plot([], [], "o", color="0.3", ms=5, label="filled: significant (fitted); hollow: not")
@@ -392,12 +393,13 @@ def plot_gaps(
             ax.set_ylabel(style.gap_label(metric, engines_all))
             title = f"{style.policy_name(policy)}: |gap| to the mean field"
             if held:
-                title += f" ({style.param_text(held, list(held))})"
+                title += f" ({style.param_text(held, list(held), engines_all)})"
             ax.set_title(title, fontsize=9)
             ax.grid(True, which="major", alpha=0.3)
             style.legend_outside(ax, fontsize=6.5)
         _caption(fig, series[0], [p for p in fixed if p != "engine"],
-                 prefix=style.engine_name(series[0]["engine"]) if "engine" in fixed else "")
+                 prefix=style.engine_name(series[0]["engine"]) if "engine" in fixed else "",
+                 engines=engines_all)
         paths.append(_save(fig, outdir, f"gap_{metric}_vs_{_slug(x)}_{_slug(policy)}", 0))
     return paths
 
@@ -420,6 +422,7 @@ def plot_tails(
     outdir = Path(outdir)
     simulated = agg.filter((pl.col("n_rep") >= 1) & ~pl.col("engine").is_in(list(LIMIT_ENGINES))).height > 0
     data = agg.filter((pl.col("n_rep") >= 1) & pl.col("tail").is_not_null())
+    engines_all = data["engine"].unique().to_list()
     if data.height == 0:
         return []
     if arm_params is None:
@@ -481,10 +484,10 @@ def plot_tails(
                             ax.plot(levels, t, lw=1.2, label=style.engine_name(engine), **kw)
                         else:
                             ax.plot(levels, t, f"{style.marker(n_sim)}-", color=style.color(n_sim), ms=3,
-                                    label=f"{style.engine_name(engine)}, {style.symbol(x)} = {_fmt(xv)}")
+                                    label=f"{style.engine_name(engine)}, {style.symbol(x, engines_all)} = {_fmt(xv)}")
                             n_sim += 1
                     else:
-                        lab = f"{style.symbol(xp)} = {_fmt(xv)}"
+                        lab = f"{style.symbol(xp, engines_all)} = {_fmt(xv)}"
                         if limit:
                             ls = _limit_style(engine)["ls"]
                             ax.plot(levels, t, ls=ls, color=style.color(j), lw=1.1, label=f"_{lab}")
@@ -515,17 +518,18 @@ def plot_tails(
                 ax.set_ylabel(style.label("tail"))
                 title = style.policy_name(policy)
                 if varying:
-                    title += ": " + style.param_text(arm, varying)
+                    title += ": " + style.param_text(arm, varying, engines_all)
                 ax.set_title(title, fontsize=9)
                 ax.grid(True, which="major", alpha=0.3)
                 if vals is not None:
                     style.legend_outside(ax)
             if xp == x:
                 _fig_legend(fig, axes, ncol=3)
-            prefix = (f"tail at the largest {style.symbol(x)} of each engine" if xp == x
-                      else f"tail at {style.symbol(x)} = {_fmt(pol[x][0])}, one curve per {style.symbol(xp)}"
-                      if pol[x].n_unique() == 1 else f"tail at the largest {style.symbol(x)}")
-            _caption(fig, group[0][0], fixed, prefix=prefix)
+            sx, sxp = style.symbol(x, engines_all), style.symbol(xp, engines_all)
+            prefix = (f"tail at the largest {sx} of each engine" if xp == x
+                      else f"tail at {sx} = {_fmt(pol[x][0])}, one curve per {sxp}"
+                      if pol[x].n_unique() == 1 else f"tail at the largest {sx}")
+            _caption(fig, group[0][0], fixed, prefix=prefix, engines=engines_all)
             paths.append(_save(fig, outdir, f"tail_{_slug(policy)}", part))
     return paths
 

@@ -136,7 +136,14 @@ def gap_label(col: str, engines: Sequence[str] = ()) -> str:
     return f"|{words} \u2212 mean field|{unit}"
 
 
-def symbol(col: str) -> str:
+#: symbols that differ for the discrete-time (slotted, LED) model, where ``lam`` is the load
+_SLOTTED_SYMBOLS: dict[str, str] = {"lam": "\u03c1"}
+
+
+def symbol(col: str, engines: Sequence[str] = ()) -> str:
+    """Short symbol of ``col`` (``\u03bb``; ``\u03c1`` for ``lam`` when every engine is the slotted one)."""
+    if time_unit(engines) == "slots" and col in _SLOTTED_SYMBOLS:
+        return _SLOTTED_SYMBOLS[col]
     return SYMBOLS.get(col, col)
 
 
@@ -154,9 +161,9 @@ def _value(v) -> str:
     return str(v)
 
 
-def param_text(row: dict, cols: Sequence[str]) -> str:
+def param_text(row: dict, cols: Sequence[str], engines: Sequence[str] = ()) -> str:
     """``\u03bb = 0.9, d = 2`` for the given parameter columns of ``row`` (nulls left out)."""
-    parts = [f"{symbol(c)} = {_value(row[c])}" if c != "variant" else f"variant {row[c]}"
+    parts = [f"{symbol(c, engines)} = {_value(row[c])}" if c != "variant" else f"variant {row[c]}"
              for c in cols if row.get(c) is not None]
     return ", ".join(parts)
 

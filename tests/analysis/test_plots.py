@@ -227,3 +227,18 @@ def test_refined_rows_are_not_drawn_as_simulated_series(tmp_path, figures):
     plots.plot_gaps(both, None, PARAMS, tmp_path)
     (ax,) = _panels(figures["gap_mean_response_vs_n_servers_pod.png"])
     assert len({ln.get_color() for ln in ax.get_lines() if ln.get_color() in style.PALETTE}) == 1
+
+
+def test_slotted_panels_name_the_load_rho(tmp_path, figures):
+    """The slotted (LED) model's lam is the load rho: titles and captions say so, as its axes do."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for lam in (0.8, 0.9):
+        for n in (20, 200, 2000):
+            for r in range(3):
+                rows.append(_row("slotted", "l_jsq", n, lam, None, r, 2.0 + rng.normal(0, 0.01), 0.01))
+    _draw(_frame(rows), tmp_path)
+    fig = figures["mean_response_vs_n_servers_l_jsq.png"]
+    titles = [ax.get_title() for ax in _panels(fig)]
+    assert titles and all("\u03c1 = " in t and "\u03bb" not in t for t in titles), titles
+    assert style.symbol("lam") == "\u03bb" and style.symbol("lam", ["slotted"]) == "\u03c1"
