@@ -120,8 +120,18 @@ def write_report(
 
     lines += ["", f"## Estimates and gap to the mean field (`{metric}`)", ""]
     data = summary.filter(pl.col("n_rep") >= 1) if summary.height else summary
+    if data.height and metric in data.columns:
+        # rows without the metric (a trajectory's path rows) are not estimates of it: left out,
+        # and said so, rather than tabulated as empty cells
+        without = data.filter(pl.col(metric).is_null())
+        data = data.filter(pl.col(metric).is_not_null())
+        if without.height:
+            by = ", ".join(f"{e}: {c}" for e, c in sorted(without.group_by("engine").len().rows()))
+            lines += [f"Rows without a `{metric}` estimate are not tabulated here (by engine: {by}); "
+                      "their model's own analysis reports them.", ""]
     if data.height == 0:
-        lines.append("No successful task: nothing to tabulate.")
+        lines.append("No successful task: nothing to tabulate." if not summary.height
+                     else f"No row estimates `{metric}`: nothing to tabulate.")
     else:
         gap, mfc = f"{metric}_gap", f"{metric}_mf"
         arm_keys = ["policy", *arm_params]

@@ -300,3 +300,22 @@ def test_a_run_length_that_varies_with_n_does_not_hide_the_mean_field():
     })
     cmp = compare_to_meanfield(agg, ["n_servers", "events", "lam"])
     assert cmp.height == 2 and cmp["mean_response_mf"].null_count() == 0
+
+
+def test_report_leaves_out_rows_without_the_metric(tmp_path):
+    """A trajectory's path rows have no mean_response: the report says so instead of listing
+    empty cells (their own analysis, analysis/transients.py, reports them)."""
+    rng = np.random.default_rng(3)
+    rows = _sweep(rng, lambda n: 1.0 / n, 0.01, ns=NS[:3])
+    for n in NS[:3]:
+        for r in range(2):
+            row = _row("trajectory", "pod", n, 0.9, 2, r, 0.0, None)
+            row.update({k: None for k in ("mean_response", "mean_response_se", "mean_wait",
+                                          "mean_wait_se", "prob_wait", "prob_wait_se",
+                                          "mean_queue", "mean_queue_se", "tail")})
+            rows.append(row)
+    out = analyze(_frame(rows).lazy(), PARAMS, tmp_path, sweep_name="paths")
+    text = out["report"].read_text()
+    table = text.split("## Estimates")[1].split("## Fits")[0]
+    assert "by engine: trajectory: 3" in table, table
+    assert "| trajectory |" not in table and "| agent |" in table
