@@ -326,6 +326,35 @@ def _variants(cfg: dict) -> dict:
     return out or {None: {}}
 
 
+#: parameters a limit (mean-field) row may leave out although a simulation of the point uses
+#: them: the run length and the start of a path (a stationary limit depends on neither), and
+#: a value equal to the model without the parameter
+_NOT_IN_LIMIT = ("events", "time", "init_tail")
+_NEUTRAL = {"k": 1}
+
+
+def _check_limit_models(policy: str, engines: list[str], values: dict, where: str) -> None:
+    """``ConfigError`` if a limit engine (meanfield, refined) of the sweep would stand for a
+    simulation of another model: the point sets a parameter that a simulation of it uses but
+    the limit entry does not model (``k = 4`` jobs beside a single-task mean field, a buffer
+    ``b`` beside the unbuffered one). Its row would be compared with the simulations as if it
+    were their limit."""
+    simulated = set().union(*(entry(e, policy).params for e in engines if e in STOCHASTIC_ENGINES))
+    for engine in engines:
+        if engine in STOCHASTIC_ENGINES:
+            continue
+        modelled = entry(engine, policy).params
+        for name in sorted(simulated - set(modelled) - set(_NOT_IN_LIMIT)):
+            value = values.get(name)
+            if value is None or _NEUTRAL.get(name, object()) == value:
+                continue
+            raise ConfigError(
+                f"{where} (policy={policy}, engine={engine}): {name}={_fmt(value)} is simulated but "
+                f"engine={engine} has no model of it (its parameters: {', '.join(modelled) or 'none'}); "
+                f"its row would be compared with the simulations as their limit. Leave {engine} out "
+                f"of engines for this sweep, or {name} out of its parameters")
+
+
 def make_plan(cfg: dict) -> Plan:
     """Validate ``cfg`` (a plain dict of the composed config) and expand it into tasks.
 
@@ -410,6 +439,7 @@ def make_plan(cfg: dict) -> Plan:
                     values = {"variant": variant, **values}
                 point = Point(pid, policy, values)
                 points.append(point)
+                _check_limit_models(policy, engines, values, where)
                 for engine in engines:
                     used = entry(engine, policy).params
                     # a model parameter the task does not use is null in its row
