@@ -23,8 +23,13 @@ only names a parameter set and is not part of an arm). Per arm and N, over the R
   within 1% of the fixed point (``p0`` for JIQ, ``s_2`` for the others), and the simulated mean
   and its running time average over [0, t] at a few t: what a run of length t from empty reads.
 
-Writes ``trajectories_<arm>.png`` (s_1, s_2 and p0 against t, mean with band beside the ODE, one
-panel per N), ``sup_distance.png`` ((a) and (b) against N with the fits and N^-1/2, 1/N
+Partial centralization (``central``) has no central state of its own; its rows carry the path's
+longest queue ``traj_top`` and the fluid model's regime ``m(t)`` (``traj_ode_top``): the report
+tabulates their mean gap per N, and its trajectory panels show s_1, s_3 and s_5 (its invariant
+support is a handful of levels and the sliding mode acts at the top one).
+
+Writes ``trajectories_<arm>.png`` (s_1, s_2 and p0 against t -- s_1, s_3, s_5 for central --
+mean with band beside the ODE, one panel per N), ``sup_distance.png`` ((a) and (b) against N with the fits and N^-1/2, 1/N
 references), ``settling.png`` (the settled fraction against t per arm) and ``report.md``.
 """
 from __future__ import annotations
@@ -66,13 +71,17 @@ def _arm_keys(df: pl.DataFrame) -> list[str]:
 
 def _arm_label(arm: dict) -> str:
     parts = [style.policy_name(arm["policy"])]
-    for k in ("lam", "r", "d", "time"):
+    for k in ("lam", "r", "d", "k", "p", "time"):
         v = arm.get(k)
         if v is None:
             continue
         if k == "r" and not str(arm["policy"]).startswith("jiq"):
             continue
-        if k == "d" and arm["policy"] == "jiq":
+        if k == "d" and arm["policy"] in ("jiq", "central"):
+            continue
+        if k == "k" and arm["policy"] != "batch_filling":
+            continue
+        if k == "p" and arm["policy"] != "central":
             continue
         sym = {"lam": "\u03bb", "time": "T"}.get(k, k)
         parts.append(f"{sym} = {_fmt(v)}")
@@ -117,6 +126,10 @@ def _point(rows: pl.DataFrame) -> dict:
         out["p0_mean"], out["p0_se"], out["p0_hw"] = _mean_band(p0)
         supp = np.asarray(rows["traj_sup_dist_p0"].to_list(), dtype=float)
         out["sup_p0"] = float(supp.mean())
+    if "traj_top" in rows.columns and rows["traj_top"][0] is not None:
+        top = np.array([np.asarray(v, dtype=float) for v in rows["traj_top"]])
+        out["top_mean"], out["top_se"], out["top_hw"] = _mean_band(top)
+        out["top_ode"] = np.asarray(rows["traj_ode_top"][0], dtype=float)
     return out
 
 
@@ -196,9 +209,16 @@ def _plot_trajectories(arm: dict, outdir: Path) -> Path:
     fig = Figure(figsize=(3.9 * ncol, 3.2 * nrow + 0.9), layout="constrained")
     axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
     jiq = "p0_mean" in pts[ns[0]]
-    what = ["s_1", "s_2"] + (["p0"] if jiq else [])
-    names = {"s_1": "s\u2081 (servers with \u2265 1 task)", "s_2": "s\u2082 (servers with \u2265 2 tasks)",
-             "p0": "p\u2080 (empty I-queues)"}
+    central = arm["arm"]["policy"] == "central"
+    if central:
+        what = [f"s_{i}" for i in (1, 3, 5) if i <= pts[ns[0]]["levels"]]
+    else:
+        what = ["s_1", "s_2"] + (["p0"] if jiq else [])
+    sub = str.maketrans("0123456789", "\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089")
+    unit = "stations" if central else "servers"
+    names = {w: f"s{w[2:].translate(sub)} ({unit} with \u2265 {w[2:]} task{'s' if w != 's_1' else ''})"
+             for w in what if w.startswith("s_")}
+    names["p0"] = "p\u2080 (empty I-queues)"
     for ax, n in zip(axes, ns):
         pt = pts[n]
         t = pt["t"]
@@ -208,9 +228,11 @@ def _plot_trajectories(arm: dict, outdir: Path) -> Path:
             ax.fill_between(t, m - hw, m + hw, color=col, alpha=0.3, lw=0)
             ax.plot(t, m, color=col, lw=1.2, label=f"simulated mean {names[w]}, 95% band")
             ax.plot(t, ode, color=style.LIMIT_COLOR, ls="--", lw=0.9,
-                    label="mean-field ODE from the same start" if c == 0 else None)
+                    label=(("fluid model" if central else "mean-field ODE") + " from the same start")
+                    if c == 0 else None)
         path = pt["paths"][0][0]
         ax.plot(t, path, color="0.55", lw=0.5, label="one replication's s\u2081 (a single path)")
+        ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"N = {n} ({pt['R']} replications)", fontsize=9)
         ax.set_xlabel("time t (mean service times)")
         ax.set_ylabel("fraction")
@@ -227,10 +249,20 @@ def _plot_trajectories(arm: dict, outdir: Path) -> Path:
 
 
 def _plot_sup(arms: list[dict], outdir: Path) -> Path:
-    fig = Figure(figsize=(12.0, 4.8), layout="constrained")
-    ax_a, ax_b = fig.subplots(1, 2)
+    """(a) and (b) against N: one row of two panels per group of up to ``MAX_SERIES // 2`` arms
+    (each arm takes two legend entries per panel), so that every arm is drawn."""
+    per = max(1, style.MAX_SERIES // 2)
+    groups = [arms[i: i + per] for i in range(0, len(arms), per)]
+    fig = Figure(figsize=(14.0, 4.8 * len(groups)), layout="constrained")
+    rows = fig.subplots(len(groups), 2, squeeze=False)
+    for (ax_a, ax_b), group in zip(rows, groups):
+        _sup_panels(ax_a, ax_b, group)
+    return _save(fig, outdir / "sup_distance.png")
+
+
+def _sup_panels(ax_a, ax_b, arms: list[dict]) -> None:
     all_n, all_a, all_b = [], [], []
-    for c, arm in enumerate(arms[: style.MAX_SERIES // 2]):
+    for c, arm in enumerate(arms):
         ns = arm["ns"]
         pts = arm["points"]
         col = style.color(c)
@@ -274,15 +306,18 @@ def _plot_sup(arms: list[dict], outdir: Path) -> Path:
     ax_b.set_ylabel("sup over t and levels of |mean path - ODE|")
     ax_a.set_title("(a) distance of each path to the ODE", fontsize=9)
     ax_b.set_title("(b) distance of the mean path (the bias)", fontsize=9)
-    return _save(fig, outdir / "sup_distance.png")
 
 
 def _plot_settling(arms: list[dict], outdir: Path) -> Path | None:
     arms = [a for a in arms if "fixed" in a]
     if not arms:
         return None
-    fig = Figure(figsize=(4.6 * len(arms), 4.2), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(arms)))
+    ncol = min(4, len(arms))  # rows of at most 4 panels: readable at any number of arms
+    nrow = math.ceil(len(arms) / ncol)
+    fig = Figure(figsize=(4.6 * ncol, 4.2 * nrow), layout="constrained")
+    axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
+    for ax in axes[len(arms):]:
+        ax.set_visible(False)
     for ax, arm in zip(axes, arms):
         what, target = arm["fixed"]
         w = "p0" if what == "p0" else "s_2"
@@ -319,6 +354,7 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
     lines = [f"# Trajectories against the mean-field ODE: {sweep_name}", ""]
     plots: list[Path] = []
     metrics: list = []
+    verdicts: list[str] = []  # one console line per fitted quantity (pipeline.run.model_verdicts)
     if not arms:
         lines.append("No trajectory rows with a complete path: nothing to analyse.")
         report = outdir / "report.md"
@@ -350,6 +386,9 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
             lines.append(f"- (a) sup-distance ~ N^{fit['slope']:.3f}, 95% CI [{fit['slope_lo']:.3f}, "
                          f"{fit['slope_hi']:.3f}] (reduced chi2 {fit['red_chi2']:.2f}): "
                          + ("consistent with N^-1/2." if has else "the interval excludes -1/2."))
+            verdicts.append(f"{_arm_label(arm['arm'])} [trajectory]: sup distance of a path to the ODE "
+                            f"as N grows: N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}], "
+                            + ("consistent with N^-1/2" if has else "the interval excludes -1/2"))
             metrics.append((f"transients_sup_slope_{k}", fit["slope"], 0))
         else:
             lines.append("- (a) fewer than 3 N: no fit.")
@@ -361,6 +400,10 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
             metrics.append((f"transients_bias_slope_{k}", v["slope"], 0))
         else:
             lines.append(f"- (b) mean-path distance: {v['verdict']} -- {v['note']}.")
+        verdicts.append(f"{_arm_label(arm['arm'])} [trajectory]: distance of the mean path to the ODE "
+                        f"as N grows: {v['verdict']}"
+                        + (f" (N^{v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])"
+                           if v.get("slope") is not None else f" ({str(v['note']).split(';')[0]})"))
         if "fixed" in arm:
             what, target = arm["fixed"]
             w = "p0" if what == "p0" else "s_2"
@@ -382,6 +425,17 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
                              f"+- {hw[j] / target:.3f}, time average of the ODE over [0, t] "
                              f"{run_ode[j] / target:.3f} (simulated {run_sim[j] / target:.3f})")
             lines.append(f"- {what} / fixed point along the way (N = {n_big}): " + "; ".join(cells) + ".")
+        first = next(iter(arm["points"].values()))
+        if "top_mean" in first:
+            cells = []
+            for n in sorted(arm["points"]):
+                p = arm["points"][n]
+                gap = p["top_mean"] - p["top_ode"]
+                late = slice(p["t"].size // 2, None)
+                cells.append(f"N = {n}: {np.nanmean(gap[late]):+.3f} (largest {np.nanmax(np.abs(gap)):.2f})")
+            lines.append("- central state: the path's longest queue minus the fluid model's top level "
+                         "m(t), mean over the replications and the second half of [0, T]: "
+                         + "; ".join(cells) + " (docs/transients.md: why it need not vanish).")
         lines.append("")
         plots.append(_plot_trajectories(arm, outdir))
     plots.append(_plot_sup(arms, outdir))
@@ -391,4 +445,4 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
     lines += ["## Figures", ""] + [f"- `{p.name}`" for p in plots]
     report = outdir / "report.md"
     report.write_text("\n".join(lines) + "\n")
-    return {"report": report, "plots": plots, "metrics": metrics}
+    return {"report": report, "plots": plots, "metrics": metrics, "path_verdicts": verdicts}

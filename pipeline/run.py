@@ -299,6 +299,7 @@ def model_verdicts(name: str, extra: dict) -> list[str]:
     for t in extra.get("heavy_traffic", []):  # led
         lines.append(f"{t['label']}: heavy-traffic ratio eps E[sum Q] / zeta -> 1 as eps -> 0: "
                      f"{t['verdict']}")
+    lines += extra.get("path_verdicts", [])  # transients: already one line each
     return lines
 
 

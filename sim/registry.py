@@ -82,6 +82,9 @@ PARAMS: dict[str, Param] = {
                         "(Push exact, Pull calibrated by pilot runs); not with p_hat"),
     "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
                               "(instead of msg_budget); not with p_hat"),
+    "init_tail": Param("floats", "trajectory engine: the start s_1, s_2, ... (non-increasing "
+                       "fractions in [0, 1], zeros after; round(N s_i) servers with >= i tasks); "
+                       "with init=empty"),
 }
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
@@ -167,9 +170,13 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("refined", "jiq_sqd", "jiq", f"{_J}.refined:run_task", ("r", "d")),
     # trajectories s_i(t) on a time grid beside the mean-field ODE from the same start (real
     # exponential clock, runs to the horizon `time`; docs/transients.md)
-    Entry("trajectory", "pod", "dispatch", f"{_D}.trajectory:run_task", ("d",)),
-    Entry("trajectory", "jiq", "jiq", f"{_J}.trajectory:run_task", ("r",)),
-    Entry("trajectory", "jiq_pod", "jiq", f"{_J}.trajectory:run_task", ("r", "d")),
+    Entry("trajectory", "pod", "dispatch", f"{_D}.trajectory:run_task", ("d",), ("init_tail",)),
+    Entry("trajectory", "batch_filling", "dispatch", f"{_D}.trajectory:run_task", ("d", "k"),
+          ("init_tail",)),
+    Entry("trajectory", "jiq", "jiq", f"{_J}.trajectory:run_task", ("r",), ("init_tail",)),
+    Entry("trajectory", "jiq_pod", "jiq", f"{_J}.trajectory:run_task", ("r", "d"), ("init_tail",)),
+    Entry("trajectory", "central", "centralization", "sim.centralization.trajectory:run_task",
+          ("p",), ("init_tail",)),
     # multiple dispatchers with local estimated queue lengths (LED, Zhou, Shroff & Wierman):
     # discrete time; lam is the load rho = lam_Sigma / mu_Sigma
     Entry("slotted", "l_jsq", "led", _L, (), _LED_UPDATES + _LED_LAWS),
@@ -239,6 +246,8 @@ RESULTS: dict[str, str] = {
     "traj_time": "floats", "traj_levels": "int", "traj_tail": "floats", "traj_ode_tail": "floats",
     "traj_p0": "floats", "traj_ode_p0": "floats", "traj_sup_dist": "float",
     "traj_sup_dist_p0": "float",
+    # partial centralization: the path's longest queue and the fluid model's top level m(t)
+    "traj_top": "floats", "traj_ode_top": "floats",
 }
 
 
@@ -316,6 +325,9 @@ def _check_run_settings(task: dict) -> None:
         if not _integral(grid) or grid < 2:
             raise ValueError(f"grid={grid!r} must be an integer >= 2 (trajectory grid points "
                              "from 0 to time, both included)")
+        if task.get("init_tail") is not None:  # a configured start (docs/transients.md)
+            from sim.dispatch.trajectory import check_init_tail
+            check_init_tail(task["init_tail"], task.get("init", "empty"))
         if task.get("precision") is not None:
             raise ValueError("precision: engine='trajectory' records a path to a fixed horizon; "
                              "a precision target does not apply (give more replications)")

@@ -6,6 +6,8 @@ distributed processing"): the model.
 - :mod:`~sim.centralization.simulate`: agent and occupancy simulators and the three engine
   runners (``agent``, ``occupancy``, ``meanfield``).
 - :mod:`~sim.centralization._kernel`: their compiled event loops.
+- :mod:`~sim.centralization.trajectory`: the ``trajectory`` engine, paths of ``s_i(t)`` beside
+  the fluid model (+ ``_trajectory_kernel.py``; docs/transients.md).
 
 Model
 -----
@@ -29,7 +31,12 @@ __all__ = ["check_task", "events_per_time"]
 
 def events_per_time(task: dict) -> float:
     """Events per unit of simulated time (``time`` -> ``events``): both engines are uniformized
-    at ``N (1 + lam)``."""
+    at ``N (1 + lam)``. The trajectory engine (:mod:`~sim.centralization.trajectory`) runs to
+    its horizon ``time``, ``events`` being a cap it must not reach: its event rate (no wasted
+    ticks) is at most ``N (1 + lam)``, plus 10 SDs (:func:`sim.dispatch.trajectory.events_bound`)."""
+    if task["engine"] == "trajectory":
+        bound = task["n_servers"] * (1.0 + task["lam"]) * task["time"]
+        return (bound + 10.0 * bound**0.5 + 1000.0) / task["time"]
     return task["n_servers"] * (1.0 + task["lam"])
 
 

@@ -466,9 +466,13 @@ def solve_fluid(lam: float, p: float, t_end: float, s0=None, levels: int | None 
                         events=events or None, t_eval=seg_eval)
         if not sol.success:
             success, message = False, str(sol.message)
-        ts.append(sol.t)
-        ys.append([sol.y[:, k] for k in range(sol.t.size)])
-        tops.append(np.full(sol.t.size, m, dtype=np.int64))
+        # a regime that ends (at an event) before its first output time: solve_ivp gives
+        # empty lists, not arrays
+        sol_t = np.asarray(sol.t, dtype=np.float64).ravel()
+        sol_y = np.asarray(sol.y, dtype=np.float64).reshape(s.size, sol_t.size)
+        ts.append(sol_t)
+        ys.append([sol_y[:, k] for k in range(sol_t.size)])
+        tops.append(np.full(sol_t.size, m, dtype=np.int64))
         if sol.status != 1:  # t_end reached (or failure)
             break
         # which event fired

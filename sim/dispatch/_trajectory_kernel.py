@@ -13,10 +13,13 @@ continuous: a grid time that is exactly an event time, a null event, sees the st
 The run ends at the first event after ``t_grid[-1]``, which is not applied. Cost: O(levels +
 d) per event (the level scans of the sampling) plus O(levels held) per grid write.
 
-Policy: power-of-d (``d`` distinct queues sampled without replacement, join the shortest; ties
-uniform -- in counts any server of the lowest sampled level), with the sampling of
-:func:`sim.core.sampling.draw_levels` (multivariate hypergeometric, exact). ``d = 1`` is random
-routing: N independent M/M/1 queues.
+Policies: power-of-d (:func:`pod_span`: ``d`` distinct queues sampled without replacement, join
+the shortest; ties uniform -- in counts any server of the lowest sampled level), with the sampling
+of :func:`sim.core.sampling.draw_levels` (multivariate hypergeometric, exact). ``d = 1`` is random
+routing: N independent M/M/1 queues. Batch-filling (:func:`batch_span`): jobs of ``k`` tasks at
+rate ``N lam / k``, ``k d`` distinct queues sampled, the tasks water-filled one by one into a
+currently shortest sampled queue -- the placement of the occupancy engine, imported from
+:mod:`sim.dispatch._occupancy_kernel` (``_place_batch``), not copied; here only the clock differs.
 
 Random numbers: xoshiro256+ (:mod:`sim.core.rng`), state advanced in place.
 """
@@ -29,6 +32,11 @@ from numba import njit
 
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
+from sim.dispatch._occupancy_kernel import _place_batch
+from sim.dispatch.policies import BATCH_FILLING
+
+#: buffer sentinel of the placement helpers (no buffer: never reached)
+_UNBOUNDED = 2**62
 
 
 @njit(cache=True)
@@ -125,4 +133,93 @@ def pod_trajectory(n_servers, arr_rate, d, x, t_grid, out, state, max_events=2**
                        int(max_events)):
         xx = np.concatenate((xx, np.zeros(xx.size, dtype=np.int64)))
         hs = np.zeros(xx.size, dtype=np.int64)
+    return xx, int(clock[2]), float(clock[0]), int(clock[1])
+
+
+@njit(cache=True)
+def batch_span(n_servers, arr_rate, k, n_samp, x, hs, tcnt, plev, t_grid, out, clock, state,
+               max_events):
+    """As :func:`pod_span` for batch-filling: an arrival is a job of ``k`` tasks placed by the
+    occupancy engine's ``_place_batch`` (``n_samp = k d`` distinct queues sampled, water-filling
+    on the sample's histogram), then applied to ``x``. Returns False before a job that could
+    write past the end of ``x`` (the caller grows the arrays)."""
+    cap = x.size
+    n_grid = t_grid.size
+    t = clock[0]
+    j = np.int64(clock[1])
+    events = np.int64(clock[2])
+    busy = n_servers - x[0]
+    top = 0
+    for lvl in range(cap):
+        if x[lvl] > 0:
+            top = lvl
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    done = False
+    while True:
+        if top + k + 2 > cap:
+            break
+        rate = arr_rate + busy
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time
+        while j < n_grid and t_grid[j] < t_next:
+            _record(x, n_servers, out, j)
+            j += 1
+        if j >= n_grid or events >= max_events:
+            done = True
+            break
+        t = t_next
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        if u01(r) * rate < arr_rate:
+            _, placed, s0, s1, s2, s3 = _place_batch(BATCH_FILLING, x, tcnt, hs, plev, k, n_samp,
+                                                     _UNBOUNDED, n_servers, s0, s1, s2, s3)
+            for i in range(placed):
+                lvl = plev[i]
+                x[lvl] -= 1
+                x[lvl + 1] += 1
+                if lvl == 0:
+                    busy += 1
+                if lvl + 1 > top:
+                    top = lvl + 1
+            for i in range(placed):
+                tcnt[plev[i]] = 0
+                tcnt[plev[i] + 1] = 0
+        else:
+            u, s0, s1, s2, s3 = below64(busy, s0, s1, s2, s3)
+            lvl = 1
+            while u >= x[lvl]:
+                u -= x[lvl]
+                lvl += 1
+            x[lvl] -= 1
+            x[lvl - 1] += 1
+            if lvl == 1:
+                busy -= 1
+            if lvl == top and x[lvl] == 0:
+                top = lvl - 1
+        events += 1
+    clock[0] = t
+    clock[1] = j
+    clock[2] = events
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    return done
+
+
+def batch_trajectory(n_servers, arr_rate, k, d, x, t_grid, out, state, max_events=2**62):
+    """Batch-filling (``k`` tasks per job, ``k d`` queues sampled; ``arr_rate`` = job rate
+    ``N lam / k``) as :func:`pod_trajectory`: same arguments and returns."""
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    k, n_samp = int(k), int(k) * int(d)
+    cap = 16
+    while cap < x.size + k + 2:
+        cap *= 2
+    xx = np.zeros(cap, dtype=np.int64)
+    xx[: x.size] = x
+    hs = np.zeros(cap, dtype=np.int64)
+    tcnt = np.zeros(cap, dtype=np.int64)
+    plev = np.zeros(k, dtype=np.int64)
+    clock = np.zeros(3)
+    while not batch_span(int(n_servers), float(arr_rate), k, n_samp, xx, hs, tcnt, plev, t_grid,
+                         out, clock, state, int(max_events)):
+        xx = np.concatenate((xx, np.zeros(xx.size, dtype=np.int64)))
+        hs = np.zeros(xx.size, dtype=np.int64)
+        tcnt = np.zeros(xx.size, dtype=np.int64)
     return xx, int(clock[2]), float(clock[0]), int(clock[1])

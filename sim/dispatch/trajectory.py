@@ -3,7 +3,9 @@
 What it records
 ---------------
 From a given initial state (``init = "empty"``: all servers idle; ``"meanfield"``: the counts of
-the power-of-d fixed point, ``round(N s_i)`` servers with at least ``i`` tasks), the occupancy
+the policy's fixed point, ``round(N s_i)`` servers with at least ``i`` tasks; or a configured
+``init_tail = [s_1, s_2, ...]``, see :func:`check_init_tail`: ``round(N s_i)`` servers with at
+least ``i`` tasks, with ``init = "empty"``), the occupancy
 state ``x`` (servers per queue length) evolves with the *real* exponential clock
 (:mod:`sim.dispatch._trajectory_kernel`); at each grid time ``t_j = j T / (grid - 1)``,
 ``j = 0..grid-1`` (both ends included), the fractions ``s_1(t_j) .. s_L(t_j)`` of servers with at
@@ -12,10 +14,19 @@ supermarket ODE (:func:`sim.dispatch.meanfield.solve_pod_ode`, BDF with its exac
 ``rtol = 1e-10``, ``atol = 1e-14``) from the *same* start -- exact for ``empty``; for
 ``meanfield`` the ODE starts from the simulation's rounded counts divided by N -- evaluated on
 the same grid. ``traj_sup_dist`` is ``max_j max_{i <= L} |s_i(t_j) - ode_i(t_j)|`` of this path.
+Every start that is not empty reaches the ODE as the simulation's rounded counts divided by N,
+so both start from the same point exactly.
 
 Policies: ``pod`` (``d`` distinct queues sampled without replacement, join the shortest;
 single-task jobs). ``d = 1`` is random routing: N independent M/M/1 queues, for which the ODE
 is the forward equation of one queue, so the mean over paths equals the ODE at every N.
+``batch_filling`` (fixed ``k``, ``d``): jobs of ``k`` tasks at rate ``N lam / k``, ``k d``
+distinct queues sampled, the tasks water-filled one by one into a currently shortest sampled
+queue (the occupancy engine's placement); its ODE is the limit of
+:mod:`sim.dispatch.batch_meanfield` (``drift``, integrated here by BDF on the grid with
+``rtol = 1e-10``, ``atol = 1e-14``, truncated at a level doubled until the top level stays below
+1e-12 on [0, T]); ``init = "meanfield"`` rounds its :func:`~sim.dispatch.batch_meanfield.fixed_point`.
+With ``k = 1`` it is power-of-d (the ODE too).
 
 Run length: the horizon ``time`` (T) is required; the engine runs until the first event after
 T. ``events`` is a cap only: the plan sets it from :func:`sim.dispatch.events_per_time`, an
@@ -26,8 +37,9 @@ of the dry run and of the grouping use it (a few % high at lam = 0.9). A path st
 before T (a hand-made task with few events, the dry run's timing probe) has NaN in the grid rows
 it did not reach and ``traj_sup_dist`` NaN; ``sim_time`` says how far it got.
 
-Speed: one event costs O(levels + d) whatever N (the occupancy state), a grid write O(levels
-held); the ODE is solved once per (lam, d, T, grid, start) per process and cached.
+Speed: one event costs O(levels + d) (batch-filling O(levels + k d)) whatever N (the occupancy
+state), a grid write O(levels held); the ODE is solved once per (policy, lam, k, d, T, grid,
+start) per process and cached.
 """
 from __future__ import annotations
 
@@ -36,22 +48,26 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from scipy.integrate import solve_ivp
 
 from sim.core.results import INIT_CHOICES, is_int
 from sim.core.rng import seed_state
 from sim.dispatch import _trajectory_kernel as _k
+from sim.dispatch import batch_meanfield
 from sim.dispatch.meanfield import solve_pod_ode
 from sim.dispatch.occupancy import _initial_counts, meanfield_tail
 
 __all__ = ["TrajectoryResult", "simulate", "ode_tail", "time_grid", "run_task", "TRAJ_LEVELS",
            "TRAJECTORY_POLICIES", "check_size_and_load", "check_trajectory_args", "sup_distance",
-           "CI_METHOD",
-           "events_bound"]
+           "CI_METHOD", "events_bound", "check_init_tail", "counts_of_tail", "MAX_INIT_LEVELS",
+           "batch_ode_tail"]
 
 #: most levels recorded (s_1..s_L, L = min(max_level, TRAJ_LEVELS))
 TRAJ_LEVELS = 8
 #: policies of the dispatch model this engine serves
-TRAJECTORY_POLICIES = ("pod",)
+TRAJECTORY_POLICIES = ("pod", "batch_filling")
+#: longest configured start ``init_tail`` (levels; zeros after)
+MAX_INIT_LEVELS = 4096
 CI_METHOD = ("one sample path (real exponential clock); bands from independent replications "
              "(analysis/transients.py)")
 
@@ -87,6 +103,45 @@ def sup_distance(a: np.ndarray, b: np.ndarray) -> float:
     by its event cap before T)."""
     diff = np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
     return float("nan") if np.isnan(diff).any() else float(np.max(diff))
+
+
+def check_init_tail(init_tail, init: str = "empty"):
+    """The configured start ``init_tail = [s_1, s_2, ...]`` (None: none) as a float array, or
+    ``ValueError`` naming ``init_tail`` and its value: a non-empty list of at most
+    :data:`MAX_INIT_LEVELS` finite fractions in [0, 1], non-increasing (``s_i`` = fraction with
+    at least ``i`` tasks; levels after the list are 0), given with ``init = "empty"`` (the
+    default of the trajectory engine: a configured start replaces it; with ``"meanfield"`` the
+    two would contradict each other)."""
+    if init_tail is None:
+        return None
+    if isinstance(init_tail, np.ndarray):
+        init_tail = init_tail.tolist()
+    if (not isinstance(init_tail, (list, tuple)) or not init_tail
+            or not all(isinstance(v, (int, float, np.integer, np.floating))
+                       and not isinstance(v, (bool, np.bool_)) and math.isfinite(v)
+                       for v in init_tail)):
+        raise ValueError(f"init_tail={init_tail!r} must be a non-empty list of finite numbers "
+                         "s_1, s_2, ... (fractions of servers with at least i tasks)")
+    if len(init_tail) > MAX_INIT_LEVELS:
+        raise ValueError(f"init_tail has {len(init_tail)} levels, more than {MAX_INIT_LEVELS}")
+    s = np.asarray(init_tail, dtype=float)
+    if s.min() < 0.0 or s.max() > 1.0:
+        raise ValueError(f"init_tail={list(init_tail)!r} must hold fractions in [0, 1] "
+                         f"(s_i = fraction of servers with at least i tasks)")
+    if np.any(np.diff(s) > 0.0):
+        i = int(np.nonzero(np.diff(s) > 0.0)[0][0])
+        raise ValueError(f"init_tail={list(init_tail)!r} must be non-increasing "
+                         f"(s_{i + 2} = {float(s[i + 1])!r} > s_{i + 1} = {float(s[i])!r})")
+    if init != "empty":
+        raise ValueError(f"init_tail={list(init_tail)!r} is given with init={init!r}: a configured "
+                         "start replaces init, give init=empty with it (or drop init_tail)")
+    return s
+
+
+def counts_of_tail(tail, n_servers: int) -> np.ndarray:
+    """Counts ``x[l]`` with ``round(N s_i)`` servers with at least ``i`` tasks (as the
+    ``meanfield`` start of the occupancy engine)."""
+    return _initial_counts(np.asarray(tail, dtype=float), n_servers)
 
 
 def _cap(events) -> int:
@@ -146,9 +201,45 @@ def ode_tail(lam: float, d: int, time: float, grid: int, start=None, levels: int
     return out
 
 
-def _start_counts(lam: float, d: int, n_servers: int, init: str) -> np.ndarray:
-    tail0 = meanfield_tail("pod", lam, 1, d) if init == "meanfield" else np.zeros(0)
-    return _initial_counts(tail0, n_servers)
+@functools.lru_cache(maxsize=64)
+def _batch_ode_cached(lam: float, k: int, d: int, time: float, grid: int, start: tuple) -> np.ndarray:
+    t = time_grid(time, grid)
+    levels = max(batch_meanfield.fixed_point(lam, k, d).size, len(start)) + 8
+    while True:
+        y0 = np.zeros(levels)
+        y0[: len(start)] = start
+        sol = solve_ivp(lambda _t, y: batch_meanfield.drift(y, lam, k, d), (0.0, time), y0,
+                        method="BDF", rtol=1e-10, atol=1e-14, t_eval=t)
+        if not sol.success or sol.y.shape[1] != t.size:
+            raise RuntimeError(f"the batch-filling ODE failed (lam={lam}, k={k}, d={d}, T={time}): "
+                               f"{sol.message}")
+        if np.max(sol.y[-1]) < 1e-12 or levels >= 4 * MAX_INIT_LEVELS:
+            return np.clip(sol.y.T, 0.0, 1.0)
+        levels *= 2  # the truncation level was reached: more levels
+
+
+def batch_ode_tail(lam: float, k: int, d: int, time: float, grid: int, start=None,
+                   levels: int = TRAJ_LEVELS) -> np.ndarray:
+    """The batch-filling ODE's ``s_1..s_levels`` on :func:`time_grid` from ``start`` (None or
+    empty: the empty system), shape ``(grid, levels)``."""
+    key = tuple(float(v) for v in (start if start is not None else ()))
+    tail = _batch_ode_cached(float(lam), int(k), int(d), float(time), int(grid), key)
+    out = np.zeros((tail.shape[0], levels))
+    m = min(levels, tail.shape[1])
+    out[:, :m] = tail[:, :m]
+    return out
+
+
+def _start_counts(policy: str, lam: float, k: int, d: int, n_servers: int, init: str,
+                  init_tail=None) -> np.ndarray:
+    if init_tail is not None:
+        tail0 = init_tail
+    elif init == "meanfield":
+        tail0 = (meanfield_tail("pod", lam, 1, d) if policy == "pod"
+                 else batch_meanfield.fixed_point(lam, k, d))
+    else:
+        tail0 = np.zeros(0)
+    return _initial_counts(np.asarray(tail0, dtype=float), n_servers)
 
 
 def _tail_of_counts(x: np.ndarray, n_servers: int) -> np.ndarray:
@@ -160,28 +251,40 @@ def _tail_of_counts(x: np.ndarray, n_servers: int) -> np.ndarray:
 
 def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, seed: int = 0,
              init: str = "empty", max_level: int = TRAJ_LEVELS, policy: str = "pod",
-             events: int | None = None) -> TrajectoryResult:
-    """One path of power-of-d from ``init`` up to ``time``, recorded on ``grid`` points, and the
-    ODE from the same start; ``events`` (None: no cap) stops the path early (NaN rows after).
-    ``ValueError`` naming the parameter on bad input."""
+             events: int | None = None, k: int = 1, init_tail=None) -> TrajectoryResult:
+    """One path of power-of-d (``policy="pod"``) or batch-filling (``"batch_filling"``, ``k``
+    tasks per job) from ``init`` or ``init_tail`` up to ``time``, recorded on ``grid`` points,
+    and the ODE from the same start; ``events`` (None: no cap) stops the path early (NaN rows
+    after). ``ValueError`` naming the parameter on bad input."""
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
     check_size_and_load(n_servers, lam)
-    if not is_int(d) or not 1 <= d <= n_servers:
-        raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
+    if k is None:
+        k = 1
+    if not is_int(k) or k < 1 or (policy == "pod" and k != 1):
+        raise ValueError(f"k={k!r} must be an integer >= 1 (1 for pod)")
+    if not is_int(d) or d < 1 or k * d > n_servers:
+        raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} "
+                         f"(k={k})")
     check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
                           events=events)
-    n_servers, d, grid, seed = int(n_servers), int(d), int(grid), int(seed)
+    init_tail = check_init_tail(init_tail, init)
+    n_servers, d, k, grid, seed = int(n_servers), int(d), int(k), int(grid), int(seed)
     lam, time = float(lam), float(time)
     levels = min(int(max_level), TRAJ_LEVELS)
-    x0 = _start_counts(lam, d, n_servers, init)
+    x0 = _start_counts(policy, lam, k, d, n_servers, init, init_tail)
     start = _tail_of_counts(x0, n_servers)
     t = time_grid(time, grid)
     out = np.full((grid, levels), np.nan)
-    _, n_events, t_last, _ = _k.pod_trajectory(n_servers, n_servers * lam, d, x0, t, out,
-                                               seed_state(seed), _cap(events))
-    ode = ode_tail(lam, d, time, grid, start, levels)
+    if policy == "pod":
+        _, n_events, t_last, _ = _k.pod_trajectory(n_servers, n_servers * lam, d, x0, t, out,
+                                                   seed_state(seed), _cap(events))
+        ode = ode_tail(lam, d, time, grid, start, levels)
+    else:
+        _, n_events, t_last, _ = _k.batch_trajectory(n_servers, n_servers * lam / k, k, d, x0, t,
+                                                     out, seed_state(seed), _cap(events))
+        ode = batch_ode_tail(lam, k, d, time, grid, start, levels)
     return TrajectoryResult(t=t, tail=out, ode=ode, levels=levels, sup_dist=sup_distance(out, ode),
                             events_run=n_events, sim_time=t_last, start=start)
 
@@ -199,7 +302,8 @@ def run_task(task: dict) -> dict:
     res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], d=as_int("d"),
                    time=task.get("time"), grid=as_int("grid", 200), seed=as_int("seed", 0),
                    init=task.get("init", "empty"), max_level=as_int("max_level", TRAJ_LEVELS),
-                   policy=task["policy"], events=as_int("events"))
+                   policy=task["policy"], events=as_int("events"), k=as_int("k", 1),
+                   init_tail=task.get("init_tail"))
     return {
         "traj_time": [float(v) for v in res.t],  # NaN rows (a path cut by its cap) stay NaN
         "traj_levels": int(res.levels),

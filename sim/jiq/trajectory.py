@@ -5,7 +5,9 @@ What it records
 ---------------
 From ``init = "empty"`` (all servers idle and listed, spread as evenly as possible over the
 ``M = N / r`` I-queues, as :mod:`sim.jiq.occupancy` starts) or ``"meanfield"`` (the fixed point
-rounded, see :func:`start_counts`), the counts ``(x, y)`` evolve with the *real* exponential clock
+rounded, see :func:`start_counts`) or a configured ``init_tail`` (``round(N s_i)`` servers with at
+least ``i`` tasks; the idle ones all listed, spread as evenly as possible over the I-queues), the
+counts ``(x, y)`` evolve with the *real* exponential clock
 (:mod:`sim.jiq._trajectory_kernel`). At the grid times ``t_j = j T / (grid - 1)``, ``j = 0..grid-1``,
 the state held gives ``s_1..s_L`` (``L = min(max_level, 8)``) and ``p0 = y[0] / M``. The ODE
 (:func:`sim.jiq.meanfield.solve_ode`: BDF with its exact sparse Jacobian, ``rtol = 1e-10``,
@@ -32,8 +34,8 @@ import numpy as np
 from sim.core.results import is_int
 from sim.core.rng import seed_state
 from sim.dispatch.trajectory import (
-    CI_METHOD, TRAJ_LEVELS, _cap, _none_if_nan, check_size_and_load, check_trajectory_args,
-    sup_distance, time_grid,
+    CI_METHOD, TRAJ_LEVELS, _cap, _none_if_nan, check_init_tail, check_size_and_load,
+    check_trajectory_args, counts_of_tail, sup_distance, time_grid,
 )
 from sim.jiq import _trajectory_kernel as _k
 from sim.jiq import n_schedulers
@@ -61,14 +63,31 @@ class JiqTrajectoryResult(NamedTuple):
     sim_time: float
 
 
-def start_counts(policy: str, lam: float, r: float, d: int, n_servers: int, init: str):
+def _even_iqueues(idle: int, m: int) -> np.ndarray:
+    """``y[j]`` = I-queues listing ``j`` idle servers when ``idle`` servers are spread over ``m``
+    I-queues as evenly as possible (sizes ``idle // m`` and ``idle // m + 1``)."""
+    base, extra = divmod(int(idle), int(m))
+    y = np.zeros(base + 2, dtype=np.int64)
+    y[base] = m - extra
+    y[base + 1] = extra
+    return y[: base + 2] if extra else y[: base + 1]
+
+
+def start_counts(policy: str, lam: float, r: float, d: int, n_servers: int, init: str,
+                 init_tail=None):
     """The initial ``(x, y)`` and the ODE state ``(s_1..s_L, P_1..P_K)`` with ``(L, K)``, equal to
     each other: ``empty`` -- all idle, balanced I-queues; ``meanfield`` -- deterministic rounding of
     the fixed point: ``#{I-queues of size >= j} = round(M P_j)`` gives ``y`` and the idle servers
     ``x[0] = sum_j j y[j]`` (the invariant), the busy ones are ``#{>= i tasks} = round(N s_i)``
-    for ``i >= 2`` (capped by ``N - x[0]``)."""
+    for ``i >= 2`` (capped by ``N - x[0]``); ``init_tail`` (checked by
+    :func:`sim.dispatch.trajectory.check_init_tail`) -- ``round(N s_i)`` servers with at least
+    ``i`` tasks, every idle server listed (the invariant ``sum_j j y[j] = x[0]``), spread over
+    the M I-queues as evenly as possible (:func:`_even_iqueues`)."""
     m = n_schedulers(n_servers, r)
-    if init == "empty":
+    if init_tail is not None:
+        x = counts_of_tail(init_tail, n_servers)
+        y = _even_iqueues(x[0], m)
+    elif init == "empty":
         x, y = _empty_counts(n_servers, m)
     else:
         fp = fixed_point(policy, lam, r, d, max_level=4096)
@@ -123,7 +142,8 @@ def ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels=TRAJ_LEVELS
 
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time: float = 50.0,
              grid: int = 200, seed: int = 0, init: str = "empty",
-             max_level: int = TRAJ_LEVELS, events: int | None = None) -> JiqTrajectoryResult:
+             max_level: int = TRAJ_LEVELS, events: int | None = None,
+             init_tail=None) -> JiqTrajectoryResult:
     """One JIQ path from ``init`` up to ``time`` on ``grid`` points, and the ODE from the same
     start. ``ValueError`` naming the parameter on bad input."""
     if policy not in TRAJECTORY_POLICIES:
@@ -138,10 +158,11 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
         d = 1
     check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
                           events=events)
+    init_tail = check_init_tail(init_tail, init)
     n_servers, d, grid, seed = int(n_servers), int(d), int(grid), int(seed)
     lam, time, r = float(lam), float(time), float(r)
     levels = min(int(max_level), TRAJ_LEVELS)
-    x, y, x0, big_l, big_k = start_counts(policy, lam, r, d, n_servers, init)
+    x, y, x0, big_l, big_k = start_counts(policy, lam, r, d, n_servers, init, init_tail)
     t = time_grid(time, grid)
     out = np.full((grid, levels), np.nan)
     p0_out = np.full(grid, np.nan)
@@ -164,7 +185,7 @@ def run_task(task: dict) -> dict:
                    r=task.get("r"), d=as_int("d", 1), time=task.get("time"),
                    grid=as_int("grid", 200), seed=as_int("seed", 0),
                    init=task.get("init", "empty"), max_level=as_int("max_level", TRAJ_LEVELS),
-                   events=as_int("events"))
+                   events=as_int("events"), init_tail=task.get("init_tail"))
     return {
         "traj_time": [float(v) for v in res.t],
         "traj_levels": int(res.levels),

@@ -180,6 +180,19 @@ def test_fluid_regime_switches():
     assert sol.switches == [] and sol.tail.max() == 0
 
 
+def test_fluid_on_a_grid_coarser_than_its_regimes():
+    """From empty at lam = 0.9, p = 0.1 the first regimes last less than a grid step of T = 1000
+    on 50 points: the output is still exactly the grid (it once failed with an AttributeError),
+    and equals the solution on the solver's own steps, interpolated by the linear regime."""
+    t = np.linspace(0.0, 1000.0, 50)
+    sol = solve_fluid(0.9, 0.1, 1000.0, t_eval=t)
+    assert sol.success and np.array_equal(sol.t, t) and sol.tail.shape[0] == t.size
+    free = solve_fluid(0.9, 0.1, 1000.0)
+    assert free.t.size > t.size and free.switches == sol.switches
+    last = np.searchsorted(free.t, t[-1], side="right") - 1
+    np.testing.assert_allclose(sol.tail[-1, : free.tail.shape[1]], free.tail[last], atol=1e-9)
+
+
 def test_fluid_mass_balance():
     # d v_1 / dt = lam - (1-p) s_1 - p (while non-empty): integrate and compare
     lam, p = 0.9, 0.1

@@ -72,3 +72,24 @@ def test_row_and_refusals():
     for bad, word in (({"grid": 1}, "grid"), ({"time": None}, "time")):
         with pytest.raises(ValueError, match=word):
             sim.run({**task, **bad})
+
+
+def test_init_tail_start_is_exact_and_iqueues_even():
+    """A configured start: round(N s_i) servers with >= i tasks; the 450 idle servers of
+    s_1 = 0.55 (N = 1000) all listed, spread over the M = 100 I-queues as evenly as possible
+    (4 or 5 each, so p0 = 0); the ODE starts from the same state."""
+    from sim.jiq.trajectory import _even_iqueues, start_counts
+
+    s = [0.55, 0.2, 0.05]
+    r = simulate(1000, 0.9, "jiq", 10, time=3.0, grid=7, seed=4, init_tail=s)
+    np.testing.assert_array_equal(r.tail[0][:4], [0.55, 0.2, 0.05, 0.0])
+    np.testing.assert_array_equal(r.ode[0], r.tail[0])
+    assert r.p0[0] == r.ode_p0[0] == 0.0
+    x, y, _, _, _ = start_counts("jiq", 0.9, 10, 1, 1000, "empty", np.array(s))
+    assert x[0] == 450 and y.tolist() == [0, 0, 0, 0, 50, 50]
+    assert np.dot(np.arange(y.size), y) == x[0]
+    assert _even_iqueues(7, 3).tolist() == [0, 0, 2, 1]
+    r = simulate(1000, 0.9, "jiq_pod", 10, d=2, time=3.0, grid=7, seed=4, init_tail=[1.0, 0.3])
+    assert r.p0[0] == r.ode_p0[0] == 1.0  # no idle server: every I-queue empty
+    with pytest.raises(ValueError, match="init_tail"):
+        simulate(1000, 0.9, "jiq", 10, time=3.0, init_tail=[0.2, 0.3])
