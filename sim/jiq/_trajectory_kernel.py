@@ -18,6 +18,7 @@ from numba import njit
 
 from sim.core.rng import next_raw, u01
 from sim.core.sampling import lowest_occupied
+from sim.dispatch._trajectory_kernel import top_level
 from sim.jiq._occupancy_kernel import _min_of_sample, _pick, _size_biased
 
 
@@ -46,10 +47,7 @@ def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, c
     j = np.int64(clock[1])
     events = np.int64(clock[2])
     busy = n_servers - x[0]
-    top = 0
-    for lvl in range(cap):
-        if x[lvl] > 0:
-            top = lvl
+    top = top_level(x)
     listed = np.int64(0)
     ytop = 0
     ylow = -1
