@@ -9,13 +9,17 @@ their ``_se``, ``response_grid``, ``response_ccdf``, ``response_ccdf_se``; docs/
   batch-means SE of the per-batch quantiles).
 - CCDF per point: the element-wise mean over the replications of ``response_ccdf``; its
   interval from the spread over replications (R >= 2) or the run's ``response_ccdf_se``.
-- Mean field: the exact law at N = infinity (the mixtures of :mod:`sim.core.responses`) from
-  the theory functions :func:`sim.dispatch.meanfield.response_mixture` (random, jsq, pod; and
-  any batch policy with k = 1, which is power-of-d) and
-  :func:`sim.dispatch.batch_meanfield.response_mixture` (batch_filling, k > 1) and
-  :func:`sim.jiq.meanfield.response_mixture` (jiq, jiq_pod, jiq_sqd); computed here
-  because meanfield rows do not carry these columns. No mean field for a finite buffer, for
-  batch_sampling / pod_per_task with k > 1, or outside 0 < lam < 1.
+- Mean field: the exact law at N = infinity, read from the sweep's ``meanfield`` rows (they
+  carry ``response_p50 .. response_p999`` and ``response_ccdf`` on the simulators' grid when
+  the sweep ran with ``run.responses: true``), matched to a simulated point as
+  :func:`analysis.aggregate.compare_to_meanfield` does (policy and every parameter but ``x``
+  and ``n_servers`` that the meanfield rows carry). Only where no such row exists is it
+  computed here, as a fallback, from the theory functions
+  :func:`sim.dispatch.meanfield.response_mixture` (random, jsq, pod; any batch policy with
+  k = 1, which is power-of-d), :func:`sim.dispatch.batch_meanfield.response_mixture`
+  (batch_filling), :func:`sim.dispatch.task_meanfield.response_law` (pod_per_task,
+  batch_sampling) and :func:`sim.jiq.meanfield.response_mixture` (jiq, jiq_pod, jiq_sqd).
+  No mean field for a finite buffer or outside 0 < lam < 1.
 
 Plots: ``ccdf_<arm>.png`` (P(T > t) on a log axis, one curve per N, the mean field dashed) and
 ``quantiles_vs_n_<policy>.png`` (each quantile against N, log x, the mean field as horizontal
@@ -70,7 +74,65 @@ def meanfield_mixture(policy: str, lam, k, d, b=None, r=None):
     if policy == "batch_filling":
         from sim.dispatch.batch_meanfield import response_mixture
         return response_mixture(lam, k, d)
+    if policy in ("pod_per_task", "batch_sampling"):
+        from sim.dispatch.task_meanfield import response_law
+        return response_law(policy, lam, k, d)
     return None
+
+
+class _RowLimit:
+    """The mean-field law of a point as a meanfield row holds it: quantiles and the CCDF on
+    the row's grid (exact values at the grid points)."""
+
+    source = "row"
+
+    def __init__(self, row: dict):
+        self.q = [row.get(m) for m in METRICS]
+        self.grid = np.asarray(row["response_grid"], float) if row.get("response_grid") else None
+        self.ccdf = (np.asarray(row["response_ccdf"], float) if row.get("response_ccdf")
+                     else None)
+
+    def quantiles(self) -> list:
+        return self.q
+
+    def curve(self, t_max: float):
+        if self.grid is None or self.ccdf is None:
+            return None
+        keep = self.grid <= t_max
+        return self.grid[keep], self.ccdf[keep]
+
+
+class _ComputedLimit:
+    """The fallback: the law computed from the theory functions (:func:`meanfield_mixture`)."""
+
+    source = "computed"
+
+    def __init__(self, law):
+        self.law = law
+        self._q = None
+
+    def quantiles(self) -> list:
+        if self._q is None:
+            self._q = [self.law.quantile(q) for q in QUANTILES]
+        return self._q
+
+    def curve(self, t_max: float):
+        tt = np.linspace(0.0, t_max, 400)
+        return tt, self.law.ccdf(tt)
+
+
+def _limit_rows(frame: pl.DataFrame, params: list[str], x: str):
+    """The meanfield rows that carry the response columns, and the parameters that pair a
+    simulated point with one of them (as :func:`analysis.aggregate.compare_to_meanfield`: a
+    parameter null in every such row is not a key)."""
+    if "response_p50" not in frame.columns:
+        return [], []
+    lim = frame.filter((pl.col("engine") == "meanfield") & pl.col("response_p50").is_not_null())
+    if "status" in lim.columns:
+        lim = lim.filter(pl.col("status") == "ok")
+    on = [p for p in params if p not in (x, "n_servers")
+          and not (lim.height and lim[p].null_count() == lim.height)]
+    return lim.iter_rows(named=True), on
 
 
 def _figure(width: float = 7.0, height: float = 4.6):
@@ -140,14 +202,22 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
     agg = agg.join(_mean_ccdf(sims, keys), on=keys, how="left", nulls_equal=True)
     arm = [p for p in arm_columns(agg, params, x) if p != x]
     mf_cache: dict = {}
+    lim_rows, lim_on = _limit_rows(frame, params, x)
+    from_rows: dict = {}
+    for lr in lim_rows:  # the first row of a key wins (they hold the same numbers)
+        from_rows.setdefault((lr["policy"], *(lr[p] for p in lim_on)), _RowLimit(lr))
 
     def mf_of(r: dict):
+        row_limit = from_rows.get((r["policy"], *(r[p] for p in lim_on)))
+        if row_limit is not None:
+            return row_limit
         key = (r["policy"], r.get("lam"), r.get("k"), r.get("d"), r.get("b"), r.get("r"))
         if key not in mf_cache:
             try:
-                mf_cache[key] = meanfield_mixture(*key)
+                law = meanfield_mixture(*key)
             except (ValueError, RuntimeError):
-                mf_cache[key] = None
+                law = None
+            mf_cache[key] = None if law is None else _ComputedLimit(law)
         return mf_cache[key]
 
     arms: dict[tuple, list[dict]] = {}
@@ -159,7 +229,9 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
              "Quantiles of the job response time (exact mixture of Gamma laws over the queue "
              "positions arriving jobs take; docs/responses.md), mean over replications with a 95% "
              "interval (t over R replications, or the run's batch means of per-batch quantiles "
-             "when R = 1), against the mean-field (N = infinity) law.", ""]
+             "when R = 1), against the mean-field (N = infinity) law: from the sweep's "
+             "meanfield rows, or, marked (computed), from the theory functions where the sweep "
+             "has no such row.", ""]
     for n_fig, (akey, pts) in enumerate(arms.items()):
         pts = sorted(pts, key=lambda r: r[x])
         label = _label(pts[0], arm)
@@ -171,10 +243,12 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
         mf_by_point = []
         for r in pts:
             mf = mf_of(r)
-            mfq = [mf.quantile(q) for q in QUANTILES] if mf is not None else None
+            mfq = mf.quantiles() if mf is not None else None
             mf_by_point.append((mf, mfq))
             cells = [f"{_num(r[m])} +- {_num(r[f'{m}_hw'], 2)}" for m in METRICS]
             mft = " / ".join(_num(v) for v in mfq) if mfq else "-"
+            if mf is not None and mf.source == "computed":
+                mft += " (computed)"
             lines.append(f"| {r[x]} | {r['n_rep']} | " + " | ".join(cells) + f" | {mft} |")
             for m in METRICS:
                 if r[m] is not None:
@@ -195,10 +269,13 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
                 ax.errorbar(g[keep], c[keep], yerr=[np.minimum(hw, 0.999 * c[keep]), hw],
                             marker="o", ms=3, lw=1, capsize=2, color=colors[i],
                             label=f"{x}={r[x]} (simulation)")
-                if mf is not None and id(mf) not in shown_mf:
+                cur = None if mf is None or id(mf) in shown_mf else mf.curve(
+                    float(g[keep].max()) * 1.15 if keep.any() else 20.0)
+                if cur is not None:
                     shown_mf.add(id(mf))
-                    tt = np.linspace(0.0, float(g[keep].max()) * 1.15 if keep.any() else 20.0, 400)
-                    ax.plot(tt, mf.ccdf(tt), "--", color="k" if len(shown_mf) == 1 else colors[i],
+                    tt, cc = cur
+                    pos = cc > 0  # a log axis
+                    ax.plot(tt[pos], cc[pos], "--", color="k" if len(shown_mf) == 1 else colors[i],
                             lw=1.2, label="mean field" + ("" if len(shown_mf) == 1
                                                           else f" ({x}={r[x]})"))
             ax.set_yscale("log")
@@ -233,8 +310,8 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
                 mfs = {}
                 for r in good:
                     mf = mf_of(r)
-                    if mf is not None:
-                        mfs[r[x]] = mf.quantile(q)
+                    if mf is not None and mf.quantiles()[METRICS.index(m)] is not None:
+                        mfs[r[x]] = mf.quantiles()[METRICS.index(m)]
                 if mfs:
                     vals = list(mfs.values())
                     if max(vals) - min(vals) <= 1e-9 * max(1.0, abs(max(vals))):

@@ -462,8 +462,10 @@ def make_plan(cfg: dict) -> Plan:
                             task["precision_cap"] = float(run.get("precision_cap", 16))
                         if run.get("responses") and (engine, entry(engine, policy).model) in (
                                 ("agent", "dispatch"), ("occupancy", "dispatch"),
-                                ("agent", "jiq"), ("occupancy", "jiq")):
-                            task["responses"] = True  # the engines that record (docs/responses.md)
+                                ("agent", "jiq"), ("occupancy", "jiq"),
+                                ("meanfield", "dispatch"), ("meanfield", "jiq")):
+                            # the engines that record, and the exact limits (docs/responses.md)
+                            task["responses"] = True
                         if engine == "trajectory":  # docs/transients.md
                             task["grid"] = int(run.get("grid", 200))
                         try:

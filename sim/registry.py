@@ -140,6 +140,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("meanfield", "jsq", "dispatch", f"{_D}.meanfield:run_task"),
     Entry("meanfield", "pod", "dispatch", f"{_D}.meanfield:run_task", ("d",)),
     Entry("meanfield", "batch_filling", "dispatch", f"{_D}.batch_meanfield:run_task", ("d", "k")),
+    Entry("meanfield", "batch_sampling", "dispatch", f"{_D}.task_meanfield:run_task", ("d", "k")),
+    Entry("meanfield", "pod_per_task", "dispatch", f"{_D}.task_meanfield:run_task", ("d", "k")),
     # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
     Entry("refined", "pod", "dispatch", f"{_D}.refined:run_task", ("d",), ("replacement",)),
     Entry("refined", "batch_filling", "dispatch", f"{_D}.refined_batch:run_task", ("d", "k")),

@@ -39,8 +39,8 @@ def test_entry_lookup_messages():
         registry.entry("quantum", "pod")
     with pytest.raises(ValueError, match="policy='fastest' is unknown"):
         registry.entry("agent", "fastest")
-    with pytest.raises(ValueError, match="policy='batch_sampling' is not served by engine='meanfield'"):
-        registry.entry("meanfield", "batch_sampling")
+    with pytest.raises(ValueError, match="policy='batch_sampling' is not served by engine='refined'"):
+        registry.entry("refined", "batch_sampling")
     assert registry.entry("occupancy", "pod").required == ("d",)
 
 

@@ -23,8 +23,9 @@ Engines
   uniformized continuous time, responses measured per job.
 - ``occupancy`` (:mod:`~sim.dispatch.occupancy`): counts of servers per queue length; cost per
   event independent of N; job delays by Rao-Blackwell from the queue positions.
-- ``meanfield`` (:mod:`~sim.dispatch.meanfield`, :mod:`~sim.dispatch.batch_meanfield`): the
-  supermarket ODE and its closed forms; the batch-filling limit for fixed ``k`` and ``d``.
+- ``meanfield`` (:mod:`~sim.dispatch.meanfield`, :mod:`~sim.dispatch.batch_meanfield`,
+  :mod:`~sim.dispatch.task_meanfield`): the supermarket ODE and its closed forms; the
+  batch-filling limit for fixed ``k`` and ``d``; the pod_per_task and batch_sampling limits.
 
 :func:`check_task` holds this model's value checks (the registry checks kinds first).
 """

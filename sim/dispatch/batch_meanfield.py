@@ -318,7 +318,7 @@ def run_task(task: dict) -> dict:
         n_mc = MC_JOBS
     else:
         mean_t, se_t = hk, None
-    return {
+    out = {
         "mean_response": mean_t, "mean_response_se": se_t,
         "mean_wait": mean_wait, "mean_wait_se": None,
         "prob_wait": float(p_wait) if lam > 0 else 0.0, "prob_wait_se": None,
@@ -332,3 +332,9 @@ def run_task(task: dict) -> dict:
         "n_jobs": n_mc, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
         "ci_method": CI_METHOD,
     }
+    if task.get("responses"):  # docs/responses.md: the exact signature law at the fixed point
+        from sim.dispatch.meanfield import exact_response_columns
+
+        out.update(exact_response_columns(response_mixture(lam, k, d, s)))
+        out["ci_method"] += "; response law exact (mean field)"
+    return out

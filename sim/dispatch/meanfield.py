@@ -52,6 +52,7 @@ __all__ = [
     "run_task",
     "pod_response_mixture",
     "response_mixture",
+    "exact_response_columns",
 ]
 
 #: default size of a level that may be neglected
@@ -400,6 +401,24 @@ def response_mixture(policy: str, lam: float, d: int = 1):
     raise ValueError(f"policy={policy!r} has no mean-field response law here")
 
 
+def exact_response_columns(law) -> dict:
+    """The response columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) of an exact law
+    (a :class:`sim.core.responses.Mixture`): its quantiles at ``QUANTILES`` (root finding on
+    the exact CCDF) and its CCDF on ``RESPONSE_GRID``, the grid of the simulators' rows. The
+    standard errors are null, as every standard error of an exact (mean-field) row."""
+    from sim.core.responses import QUANTILE_NAMES, QUANTILES, RESPONSE_GRID
+
+    out = {}
+    for name, q in zip(QUANTILE_NAMES, QUANTILES):
+        v = float(law.quantile(q))
+        out[f"response_{name}"] = v if math.isfinite(v) else None
+        out[f"response_{name}_se"] = None
+    out["response_grid"] = [float(x) for x in RESPONSE_GRID]
+    out["response_ccdf"] = [float(x) for x in np.clip(law.ccdf(RESPONSE_GRID), 0.0, 1.0)]
+    out["response_ccdf_se"] = None
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # the engine entry point
 
@@ -439,7 +458,7 @@ def run_task(task: dict) -> dict:
     def tail_at(i: int) -> float:
         return float(pod_fixed_point_tail(lam, d_eff, i)[i - 1])
 
-    return {
+    out = {
         "mean_response": float(mean_response),
         "mean_response_se": None,
         "mean_wait": float(mean_response) - 1.0,  # unit mean service
@@ -463,3 +482,7 @@ def run_task(task: dict) -> dict:
         "warmup_time": 0.0,
         "ci_method": CI_METHOD,
     }
+    if task.get("responses"):  # docs/responses.md: the exact law at N = infinity
+        out.update(exact_response_columns(response_mixture(policy, lam, d_eff)))
+        out["ci_method"] += "; response law exact (mean field)"
+    return out

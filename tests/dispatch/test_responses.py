@@ -255,20 +255,20 @@ def test_run_task_row_has_the_declared_columns():
         sim.run({**base, "responses": "yes"})
 
 
-def test_plan_passes_run_responses_to_dispatch_simulations_only():
+def test_plan_passes_run_responses_to_the_simulations_and_the_mean_field():
     from pipeline.plan import make_plan
     from pipeline.run import to_plain
     from tests.helpers import compose
 
     plan = make_plan(to_plain(compose(["output_dir=/tmp/unused", "run.responses=true",
                                        "engines=[agent,occupancy,meanfield]"])))
-    for t in plan.tasks:
-        assert t.get("responses") is (True if t["engine"] != "meanfield" else None)
+    for t in plan.tasks:  # meanfield rows carry the exact law (docs/responses.md)
+        assert t.get("responses") is True
     plan = make_plan(to_plain(compose(["output_dir=/tmp/unused", "run.responses=true",
                                        "policies=[jiq]", "+params.r=10",
                                        "engines=[agent,occupancy,meanfield]"])))
-    for t in plan.tasks:  # both JIQ simulators record
-        assert t.get("responses") is (True if t["engine"] != "meanfield" else None)
+    for t in plan.tasks:  # both JIQ simulators record, and the JIQ mean field has the law
+        assert t.get("responses") is True
     plan = make_plan(to_plain(compose(["output_dir=/tmp/unused"])))
     assert all("responses" not in t for t in plan.tasks)
 

@@ -1,0 +1,431 @@
+"""Mean-field (N -> infinity) limits of ``pod_per_task`` and ``batch_sampling`` (k-task jobs).
+
+Model as in :mod:`sim.dispatch`: N FIFO servers, Exp(1) service, jobs of ``k`` tasks at rate
+``N lam / k`` (tasks at rate ``lam`` per server), ``0 <= lam < 1``; ``s_i`` is the fraction of
+servers with at least ``i`` tasks (``s_0 = 1``). In the limit the queues a job probes have
+i.i.d. lengths with ``P(Q >= i) = s_i`` (the simulators probe distinct queues; with ``k`` and
+``d`` fixed the difference vanishes), and the tasks of one job meet in one queue with
+probability O(1/N). docs/responses.md has the derivations; in short:
+
+``pod_per_task`` (each task samples its own ``k d`` distinct queues and joins the shortest,
+:func:`sim.dispatch._occupancy_kernel._place_pod_per_task`): every task is a power-of-``D``
+task, ``D = k d``, at task rate ``lam``, so the tail is the supermarket fixed point
+``s_i = lam**((D**i - 1)/(D - 1))`` and a task takes position ``i`` with probability
+``s_{i-1}**D - s_i**D``. The ``k`` tasks of a job land in ``k`` distinct queues whose lengths
+are asymptotically independent, so the job response is the maximum of ``k`` independent task
+responses: ``P(T <= t) = F_task(t)**k`` (:class:`MaxOfIid`).
+
+``batch_sampling`` (``k d`` distinct queues probed, one task to each of the ``k`` shortest,
+:func:`sim.dispatch._occupancy_kernel._fill_batch_sampling`): a job puts a task at position
+``>= i`` in ``T_i = (k - B_{i-1})^+`` queues, ``B_j`` the number of probes at length ``< j``,
+``B_j ~ Binomial(kd, 1 - s_j)``. The drift is
+
+    ds_i/dt = (lam / k) E[T_i - T_{i+1}] - (s_i - s_{i+1}),   i >= 1,
+
+(jobs raise ``N s_i`` by the number of their tasks at position exactly ``i``, services lower
+it at rate ``N (s_i - s_{i+1})``), and summing the fixed-point equations over the levels above
+``i`` gives the closed recursion ``s_i = (lam / k) E[(k - B_{i-1})^+]`` (:func:`bs_fixed_point`;
+checked against the ODE's fixed point by :func:`bs_fixed_point_ode`). The job's tasks sit at
+positions ``1 + `` the ``k`` lowest order statistics of ``kd`` i.i.d. lengths, one per queue,
+so its response is ``max_j Gamma(L_(j) + 1, 1)``; the law of the signature (how many of the
+``k`` lowest lengths equal each level) comes from an exact program over the levels
+(:func:`bs_signature_law`).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import integrate, optimize
+from scipy.stats import binom
+
+from sim.core.responses import Mixture
+from sim.dispatch.meanfield import (
+    _check_lam,
+    _pod_tail_sum,
+    pod_fixed_point_tail,
+    pod_response_mixture,
+)
+from sim.dispatch.policies import messages_per_job
+
+__all__ = ["ExactLaw", "MaxOfIid", "BatchSamplingLaw", "ppt_response_law", "bs_fixed_point",
+           "bs_drift", "bs_fixed_point_ode", "bs_signature_law", "bs_signature_mixture",
+           "bs_response_mixture", "response_law", "run_task"]
+
+CI_METHOD = "closed form (mean field, N = infinity)"
+#: levels of the batch-sampling tail kept until s_i is below this
+TAIL_EPS = 1e-16
+#: branches of the signature program below this probability are dropped (their mass is
+#: reported by bs_signature_law)
+PRUNE = 1e-20
+
+
+def _check(lam, k, d):
+    lam = _check_lam(lam)
+    for name, v in (("k", k), ("d", d)):
+        if isinstance(v, bool) or not float(v).is_integer() or int(v) < 1:
+            raise ValueError(f"{name}={v!r} must be an integer >= 1")
+    return lam, int(k), int(d)
+
+
+# --------------------------------------------------------------------------------------------
+# pod_per_task
+# --------------------------------------------------------------------------------------------
+class ExactLaw:
+    """A response-time law known through its exact CCDF (subclasses define :meth:`ccdf`,
+    vectorised over ``t``), with the quantiles and the mean of a
+    :class:`sim.core.responses.Mixture`."""
+
+    def ccdf(self, t) -> np.ndarray:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+    def quantile(self, q: float) -> float:
+        """The ``q``-quantile: the root of ``P(T > t) = 1 - q``, bracketed on a grid, then
+        brentq to 1e-12 relative."""
+        if not 0.0 < q < 1.0:
+            return float("nan")
+        target = 1.0 - q
+        grid = _BRACKET_GRID
+        c = self.ccdf(grid)
+        while c[-1] > target:
+            if grid[-1] > 1e7:
+                return float("nan")
+            grid = np.append(grid, 2.0 * grid[-1])
+            c = np.append(c, self.ccdf(grid[-1:]))
+        j = int(np.argmax(c <= target))
+        lo = 0.0 if j == 0 else float(grid[j - 1])
+        return float(optimize.brentq(lambda x: float(self.ccdf(x)[0]) - target, lo,
+                                     float(grid[j]), xtol=1e-12, rtol=1e-13))
+
+    def mean(self) -> float:
+        """E[T] = integral of the CCDF: 16-point Gauss-Legendre on unit panels up to where the
+        CCDF is below 1e-18 (as :func:`sim.core.jobdelay.expected_max_gamma`)."""
+        from sim.core.jobdelay import GL_W, GL_X
+
+        hi = 8.0
+        while float(self.ccdf(hi)[0]) > 1e-18:
+            hi *= 2.0
+        t = (np.arange(int(hi))[:, None] + GL_X[None, :]).ravel()
+        return float(np.dot(self.ccdf(t), np.tile(GL_W, int(hi))))
+
+
+#: brackets of the quantile search
+_BRACKET_GRID = np.concatenate((np.arange(1, 40) * 0.25, 10.0 * 1.1 ** np.arange(40)))
+
+
+class MaxOfIid(ExactLaw):
+    """The law of the maximum of ``k`` independent copies of a law ``base`` (a
+    :class:`sim.core.responses.Mixture`): ``P(T <= t) = F(t)**k``."""
+
+    def __init__(self, base: Mixture, k: int):
+        self.base = base
+        self.k = int(k)
+
+    def ccdf(self, t) -> np.ndarray:
+        c = np.clip(self.base.ccdf(t), 0.0, 1.0)
+        with np.errstate(divide="ignore"):
+            return -np.expm1(self.k * np.log1p(-c))
+
+
+def ppt_response_law(lam: float, k: int, d: int) -> MaxOfIid:
+    """Mean-field job response law of ``pod_per_task``: the maximum of ``k`` independent
+    power-of-``kd`` task responses (:func:`sim.dispatch.meanfield.pod_response_mixture`)."""
+    lam, k, d = _check(lam, k, d)
+    return MaxOfIid(pod_response_mixture(lam, k * d), k)
+
+
+def _ppt_row(lam, k, d, max_level, h):
+    dd = k * d
+    tail = pod_fixed_point_tail(lam, dd, max_level) if lam > 0 else np.zeros(max_level)
+    law = ppt_response_law(lam, k, d)
+    mean_queue = _pod_tail_sum(lam, dd)
+    # a task waits i - 1 services at position i: E[wait] = sum_{i>=1} s_i**D (Little: the
+    # tasks waiting per server, sum_{i>=2} s_i, over the task rate lam)
+    mean_wait = (mean_queue - lam) / lam if lam > 0 else 0.0
+    s_h = float(pod_fixed_point_tail(lam, dd, h)[h - 1]) if lam > 0 else 0.0
+    return {
+        "tail": tail, "mean_queue": mean_queue, "mean_wait": mean_wait,
+        # a task waits iff all its D probes are busy (lam**D); the job iff one of its k does
+        "prob_wait": 1.0 - (1.0 - lam**dd) ** k,
+        "frac_within_h": (1.0 - s_h**dd) ** k,
+        "law": law,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# batch_sampling
+# --------------------------------------------------------------------------------------------
+def _binom_pmf(x, n, p):
+    """The Binomial(n, p) pmf at ``x`` in logs (``scipy.stats.binom.pmf`` raises an overflow
+    error for some tiny ``p``), with ``p = 0`` and ``p = 1`` exact."""
+    from scipy.special import gammaln
+
+    x, n, p = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(n, np.float64),
+                                  np.asarray(p, dtype=np.float64))
+    inner = (p > 0.0) & (p < 1.0) & (x >= 0) & (x <= n)
+    out = np.where(p <= 0.0, (x == 0).astype(float), (x == n).astype(float))
+    if inner.any():
+        xi, ni, pi = x[inner], n[inner], p[inner]
+        out = out.copy()
+        out[inner] = np.exp(gammaln(ni + 1) - gammaln(xi + 1) - gammaln(ni - xi + 1)
+                            + xi * np.log(pi) + (ni - xi) * np.log1p(-pi))
+    return out
+
+
+def _expected_tasks_above(s_prev: float, k: int, n: int) -> float:
+    """E[(k - B)^+], B ~ Binomial(n, 1 - s_prev): tasks of a job at positions >= i when
+    ``s_prev = s_{i-1}``. Written with ``G = n - B ~ Binomial(n, s_prev)`` (the probes at
+    length >= i - 1), ``(k - B)^+ = (G - (n - k))^+``: no ``1 - s`` is formed, so a small
+    ``s_prev`` keeps its relative precision."""
+    g = np.arange(n - k + 1, n + 1)
+    return float(np.dot(g - (n - k), _binom_pmf(g, n, s_prev)))
+
+
+def bs_fixed_point(lam: float, k: int, d: int, eps: float = TAIL_EPS) -> np.ndarray:
+    """The batch-sampling fixed point ``s_1..s_L`` by the recursion
+    ``s_i = (lam / k) E[(k - B_{i-1})^+]`` (``s_1 = lam``), up to the first level below ``eps``."""
+    lam, k, d = _check(lam, k, d)
+    if lam == 0.0:
+        return np.zeros(1)
+    n = k * d
+    s = [lam]
+    while s[-1] >= eps and len(s) < 100_000:
+        s.append(min(s[-1], lam / k * _expected_tasks_above(s[-1], k, n)))
+    return np.array(s)
+
+
+def _tasks_above_all(s: np.ndarray, k: int, n: int) -> np.ndarray:
+    """E[T_i] for i = 1..L+1 at the tail ``s`` = s_1..s_L (T_1 = k)."""
+    prev = np.concatenate(([1.0], np.clip(s, 0.0, 1.0)))  # s_{i-1}, i = 1..L+1
+    g = np.arange(n - k + 1, n + 1)  # probes at length >= i - 1 (as _expected_tasks_above)
+    pmf = _binom_pmf(g[None, :], n, prev[:, None])
+    return pmf @ (g - (n - k))
+
+
+def bs_drift(s: np.ndarray, lam: float, k: int, d: int) -> np.ndarray:
+    """ds/dt of the truncated batch-sampling system (s = s_1..s_L, s_{L+1} = 0: a task that
+    would reach level L + 1 is lost)."""
+    s = np.asarray(s, dtype=np.float64)
+    t = _tasks_above_all(s, int(k), int(k) * int(d))
+    below = np.append(s[1:], 0.0)
+    return lam / k * (t[:-1] - t[1:]) - (s - below)
+
+
+def bs_fixed_point_ode(lam: float, k: int, d: int, levels: int | None = None) -> np.ndarray:
+    """The fixed point of :func:`bs_drift` found without the recursion: the ODE from the empty
+    state to ``t = 50 / (1 - lam)`` (scipy BDF), then ``scipy.optimize.root`` on the drift."""
+    lam, k, d = _check(lam, k, d)
+    if levels is None:
+        levels = bs_fixed_point(lam, k, d).size + 2
+    sol = integrate.solve_ivp(lambda t, y: bs_drift(y, lam, k, d), (0.0, 50.0 / (1.0 - lam)),
+                              np.zeros(levels), method="BDF", rtol=1e-9, atol=1e-13)
+    if not sol.success:
+        raise RuntimeError(f"ODE solver failed: {sol.message}")
+    guess = sol.y[:, -1]
+    rt = optimize.root(lambda y: bs_drift(y, lam, k, d), guess, method="hybr", tol=1e-15)
+    s = np.clip(rt.x, 0.0, 1.0)
+    if np.max(np.abs(bs_drift(s, lam, k, d))) > 1e-12:  # hybr may stop at its own xtol
+        raise RuntimeError(f"no fixed point found: {rt.message}")
+    return s
+
+
+def bs_signature_law(s: np.ndarray, k: int, d: int, prune: float = PRUNE):
+    """Exact law, at the tail ``s`` (s_1..s_L), of a batch-sampling job's signature: the
+    number of its ``k`` queues at each position. Returns ``(law, dropped)`` with ``law`` a list
+    of ``(prob, {position: count})`` and ``dropped`` the probability of the pruned branches.
+
+    Program over the levels ``j = 0, 1, ...``: ``m`` probes not yet placed (all of length
+    ``>= j``), ``r`` tasks not yet placed. Given that, the number at length exactly ``j`` is
+    ``C ~ Binomial(m, q_j)``, ``q_j = (s_j - s_{j+1}) / s_j``; if ``C >= r`` the last ``r``
+    tasks go to queues of length ``j`` (position ``j + 1``) and the job is placed; otherwise
+    ``C`` tasks take position ``j + 1`` and ``(m - C, r - C)`` carry on to level ``j + 1``.
+    Beyond the last level of ``s`` every remaining probe has length ``L`` (``q_L = 1``).
+    """
+    s = np.asarray(s, dtype=np.float64)
+    k, n = int(k), int(k) * int(d)
+    sl = np.concatenate(([1.0], s, [0.0]))  # s_0..s_{L+1}
+    law: list = []
+    dropped = 0.0
+    states = [(1.0, n, k, ())]  # (prob, m, r, signature as ((position, count), ...))
+    j = 0
+    while states:
+        q = 1.0 if j >= sl.size - 1 or sl[j] <= 0.0 else min(1.0, (sl[j] - sl[j + 1]) / sl[j])
+        nxt = []
+        for w, m, r, sig in states:
+            c = np.arange(r)
+            pc = _binom_pmf(c, m, q)
+            done = w * float(binom.sf(r - 1, m, q))
+            if done > 0.0:
+                law.append((done, dict(sig + ((j + 1, r),))))
+            for cc in range(r):
+                p = w * float(pc[cc])
+                if p <= 0.0:
+                    continue
+                if p < prune:
+                    dropped += p
+                    continue
+                nxt.append((p, m - cc, r - cc, sig + (((j + 1, cc),) if cc else ())))
+        states = nxt
+        j += 1
+    return law, dropped
+
+
+def bs_signature_mixture(lam: float, k: int, d: int, s: np.ndarray | None = None) -> Mixture:
+    """The job response law of ``batch_sampling`` as a :class:`sim.core.responses.Mixture`
+    over the enumerated :func:`bs_signature_law` (pruned at :data:`PRUNE`; the number of
+    signatures grows with the levels, so this is for moderate loads and checks:
+    :class:`BatchSamplingLaw` is the one the engine uses)."""
+    lam, k, d = _check(lam, k, d)
+    if s is None:
+        s = bs_fixed_point(lam, k, d)
+    law, _ = bs_signature_law(s, k, d)
+    return Mixture([w for w, _ in law],
+                   [(sorted(sig), [float(sig[p]) for p in sorted(sig)]) for _, sig in law])
+
+
+class BatchSamplingLaw(ExactLaw):
+    """The mean-field job response law of ``batch_sampling`` at the tail ``s``: the program of
+    :func:`bs_signature_law` with the signature summed out. Only ``r`` (tasks not yet placed;
+    the probes not yet placed are ``r + kd - k``) matters for what follows a level, so for each
+    ``t`` it carries, per ``r``, ``A_r = P(state, and some placed task still running at t)``
+    and ``B_r = E[1{state} prod over placed tasks of F_p(t)]``: placing ``c`` tasks at
+    position ``p`` maps ``(A, B)`` to ``(A + B (1 - F_p^c), B F_p^c)`` times ``P(C = c)``. Only
+    sums of non-negative terms: the CCDF keeps its relative precision far in the tail. Cost
+    per ``t``: levels x k^2."""
+
+    def __init__(self, s: np.ndarray, k: int, d: int):
+        self.s = np.asarray(s, dtype=np.float64)
+        self.k, self.n = int(k), int(k) * int(d)
+        sl = np.concatenate(([1.0], self.s, [0.0]))
+        # 1 - q_j = P(length > j | length >= j) = s_{j+1} / s_j, j = 0..L (0 at the last
+        # level, and where s_j = 0), used as is so that q_j near 1 loses no precision
+        self._q1 = np.zeros(self.s.size + 1)
+        pos = sl[:-1] > 0
+        self._q1[pos] = np.clip(sl[1:][pos] / sl[:-1][pos], 0.0, 1.0)
+        k, n = self.k, self.n
+        # P(C = c) for c < r and P(C >= r), C ~ Binomial(r + n - k, q_j), per level and r:
+        # C = c iff m - c of the m probes are longer (Binomial(m, 1 - q_j))
+        self._pc = np.zeros((self._q1.size, k + 1, k))
+        self._pge = np.zeros((self._q1.size, k + 1))
+        for r in range(1, k + 1):
+            m = r + n - k
+            c = np.arange(r)
+            self._pc[:, r, :r] = _binom_pmf(m - c[None, :], m, self._q1[:, None])
+            self._pge[:, r] = binom.cdf(m - r, m, self._q1)
+
+    def ccdf(self, t) -> np.ndarray:
+        from sim.core.responses import _log_cdf_gamma
+
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        k = self.k
+        a = np.zeros((k + 1, t.size))  # A_r
+        b = np.zeros((k + 1, t.size))  # B_r
+        b[k] = 1.0
+        out = np.zeros(t.size)
+        for j in range(self._q1.size):
+            lf = np.where(t > 0, _log_cdf_gamma(j + 1, t), -np.inf)  # log F_{j+1}(t)
+            na = np.zeros_like(a)
+            nb = np.zeros_like(b)
+            with np.errstate(invalid="ignore"):
+                for r in range(1, k + 1):
+                    if not (a[r].any() or b[r].any()):
+                        continue
+                    # the last r tasks all at position j + 1
+                    out += self._pge[j, r] * (a[r] + b[r] * -np.expm1(r * lf))
+                    for c in range(r):
+                        w = self._pc[j, r, c]
+                        if w == 0.0:
+                            continue
+                        if c == 0:
+                            na[r] += w * a[r]
+                            nb[r] += w * b[r]
+                        else:
+                            na[r - c] += w * (a[r] + b[r] * -np.expm1(c * lf))
+                            nb[r - c] += w * b[r] * np.exp(c * lf)
+            a, b = na, nb
+        return np.clip(out, 0.0, 1.0)
+
+
+def bs_response_mixture(lam: float, k: int, d: int, s: np.ndarray | None = None):
+    """The mean-field job response law of ``batch_sampling`` (:class:`BatchSamplingLaw` at the
+    fixed point :func:`bs_fixed_point`, or at the tail ``s``)."""
+    lam, k, d = _check(lam, k, d)
+    if s is None:
+        s = bs_fixed_point(lam, k, d)
+    return BatchSamplingLaw(s, k, d)
+
+
+def _bs_row(lam, k, d, max_level, h):
+    n = k * d
+    s = bs_fixed_point(lam, k, d)
+    tail = np.zeros(max_level)
+    m = min(max_level, s.size)
+    tail[:m] = s[:m]
+    law = bs_response_mixture(lam, k, d, s)
+    mean_queue = float(s.sum()) if lam > 0 else 0.0
+    # mean over tasks of position - 1 = (1/k) sum_{i>=2} E[T_i] = (1/lam) sum_{i>=2} s_i
+    mean_wait = float(s[1:].sum()) / lam if lam > 0 else 0.0
+    sl = np.concatenate(([1.0], s, [0.0]))
+    s_h = sl[h] if h < sl.size else 0.0
+    return {
+        "tail": tail, "mean_queue": mean_queue, "mean_wait": mean_wait,
+        # some task at position >= 2 iff fewer than k probes are idle: B_1 < k
+        "prob_wait": float(binom.cdf(k - 1, n, 1.0 - lam)) if lam > 0 else 0.0,
+        # every task at position <= h iff at least k probes are shorter than h: B_h >= k
+        "frac_within_h": float(binom.sf(k - 1, n, 1.0 - s_h)) if lam > 0 else 1.0,
+        "law": law,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the engine entry point
+# --------------------------------------------------------------------------------------------
+def response_law(policy: str, lam: float, k: int, d: int) -> ExactLaw:
+    """The mean-field job response law of ``pod_per_task`` or ``batch_sampling``."""
+    if policy == "pod_per_task":
+        return ppt_response_law(lam, k, d)
+    if policy == "batch_sampling":
+        return bs_response_mixture(lam, k, d)
+    raise ValueError(f"policy={policy!r} is not pod_per_task or batch_sampling")
+
+
+def run_task(task: dict) -> dict:
+    """Mean-field values of a ``pod_per_task`` or ``batch_sampling`` task (the result keys of
+    :data:`sim.core.results.RESULT_KEYS`; with ``responses: true`` also the response columns,
+    exact: quantiles and CCDF of the law, SEs null). ``mean_response`` is the exact E[T] of
+    the job response law (no Monte Carlo)."""
+    from sim.core.jobdelay import harmonic
+    from sim.dispatch.meanfield import exact_response_columns
+
+    policy = task["policy"]
+    lam, k, d = _check(task["lam"], task.get("k", 1), task["d"])
+    if task.get("b") is not None:
+        raise ValueError("b: the mean field here has no finite buffer")
+    h = int(task.get("h", 1))
+    if h < 1:
+        raise ValueError(f"h={h!r} must be an integer >= 1")
+    max_level = int(task.get("max_level", 64))
+    if policy == "pod_per_task":
+        vals = _ppt_row(lam, k, d, max_level, h)
+    elif policy == "batch_sampling":
+        vals = _bs_row(lam, k, d, max_level, h)
+    else:
+        raise ValueError(f"policy={policy!r} has no mean-field limit in this module")
+    law = vals["law"]
+    mean_t = float(law.mean())
+    hk = float(harmonic(k))
+    out = {
+        "mean_response": mean_t, "mean_response_se": None,
+        "mean_wait": float(vals["mean_wait"]), "mean_wait_se": None,
+        "prob_wait": float(vals["prob_wait"]), "prob_wait_se": None,
+        "mean_queue": float(vals["mean_queue"]), "mean_queue_se": None,
+        "tail": [float(v) for v in vals["tail"]], "tail_se": None,
+        "queueing_ratio": (mean_t - hk) / hk, "queueing_ratio_se": None,
+        "drop_prob": 0.0, "drop_prob_se": None,
+        "frac_within_h": float(vals["frac_within_h"]),
+        "messages_per_job": messages_per_job(policy, int(task["n_servers"]), k, d),
+        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
+        "ci_method": CI_METHOD,
+    }
+    if task.get("responses"):
+        out.update(exact_response_columns(law))
+        out["ci_method"] += "; response law exact (mean field)"
+    return out
