@@ -19,10 +19,16 @@ Extending: a case is a :class:`Case` (label, engine group, a function ``run(n, e
 or through :func:`register`, and :func:`main` times whatever is registered, with ``--only``
 selecting groups.
 
+Before / after a change of the agent kernel, in one run (the machine's load moves between
+runs): ``--baseline FILE`` also times the JIQ agent with the kernel module at ``FILE`` (a copy
+of ``sim/jiq/_agent_kernel.py`` taken before the change; group ``"baseline"``, ratios printed
+like the agent's). Its cases run through the same :func:`sim.jiq.agent.simulate`, with the
+module swapped in for the duration of each call.
+
 Usage (from the repository root)::
 
     python benchmarks/bench_jiq.py [--sizes 10000 1000000] [--events 4000000 16000000]
-        [--repeat 3] [--only agent dispatch]
+        [--repeat 3] [--only agent dispatch] [--baseline /tmp/old_agent_kernel.py]
 """
 from __future__ import annotations
 
@@ -57,12 +63,40 @@ def register(case: Case) -> Case:
     return case
 
 
-def _jiq_agent(policy: str, d: int = 1):
+def _jiq_agent(policy: str, d: int = 1, kernel=None):
     def run(n, events):
-        from sim.jiq.agent import simulate
+        from sim.jiq import agent
 
-        return simulate(n, LAM, policy, R, d=d, events=events, seed=1)
+        if kernel is None:
+            return agent.simulate(n, LAM, policy, R, d=d, events=events, seed=1)
+        current = agent._k
+        agent._k = kernel
+        try:
+            return agent.simulate(n, LAM, policy, R, d=d, events=events, seed=1)
+        finally:
+            agent._k = current
     return run
+
+
+def load_kernel(path: str):
+    """The kernel module at ``path`` (a copy of ``sim/jiq/_agent_kernel.py``), importable by
+    numba's cache under its own name."""
+    import importlib.util
+
+    name = "bench_jiq_baseline_kernel"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def register_baseline(path: str) -> None:
+    """Add the JIQ agent cases run with the kernel module at ``path`` (group "baseline")."""
+    kernel = load_kernel(path)
+    register(Case("baseline jiq agent, jiq", "baseline", _jiq_agent("jiq", kernel=kernel)))
+    register(Case("baseline jiq agent, jiq_pod d=2", "baseline",
+                  _jiq_agent("jiq_pod", 2, kernel=kernel)))
 
 
 def _dispatch_pod(d: int):
@@ -109,7 +143,11 @@ def main(argv=None) -> dict:
                     help="two run lengths (the marginal cost is their difference)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="+", default=None, help="engine groups to time")
+    ap.add_argument("--baseline", default=None,
+                    help="also time the JIQ agent with this copy of sim/jiq/_agent_kernel.py")
     args = ap.parse_args(argv)
+    if args.baseline and not any(c.group == "baseline" for c in CASES):
+        register_baseline(args.baseline)
     print(f"CPU: {cpu_model()}  (python {platform.python_version()})")
     print(f"lam = {LAM}, r = {R}; best of {args.repeat} after a warm-up, CPU time; "
           f"events {args.events[1]:,} (marginal: {args.events[1]:,} - {args.events[0]:,})")
@@ -130,7 +168,7 @@ def main(argv=None) -> dict:
                   f"E[T] = {m['mean_response']:.4f} +- {m['se']:.4f}")
         if ref is not None:
             for case in CASES:
-                if case.group == "agent" and (case.label, n) in out:
+                if case.group in ("agent", "baseline") and (case.label, n) in out:
                     m = out[(case.label, n)]
                     print(f"  cost per event, {case.label} / pod agent: marginal "
                           f"{m['marginal_ns'] / ref['marginal_ns']:.2f}, whole run "

@@ -20,7 +20,8 @@ Server bookkeeping (as in the dispatch model, using :mod:`sim.core.fifo`): ``q[n
 service included), a FIFO ring buffer ``buf[n, :]`` of their arrival times (event indices, -1
 for tasks present at time 0) from ``head[n]``; ``cnt[l]`` servers with at least ``l`` tasks.
 
-I-queues (one row each, O(1) per operation, memory ``4 M K + 8 (N + M)`` bytes):
+I-queues (one row each, O(1) per operation, memory ``4 M K + 8 (N + M)`` bytes, and in the
+loop ``4 M K + 4 N + 8 M`` with its int32 copy of ``where``):
 
 - ``iq``: uint32, flat, ``M * K`` entries, ``K = 2**kshift`` a power of two; row ``m`` (entries
   ``m*K .. m*K + K - 1``) holds the servers listed in I-queue ``m`` in its first ``isize[m]``
@@ -515,11 +516,47 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
     jiq_pod 15.3 -> 15.0 and 107 -> 91; results bitwise unchanged.
 
     Techniques of the dispatch kernel, adopted for the same measured reasons: ``q`` and
-    ``head`` are uint32 (non-negative to LLVM, so numba's negative-index wraparound of
-    ``buf[n, ...]``, ``cnt[lvl + 1]``, ... compiles away; ``iq`` is uint32 for the same reason),
-    arrival stamps are int32 with -1 for unknown (half the cache footprint of float64), the
-    start of service of the next task is recorded branch-free, and the total queue length and
-    its lazy area are summed from ``cnt`` and ``acc`` at the window's end instead of per event.
+    ``head`` are unsigned (non-negative to LLVM, so numba's negative-index wraparound of
+    ``cnt[lvl + 1]``, ... compiles away; ``iq`` is uint32 for the same reason), arrival stamps
+    are int32 with -1 for unknown (half the cache footprint of float64), the start of service
+    of the next task is recorded branch-free, and the total queue length and its lazy area are
+    summed from ``cnt`` and ``acc`` at the window's end instead of per event.
+
+    Narrow working copies (:func:`agent_kernel`): ``q`` and ``head`` are held in the smallest
+    unsigned type that holds the ring capacity (:func:`_queue_dtype`: uint8 up to C = 128,
+    then uint16; converted when a ring grows past it), ``where`` in int32 while every position
+    fits (:func:`_where_dtype`), and the rings are addressed as one flat array with a shift
+    (``rows[(n << cs) + k]``, unsigned) instead of ``buf[n, k]``'s multiply by the row stride.
+    At N = 10**4 that shrinks ``q`` and ``head`` from 40 kB each to 10 kB and ``where`` from 80
+    to 40 kB (L1 is 32 kB per core), at N = 10**6 from 4 MB each to 1 MB and 8 to 4 MB. Results
+    bitwise unchanged (same random stream; checked on every policy, with ring and row growth).
+    Measured (AMD EPYC Zen 4, 2 cores shared with other jobs, lam = 0.9, r = 10, marginal CPU
+    time, old and new interleaved in one process in random order, best of 12-14; three
+    sessions): at N = 10**4 jiq 12.95-14.08 -> 12.55-13.29 ns/event (0.3-0.8 less), jiq_pod
+    14.43-14.66 -> 13.25-13.32 (1.1-1.4 less), pod agent 7.7-7.9; at N = 10**6 (best of 3) jiq
+    91 -> 69, jiq_pod 115 -> 85 (pod agent 86 and 101 in the same two runs).
+    ``benchmarks/bench_jiq.py --baseline``: docs/jiq.md.
+
+    Tried on top without gain at N = 10**4 (same measurement): the own / blind choice made
+    branch-free (both candidates read, the removal a no-op into a sink slot of ``where`` when
+    the server is busy, the same random stream): +1.5 ns for jiq, +2.7 for jiq_pod -- the
+    branch is mispredicted about half the time (p0 = 0.47 at lam = 0.9, r = 10) but the extra
+    loads and the probes on every arrival cost more; taking the member, the blind server and
+    the join target from the high half of the event's draw (one xoshiro step per event
+    instead of about two; a different stream): jiq +0 to +0.9 ns, jiq_pod -0.3 to -0.5; a
+    prefetch of the join target's row (known one event ahead from that draw): +0.6 to +1.0
+    ns; the four per-window response and wait sums fused in one int64 array, the counters
+    kept in a local array, ``isize`` as uint16, fewer prefetches (ring line only, or without
+    ``q`` / ``head`` now that they are small): each within -0.5 to +0.6 ns, both signs
+    between repetitions (noise level).
+
+    What bounds the rest at N = 10**4: the p0 statistic's bookkeeping at a join (whether the drawn I-queue was empty, and
+    the lazily integrated area of the empty count) costs 1.1-1.3 ns/event by itself (measured
+    by removing it, timing only: 13.3 -> 12.1 ns), and no formulation of it tried was cheaper
+    than the present one (the sum of the count after every event instead of the lazy area,
+    the change written branch-free to a slot indexed by the flag, the counts in memory: +0 to
+    +0.5 ns); with the event structure measured above (the pod model run inside this loop) it
+    accounts for the distance to 1.5x.
 
     ``record`` (a closure constant too: a separately compiled variant, so the loop of a run that
     does not record is the one above) records each arrival's queue position for the
@@ -559,7 +596,12 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
         c = buf.shape[1]
         mask = c - 1
         kc = np.int64(1) << kshift
-        rows = buf.reshape(-1)  # the ring buffers as one flat view, for the prefetch
+        # the ring buffers as one flat array, server n's ring at n << cs (C = 2**cs): a shift,
+        # where buf[n, k] multiplies by the row stride; unsigned, so no wraparound code
+        rows = buf.reshape(-1)
+        cs = np.uint64(0)
+        while (np.int64(1) << np.int64(cs)) < c:
+            cs += np.uint64(1)
         shift = window_shift(bounds)
         n_empty = ctr[N_EMPTY]
         listed = ctr[LISTED]
@@ -597,7 +639,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                 prefetch(iq, m_next << kshift)
                 prefetch(q, n_next)
                 prefetch(head, n_next)
-                prefetch(rows, n_next * c)  # its ring's first line (see the docstring)
+                prefetch(rows, np.uint64(n_next) << cs)  # its ring's first line (docstring)
                 if r < p_arrival:
                     # ---- arrival at a uniform scheduler
                     m = below(r2, n_sched)
@@ -617,7 +659,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                         emptied = np.int64(left == 0)
                         n_empty += emptied
                         eacc += emptied * de
-                        buf[n, 0] = e
+                        rows[np.uint64(n) << cs] = e
                         q[n] = 1
                         cnt[1] += 1
                         acc[1] += de
@@ -638,7 +680,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                                     listed -= 1
                                     lacc -= de
                             deletes += msg
-                        buf[n, (head[n] + lvl) & mask] = e
+                        rows[(np.uint64(n) << cs) + np.uint64((head[n] + lvl) & mask)] = e
                         q[n] = lvl + 1
                         cnt[lvl + 1] += 1
                         acc[lvl + 1] += de
@@ -662,7 +704,8 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                     lvl = q[n]
                     if lvl > 0:
                         h = head[n]
-                        a = buf[n, h]
+                        base = np.uint64(n) << cs
+                        a = rows[base + np.uint64(h)]
                         if a >= 0:  # not a task present at time 0 (-1)
                             wa = window_of(a, shift)
                             w_jobs[wa] += 1
@@ -677,7 +720,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                         # the next task, if any (lvl > 1), reaches the head and starts service;
                         # branch-free as in the dispatch kernel: a stale slot holds -1 or a past
                         # arrival, so max(a, 0) is a valid window, and +0 is added if no task
-                        a = buf[n, h]
+                        a = rows[base + np.uint64(h)]
                         ok = (lvl > 1) & (a >= 0)
                         wa = window_of(max(a, 0), shift)
                         w_starts[wa] += np.int64(ok)
@@ -762,6 +805,23 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
     return run_span
 
 
+def _queue_dtype(cap: int):
+    """dtype of the loop's working copies of ``q`` and ``head`` for ring capacity ``cap``: the
+    smallest unsigned type holding ``cap`` (a queue reaches ``cap`` when the loop stops to grow
+    its ring; a head is below it)."""
+    if cap <= 255:
+        return np.uint8
+    if cap <= 65535:
+        return np.uint16
+    return np.uint32
+
+
+def _where_dtype(n_sched: int, kshift: int):
+    """dtype of the loop's working copy of ``where``: int32 while every flat I-queue position,
+    after one more doubling of the rows too, fits (checked again after each doubling)."""
+    return np.int32 if (n_sched << (kshift + 1)) < 2**31 else np.int64
+
+
 def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift, bounds, state,
                  w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
                  w_empty, w_listed, w_join, w_delete, w_probe, check=False, rec=None):
@@ -815,9 +875,11 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
         rec = dummy_recorder()
     run_span = _make_run_span(policy, pod_fy, sqd_fy, record)
     look = np.zeros(2, dtype=np.uint64)  # the raw draw made ahead, and whether it is set
-    # uint32 working copies (see _make_run_span); values are below the ring capacity
-    qw = q.astype(np.uint32)
-    hw = head.astype(np.uint32)
+    # working copies in the smallest unsigned type that holds the ring capacity (see
+    # _make_run_span), and ``where`` in int32 when the positions fit
+    qw = q.astype(_queue_dtype(buf.shape[1]))
+    hw = head.astype(qw.dtype)
+    wh = where.astype(_where_dtype(n_sched, kshift))
     if check:
         bad = check_state(policy, z, qw, iq, isize, where, kshift, ctr)
         if bad:
@@ -825,11 +887,12 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     w, e = 0, int(bounds[0])
     while w < n_windows:
         w_stop = w + 1 if check else n_windows
-        w, e = run_span(d, z, p_arrival, qw, buf, hw, cnt, acc, iq, isize, where, kshift, samp,
+        w, e = run_span(d, z, p_arrival, qw, buf, hw, cnt, acc, iq, isize, wh, kshift, samp,
                         ssamp, ctr, bounds, state, look, w, e, w_stop,
                         w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
                         w_empty, w_listed, w_join, w_delete, w_probe, *rec)
         if check:
+            where[:] = wh
             bad = check_state(policy, z, qw, iq, isize, where, kshift, ctr)
             if bad:
                 raise RuntimeError(f"invariant violated before event {e}: {'; '.join(bad)}")
@@ -837,8 +900,13 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
             break
         if int(qw.max()) >= buf.shape[1]:
             buf, cnt, acc, start = grow_rings(qw, buf, hw, cnt, acc, start)
+            if _queue_dtype(buf.shape[1]) != qw.dtype:  # queues may now reach the new capacity
+                qw = qw.astype(_queue_dtype(buf.shape[1]))
+                hw = hw.astype(qw.dtype)
         if int(isize.max()) >= (1 << kshift):
-            iq, kshift = grow_iqueues(iq, isize, where, kshift)
+            iq, kshift = grow_iqueues(iq, isize, wh, kshift)
+            wh = wh.astype(_where_dtype(n_sched, kshift))
+    where[:] = wh
     q[:] = qw
     head[:] = hw
     return buf, iq, kshift, ctr
