@@ -136,9 +136,11 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("agent", "batch_filling", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
     Entry("agent", "batch_sampling", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
     Entry("agent", "pod_per_task", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
-    Entry("meanfield", "random", "dispatch", f"{_D}.meanfield:run_task"),
-    Entry("meanfield", "jsq", "dispatch", f"{_D}.meanfield:run_task"),
-    Entry("meanfield", "pod", "dispatch", f"{_D}.meanfield:run_task", ("d",)),
+    # k-task jobs (random, jsq) and a finite buffer b (single-task jobs) in the mean field:
+    # sim/dispatch/task_meanfield.py, sim/dispatch/buffer_meanfield.py
+    Entry("meanfield", "random", "dispatch", f"{_D}.meanfield:run_task", (), ("k", "b")),
+    Entry("meanfield", "jsq", "dispatch", f"{_D}.meanfield:run_task", (), ("k", "b")),
+    Entry("meanfield", "pod", "dispatch", f"{_D}.meanfield:run_task", ("d",), ("b",)),
     Entry("meanfield", "batch_filling", "dispatch", f"{_D}.batch_meanfield:run_task", ("d", "k")),
     Entry("meanfield", "batch_sampling", "dispatch", f"{_D}.task_meanfield:run_task", ("d", "k")),
     Entry("meanfield", "pod_per_task", "dispatch", f"{_D}.task_meanfield:run_task", ("d", "k")),

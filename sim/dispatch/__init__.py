@@ -93,6 +93,9 @@ def check_task(task: dict) -> None:
         if k > 1 or b is not None:
             raise ValueError("service_rates: unequal service rates are supported for single-task "
                              "jobs without a buffer only (k=1, b absent)")
+    if engine == "meanfield" and b is not None and k > 1:
+        raise ValueError(f"b={b!r} with k={k!r}: the buffered mean field has single-task jobs "
+                         "only (docs/responses.md); leave meanfield out or the buffer off")
     if engine == "refined" and policy == "batch_filling" and k * task["d"] > 8:
         raise ValueError(f"k*d={k * task['d']} (k={k!r}, d={task['d']!r}): the refined batch-filling "
                          "enumerates the histograms of the k*d samples, at most 8 (docs/refined.md)")

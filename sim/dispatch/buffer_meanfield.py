@@ -122,3 +122,45 @@ def buffer_values(policy: str, lam: float, d: int | None, b: int, h: int = 1) ->
         "positions": w,
         "mean_position": float((pos * w).sum()),
     }
+
+
+def run_task(task: dict) -> dict:
+    """Mean-field row of a buffered single-task ``random``/``pod``/``jsq`` task (the result keys
+    of the other meanfield rows; with ``responses: true`` also the exact response columns of
+    the admitted tasks' law). ``k > 1`` with a buffer is refused: a job is dropped when any
+    of its tasks would exceed the buffer, which this limit does not model."""
+    from sim.core.responses import Mixture
+    from sim.dispatch.meanfield import CI_METHOD, exact_response_columns
+    from sim.dispatch.policies import messages_per_job
+
+    policy = task["policy"]
+    if (task.get("k") or 1) != 1:
+        raise ValueError(f"k={task['k']!r} with b={task['b']!r}: the buffered mean field has "
+                         "single-task jobs only")
+    h = int(task.get("h", 1))
+    if h < 1:
+        raise ValueError(f"h={h!r} must be an integer >= 1")
+    max_level = int(task.get("max_level", 64))
+    d = task.get("d") if policy == "pod" else None
+    v = buffer_values(policy, task["lam"], d, task["b"], h)
+    tail = np.zeros(max_level)
+    m = min(max_level, v["tail"].size)
+    tail[:m] = v["tail"][:m]
+    n = int(task["n_servers"])
+    out = {
+        "mean_response": v["mean_response"], "mean_response_se": None,
+        "mean_wait": v["mean_wait"], "mean_wait_se": None,
+        "prob_wait": v["prob_wait"], "prob_wait_se": None,
+        "mean_queue": v["mean_queue"], "mean_queue_se": None,
+        "tail": [float(x) for x in tail], "tail_se": None,
+        "queueing_ratio": v["mean_response"] - 1.0, "queueing_ratio_se": None,  # H_1 = 1
+        "drop_prob": v["drop_prob"], "drop_prob_se": None,
+        "frac_within_h": v["frac_within_h"],
+        "messages_per_job": messages_per_job(policy, n, 1, 1 if d is None else int(d)),
+        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
+        "ci_method": CI_METHOD + "; finite buffer b (flow-balance root, sim/dispatch/buffer_meanfield.py)",
+    }
+    if task.get("responses"):
+        out.update(exact_response_columns(Mixture.of_positions(v["positions"])))
+        out["ci_method"] += "; response law exact (mean field)"
+    return out

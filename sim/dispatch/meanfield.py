@@ -431,6 +431,12 @@ def run_task(task: dict) -> dict:
     are ``None`` (nothing is estimated).  ``sim.run`` adds ``wall_time``.
     """
     policy = task["policy"]
+    if task.get("b") is not None:  # a finite buffer (single-task jobs)
+        from sim.dispatch import buffer_meanfield
+        return buffer_meanfield.run_task(task)
+    if (task.get("k") or 1) > 1:  # k-task jobs of random / jsq: k independent task responses
+        from sim.dispatch import task_meanfield
+        return task_meanfield.run_task(task)
     lam = _check_lam(task["lam"])
     max_level = _check_level("max_level", task.get("max_level", 64))
     n_servers = int(task["n_servers"])

@@ -1,4 +1,6 @@
-"""Mean-field (N -> infinity) limits of ``pod_per_task`` and ``batch_sampling`` (k-task jobs).
+"""Mean-field (N -> infinity) limits of ``pod_per_task`` and ``batch_sampling`` (k-task jobs),
+and of ``random`` and ``jsq`` with k-task jobs (``k`` independent task responses: M/M/1 ones,
+or Exp(1) ones, zero queueing, for JSQ below capacity).
 
 Model as in :mod:`sim.dispatch`: N FIFO servers, Exp(1) service, jobs of ``k`` tasks at rate
 ``N lam / k`` (tasks at rate ``lam`` per server), ``0 <= lam < 1``; ``s_i`` is the fraction of
@@ -133,9 +135,14 @@ def ppt_response_law(lam: float, k: int, d: int) -> MaxOfIid:
 
 
 def _ppt_row(lam, k, d, max_level, h):
-    dd = k * d
+    return _max_of_tasks_row(lam, k, k * d, max_level, h)
+
+
+def _max_of_tasks_row(lam, k, dd, max_level, h):
+    """k independent power-of-``dd`` tasks per job (``pod_per_task``: ``dd = k d``; ``random``
+    with k-task jobs: ``dd = 1``)."""
     tail = pod_fixed_point_tail(lam, dd, max_level) if lam > 0 else np.zeros(max_level)
-    law = ppt_response_law(lam, k, d)
+    law = MaxOfIid(pod_response_mixture(lam, dd), k)
     mean_queue = _pod_tail_sum(lam, dd)
     # a task waits i - 1 services at position i: E[wait] = sum_{i>=1} s_i**D (Little: the
     # tasks waiting per server, sum_{i>=2} s_i, over the task rate lam)
@@ -148,6 +155,15 @@ def _ppt_row(lam, k, d, max_level, h):
         "frac_within_h": (1.0 - s_h**dd) ** k,
         "law": law,
     }
+
+
+def _jsq_row(lam, k, max_level):
+    """JSQ with k-task jobs: below capacity every task of a job finds an idle server in the
+    limit (``s_1 = lam``, zero queueing), so the job response is the maximum of k Exp(1)."""
+    tail = np.zeros(max_level)
+    tail[0] = lam
+    return {"tail": tail, "mean_queue": lam, "mean_wait": 0.0, "prob_wait": 0.0,
+            "frac_within_h": 1.0, "law": MaxOfIid(Mixture.of_positions([1.0]), k)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,7 +412,7 @@ def run_task(task: dict) -> dict:
     from sim.dispatch.meanfield import exact_response_columns
 
     policy = task["policy"]
-    lam, k, d = _check(task["lam"], task.get("k", 1), task["d"])
+    lam, k, d = _check(task["lam"], task.get("k") or 1, task.get("d") or 1)
     if task.get("b") is not None:
         raise ValueError("b: the mean field here has no finite buffer")
     h = int(task.get("h", 1))
@@ -405,6 +421,10 @@ def run_task(task: dict) -> dict:
     max_level = int(task.get("max_level", 64))
     if policy == "pod_per_task":
         vals = _ppt_row(lam, k, d, max_level, h)
+    elif policy == "random":  # each task to a uniform server: k independent M/M/1 responses
+        vals = _max_of_tasks_row(lam, k, 1, max_level, h)
+    elif policy == "jsq":
+        vals = _jsq_row(lam, k, max_level)
     elif policy == "batch_sampling":
         vals = _bs_row(lam, k, d, max_level, h)
     else:
