@@ -103,11 +103,11 @@ def test_meanfield_engine_serves_buffers():
 def test_meanfield_engine_k_task_jobs_of_random_and_jsq():
     from sim.core.jobdelay import harmonic
 
-    row = _mf(policy="random", k=3, lam=0.95, responses=True)
-    assert row["mean_response"] == pytest.approx(harmonic(3) / 0.05, rel=1e-9)
+    row = _mf(policy="random", k=3, lam=0.8, responses=True)
+    assert row["mean_response"] == pytest.approx(harmonic(3) / 0.2, rel=1e-9)
     # P(T <= t) = (1 - exp(-(1 - lam) t))^3 at its median
     t = row["response_p50"]
-    assert (1 - np.exp(-0.05 * t)) ** 3 == pytest.approx(0.5, rel=1e-9)
+    assert (1 - np.exp(-0.2 * t)) ** 3 == pytest.approx(0.5, rel=1e-9)
     row = _mf(policy="jsq", k=4, lam=0.9)
     assert row["mean_response"] == pytest.approx(harmonic(4), rel=1e-9)
     assert row["queueing_ratio"] == pytest.approx(0.0, abs=1e-9) and row["tail"][:2] == [0.9, 0.0]
