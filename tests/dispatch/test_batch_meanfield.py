@@ -15,7 +15,7 @@ def test_k1_is_power_of_d(lam, d):
     assert out["prob_wait"] == pytest.approx(lam**d, abs=1e-8)
 
 
-@pytest.mark.parametrize("k,d", [(4, 2), (16, 2)])
+@pytest.mark.parametrize("k,d", [(4, 2), pytest.param(16, 2, marks=pytest.mark.slow)])  # k = 16: 5 s
 def test_arrivals_carry_lam_and_little(k, d):
     lam = 0.9
     s = bm.fixed_point(lam, k, d)

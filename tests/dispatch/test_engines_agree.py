@@ -57,7 +57,8 @@ def test_agent_and_occupancy_agree_with_a_buffer():
     assert mean_se(a, "drop_prob")[0] > 0.001
 
 
-@pytest.mark.parametrize("k,d,lam", [(2, 1, 0.7), (4, 2, 0.9), (16, 2, 0.8)])
+@pytest.mark.parametrize("k,d,lam", [(2, 1, 0.7), (4, 2, 0.9),
+                                     pytest.param(16, 2, 0.8, marks=pytest.mark.slow)])  # 5 s
 def test_occupancy_at_large_n_meets_the_batch_filling_mean_field(k, d, lam):
     # sampling k*d of N = 10^5 without replacement vs i.i.d. in the limit: an O(kd/N) bias,
     # far below the standard errors here
