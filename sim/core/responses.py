@@ -51,6 +51,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["RESPONSE_GRID", "QUANTILES", "QUANTILE_NAMES", "RESPONSE_COLUMNS", "SIG_MAX_POS",
+           "exact_response_columns",
            "SIG_WORDS", "Mixture", "ResponseSummary", "Recorder", "new_recorder",
            "dummy_recorder", "sig_id", "grid_add", "record_job", "summarize"]
 
@@ -493,3 +494,19 @@ def summarize(rec: Recorder, k: int, cut: int, n_batches: int) -> ResponseSummar
     n_jobs = int(round(total[0]))
     frac = float(g_w[0]) / n_jobs if n_jobs else 0.0
     return ResponseSummary(qs[0], qse, grid.copy(), cc[0], cse, n_jobs, frac, pooled)
+
+
+def exact_response_columns(law) -> dict:
+    """The response columns (:data:`RESPONSE_COLUMNS`) of an exact law (a :class:`Mixture`, or
+    anything with ``quantile`` and ``ccdf``): its quantiles at :data:`QUANTILES` (root finding on
+    the exact CCDF) and its CCDF on :data:`RESPONSE_GRID`, the grid of the simulators' rows. The
+    standard errors are null, as every standard error of an exact (mean-field) row."""
+    out = {}
+    for name, q in zip(QUANTILE_NAMES, QUANTILES):
+        v = float(law.quantile(q))
+        out[f"response_{name}"] = v if math.isfinite(v) else None
+        out[f"response_{name}_se"] = None
+    out["response_grid"] = [float(x) for x in RESPONSE_GRID]
+    out["response_ccdf"] = [float(x) for x in np.clip(law.ccdf(RESPONSE_GRID), 0.0, 1.0)]
+    out["response_ccdf_se"] = None
+    return out

@@ -35,6 +35,7 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
+from sim.core.responses import exact_response_columns  # re-exported: the meanfield runners use it
 from sim.dispatch.policies import messages_per_job
 
 __all__ = [
@@ -399,24 +400,6 @@ def response_mixture(policy: str, lam: float, d: int = 1):
     if policy in ("pod", "random"):
         return pod_response_mixture(lam, 1 if policy == "random" else d)
     raise ValueError(f"policy={policy!r} has no mean-field response law here")
-
-
-def exact_response_columns(law) -> dict:
-    """The response columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) of an exact law
-    (a :class:`sim.core.responses.Mixture`): its quantiles at ``QUANTILES`` (root finding on
-    the exact CCDF) and its CCDF on ``RESPONSE_GRID``, the grid of the simulators' rows. The
-    standard errors are null, as every standard error of an exact (mean-field) row."""
-    from sim.core.responses import QUANTILE_NAMES, QUANTILES, RESPONSE_GRID
-
-    out = {}
-    for name, q in zip(QUANTILE_NAMES, QUANTILES):
-        v = float(law.quantile(q))
-        out[f"response_{name}"] = v if math.isfinite(v) else None
-        out[f"response_{name}_se"] = None
-    out["response_grid"] = [float(x) for x in RESPONSE_GRID]
-    out["response_ccdf"] = [float(x) for x in np.clip(law.ccdf(RESPONSE_GRID), 0.0, 1.0)]
-    out["response_ccdf_se"] = None
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -166,6 +166,8 @@ from scipy.optimize import brentq
 from scipy.sparse.linalg import spsolve
 from scipy.special import erfcx, gammainc, logsumexp
 
+from sim.core.responses import exact_response_columns
+
 __all__ = [
     "POLICIES",
     "JiqFixedPoint",
@@ -878,23 +880,8 @@ def run_task(task: dict) -> dict:
         "ci_method": CI_METHOD,
     }
     if task.get("responses"):  # docs/responses.md: the exact position law at the fixed point
-        out.update(_exact_response_columns(response_mixture(policy, lam, task.get("r"), d)))
+        out.update(exact_response_columns(response_mixture(policy, lam, task.get("r"), d)))
         out["ci_method"] += "; response law exact (mean field)"
     return out
 
 
-def _exact_response_columns(law) -> dict:
-    """The response columns of an exact law: quantiles by root finding on its CCDF, the CCDF
-    on the simulators' grid, SEs null (as :func:`sim.dispatch.meanfield.exact_response_columns`;
-    repeated here so that this model imports no other model)."""
-    from sim.core.responses import QUANTILE_NAMES, QUANTILES, RESPONSE_GRID
-
-    out = {}
-    for name, q in zip(QUANTILE_NAMES, QUANTILES):
-        v = float(law.quantile(q))
-        out[f"response_{name}"] = v if math.isfinite(v) else None
-        out[f"response_{name}_se"] = None
-    out["response_grid"] = [float(x) for x in RESPONSE_GRID]
-    out["response_ccdf"] = [float(x) for x in np.clip(law.ccdf(RESPONSE_GRID), 0.0, 1.0)]
-    out["response_ccdf_se"] = None
-    return out
