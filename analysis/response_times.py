@@ -167,6 +167,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")[:100]
 
 
+def _fig_label(key: dict, arm: list[str]) -> str:
+    """``power-of-d (agent simulation): λ = 0.9, d = 2`` (figures; the report keeps
+    :func:`_label`, whose keys are the column names)."""
+    text = f"{style.policy_name(key['policy'])} ({style.engine_name(key['engine'])})"
+    params = style.param_text(key, arm, [key["engine"]])
+    return f"{text}: {params}" if params else text
+
+
 def _label(key: dict, arm: list[str]) -> str:
     parts = [f"{p}={key[p]:.4g}" if isinstance(key[p], float) else f"{p}={key[p]}"
              for p in arm if key.get(p) is not None]
@@ -268,7 +276,7 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
                 hw = 1.96 * np.nan_to_num(se[keep])
                 ax.errorbar(g[keep], c[keep], yerr=[np.minimum(hw, 0.999 * c[keep]), hw],
                             marker="o", ms=3, lw=1, capsize=2, color=colors[i],
-                            label=f"{x}={r[x]} (simulation)")
+                            label=f"{style.symbol(x)} = {r[x]} (simulation)")
                 cur = None if mf is None or id(mf) in shown_mf else mf.curve(
                     float(g[keep].max()) * 1.15 if keep.any() else 20.0)
                 if cur is not None:
@@ -276,13 +284,14 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
                     tt, cc = cur
                     pos = cc > 0  # a log axis
                     ax.plot(tt[pos], cc[pos], "--", color="k" if len(shown_mf) == 1 else colors[i],
-                            lw=1.2, label="mean field" + ("" if len(shown_mf) == 1
-                                                          else f" ({x}={r[x]})"))
+                            lw=1.2, zorder=5,  # over the markers of the simulations
+                            label="mean field (N \u2192 \u221e)" + (
+                                "" if len(shown_mf) == 1 else f" ({style.symbol(x)} = {r[x]})"))
             ax.set_yscale("log")
             ax.set_ylim(bottom=1e-6)
             ax.set_xlabel("t (mean service times)")
             ax.set_ylabel("P(response time T > t)")
-            ax.set_title(f"{label}: response-time CCDF (95% CI)", fontsize=9)
+            ax.set_title(f"{_fig_label(pts[0], arm)}: response-time CCDF (95% CI)", fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
@@ -296,7 +305,7 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
         axes = [fig.add_subplot(2, 2, i + 1) for i in range(4)]
         for i, (akey, pts) in enumerate((k, v) for k, v in arms.items() if k[0] == policy):
             pts = sorted(pts, key=lambda r: r[x])
-            lab = _label(pts[0], arm)
+            lab = _fig_label(pts[0], arm)
             for ax, m, q in zip(axes, METRICS, QUANTILES):
                 good = [r for r in pts if r[m] is not None]
                 if not good:
