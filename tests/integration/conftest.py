@@ -46,16 +46,20 @@ def assert_same_rows(a: pl.DataFrame, b: pl.DataFrame) -> None:
             assert same, f"task {ra['task_id']}, column {c}: {x!r} != {y!r}"
 
 
-@pytest.fixture(scope="session")
-def reference(tmp_path_factory):
-    """The integration sweep run in-process with the serial backend: the rows to match."""
+def serial_reference(sweep: list, out):
+    """``sweep`` run in-process with the serial backend into ``out``: the rows to match."""
     from pipeline.run import run_sweep, to_plain
     from tests.helpers import compose
 
-    out = tmp_path_factory.mktemp("reference") / "out"
-    cfg = compose([*SWEEP, f"output_dir={out}", "mlflow.enabled=false", "execution.backend=serial",
+    cfg = compose([*sweep, f"output_dir={out}", "mlflow.enabled=false", "execution.backend=serial",
                    "execution.progress=false"])
     return run_sweep(to_plain(cfg), quiet=True)["frame"]
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """The integration sweep run in-process with the serial backend: the rows to match."""
+    return serial_reference(SWEEP, tmp_path_factory.mktemp("reference") / "out")
 
 
 @pytest.fixture(scope="session")

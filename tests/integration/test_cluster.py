@@ -17,8 +17,20 @@ import time
 import polars as pl
 
 from tests.helpers import REPO
+import pytest
+
 from tests.integration.conftest import (SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap,
-                                        start_driver, wait_for)
+                                        serial_reference, start_driver, wait_for)
+
+#: the sweep of the `ray job stop` test: its simulations (3e8 events, about 3 s each here) must
+#: outlast the stop's latency (the CLI starts in 2-3 s); with SWEEP's 2e7 events a quiet machine
+#: once finished the whole job before the stop arrived
+SWEEP_LONG = ["+sweep=smoke", "params.events=300000000", "replications=2"]
+
+
+@pytest.fixture(scope="module")
+def reference_long(tmp_path_factory):
+    return serial_reference(SWEEP_LONG, tmp_path_factory.mktemp("reference_long") / "out")
 
 
 def run_driver(args: list[str], env: dict, timeout: float = 600, module: str = "pipeline"):
@@ -183,11 +195,12 @@ def test_killed_worker_node_is_survived(cluster, reference, tmp_path):
     cluster.add_node(cpus=1)
 
 
-def test_ray_job_stop_interrupts_cleanly_and_the_run_resumes(cluster, reference, tmp_path):
+def test_ray_job_stop_interrupts_cleanly_and_the_run_resumes(cluster, reference_long, tmp_path):
     """``ray job stop`` sends the driver SIGTERM: the sweep ends as after Ctrl-C (run.json
     interrupted, PARTIAL kept, MLflow KILLED), and pipeline.resume completes it."""
+    reference = reference_long
     results, db = tmp_path / "results", tmp_path / "mlflow.db"
-    res = run_driver(["--address", cluster.dashboard_url, "--results-dir", str(results), "--no-wait", *SWEEP,
+    res = run_driver(["--address", cluster.dashboard_url, "--results-dir", str(results), "--no-wait", *SWEEP_LONG,
                       f"mlflow.tracking_uri=sqlite:///{db}", "execution.progress=false"],
                      driver_env(cluster=cluster), module="pipeline.submit")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
