@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["is_int", "INIT_CHOICES", "check_run_args", "RESULT_KEYS", "result_row"]
+__all__ = ["is_int", "INIT_CHOICES", "check_run_args", "RESULT_KEYS", "result_row", "exact_row"]
 
 #: initial states of a simulation: drawn from the mean-field fixed point, or all queues empty
 INIT_CHOICES = ("meanfield", "empty")
@@ -65,3 +65,25 @@ def result_row(res, **override) -> dict:
             v = float(v)
             out[key] = None if (math.isnan(v) and key == "frac_within_h") else v
     return out
+
+
+#: the estimates of :data:`RESULT_KEYS` that carry a standard error
+_ESTIMATES = ("mean_response", "mean_wait", "prob_wait", "mean_queue", "tail", "queueing_ratio",
+              "drop_prob")
+
+
+def exact_row(**values) -> dict:
+    """The :data:`RESULT_KEYS` row of an exact (mean-field, refined) engine: ``values`` gives
+    every estimate, ``frac_within_h``, ``messages_per_job`` and ``ci_method``; the standard errors
+    are None and the run counters 0 unless ``values`` sets them (a Monte Carlo part: its SE and
+    sample size). Typed as :func:`result_row` types a simulator's row."""
+    row = {f"{k}_se": None for k in _ESTIMATES}
+    row.update(n_jobs=0, events_run=0, sim_time=0.0, warmup_time=0.0)
+    row.update(values)
+    missing = [k for k in RESULT_KEYS if k not in row]
+    if missing:
+        raise KeyError(f"exact_row: no value for {', '.join(missing)}")
+    extra = [k for k in row if k not in RESULT_KEYS]
+    if extra:
+        raise KeyError(f"exact_row: {', '.join(extra)} are not result keys (add them after)")
+    return result_row(None, **row)

@@ -38,6 +38,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import root
 
 from sim.core.jobdelay import GL_W, GL_X, expected_max_gamma, harmonic
+from sim.core.results import exact_row
 from sim.dispatch.policies import messages_per_job
 
 TAIL_EPS = 1e-15
@@ -318,20 +319,15 @@ def run_task(task: dict) -> dict:
         n_mc = MC_JOBS
     else:
         mean_t, se_t = hk, None
-    out = {
-        "mean_response": mean_t, "mean_response_se": se_t,
-        "mean_wait": mean_wait, "mean_wait_se": None,
-        "prob_wait": float(p_wait) if lam > 0 else 0.0, "prob_wait_se": None,
-        "mean_queue": float(s.sum()), "mean_queue_se": None,
-        "tail": [float(v) for v in tail], "tail_se": None,
-        "queueing_ratio": (mean_t - hk) / hk,
-        "queueing_ratio_se": None if se_t is None else se_t / hk,
-        "drop_prob": 0.0, "drop_prob_se": None,
-        "frac_within_h": float(p_within) if lam > 0 else 1.0,
-        "messages_per_job": messages_per_job("batch_filling", 0, k, d),  # N is not needed
-        "n_jobs": n_mc, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
-        "ci_method": CI_METHOD,
-    }
+    out = exact_row(
+        mean_response=mean_t, mean_response_se=se_t,
+        mean_wait=mean_wait, prob_wait=float(p_wait) if lam > 0 else 0.0,
+        mean_queue=float(s.sum()), tail=tail,
+        queueing_ratio=(mean_t - hk) / hk, queueing_ratio_se=None if se_t is None else se_t / hk,
+        drop_prob=0.0, frac_within_h=float(p_within) if lam > 0 else 1.0,
+        messages_per_job=messages_per_job("batch_filling", 0, k, d),  # N is not needed
+        n_jobs=n_mc, ci_method=CI_METHOD,
+    )
     if task.get("responses"):  # docs/responses.md: the exact signature law at the fixed point
         from sim.dispatch.meanfield import exact_response_columns
 

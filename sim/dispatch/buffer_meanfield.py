@@ -129,8 +129,9 @@ def run_task(task: dict) -> dict:
     of the other meanfield rows; with ``responses: true`` also the exact response columns of
     the admitted tasks' law). ``k > 1`` with a buffer is refused: a job is dropped when any
     of its tasks would exceed the buffer, which this limit does not model."""
-    from sim.core.responses import Mixture
-    from sim.dispatch.meanfield import CI_METHOD, exact_response_columns
+    from sim.core.responses import Mixture, exact_response_columns
+    from sim.core.results import exact_row
+    from sim.dispatch.meanfield import CI_METHOD
     from sim.dispatch.policies import messages_per_job
 
     policy = task["policy"]
@@ -147,19 +148,14 @@ def run_task(task: dict) -> dict:
     m = min(max_level, v["tail"].size)
     tail[:m] = v["tail"][:m]
     n = int(task["n_servers"])
-    out = {
-        "mean_response": v["mean_response"], "mean_response_se": None,
-        "mean_wait": v["mean_wait"], "mean_wait_se": None,
-        "prob_wait": v["prob_wait"], "prob_wait_se": None,
-        "mean_queue": v["mean_queue"], "mean_queue_se": None,
-        "tail": [float(x) for x in tail], "tail_se": None,
-        "queueing_ratio": v["mean_response"] - 1.0, "queueing_ratio_se": None,  # H_1 = 1
-        "drop_prob": v["drop_prob"], "drop_prob_se": None,
-        "frac_within_h": v["frac_within_h"],
-        "messages_per_job": messages_per_job(policy, n, 1, 1 if d is None else int(d)),
-        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
-        "ci_method": CI_METHOD + "; finite buffer b (flow-balance root, sim/dispatch/buffer_meanfield.py)",
-    }
+    out = exact_row(
+        mean_response=v["mean_response"], mean_wait=v["mean_wait"], prob_wait=v["prob_wait"],
+        mean_queue=v["mean_queue"], tail=tail,
+        queueing_ratio=v["mean_response"] - 1.0,  # H_1 = 1
+        drop_prob=v["drop_prob"], frac_within_h=v["frac_within_h"],
+        messages_per_job=messages_per_job(policy, n, 1, 1 if d is None else int(d)),
+        ci_method=CI_METHOD + "; finite buffer b (flow-balance root, sim/dispatch/buffer_meanfield.py)",
+    )
     if task.get("responses"):
         out.update(exact_response_columns(Mixture.of_positions(v["positions"])))
         out["ci_method"] += "; response law exact (mean field)"

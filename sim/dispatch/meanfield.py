@@ -36,6 +36,7 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
 from sim.core.responses import exact_response_columns  # re-exported: the meanfield runners use it
+from sim.core.results import exact_row
 from sim.dispatch.policies import messages_per_job
 
 __all__ = [
@@ -447,30 +448,16 @@ def run_task(task: dict) -> dict:
     def tail_at(i: int) -> float:
         return float(pod_fixed_point_tail(lam, d_eff, i)[i - 1])
 
-    out = {
-        "mean_response": float(mean_response),
-        "mean_response_se": None,
-        "mean_wait": float(mean_response) - 1.0,  # unit mean service
-        "mean_wait_se": None,
-        "prob_wait": float(prob_wait),
-        "prob_wait_se": None,
-        "mean_queue": float(mean_queue),
-        "mean_queue_se": None,
-        "tail": [float(v) for v in tail], "tail_se": None,
+    out = exact_row(
+        mean_response=mean_response,
+        mean_wait=float(mean_response) - 1.0,  # unit mean service
+        prob_wait=prob_wait, mean_queue=mean_queue, tail=tail,
         # single-task jobs: H_1 = 1, no buffer; a job lands at position <= h unless the
         # server it joins has >= h tasks: all d sampled (pod), the one drawn (random), never (jsq)
-        "queueing_ratio": float(mean_response) - 1.0,
-        "queueing_ratio_se": None,
-        "drop_prob": 0.0,
-        "drop_prob_se": None,
-        "frac_within_h": float(1.0 - (0.0 if policy == "jsq" else tail_at(task.get("h", 1)) ** d_eff)),
-        "messages_per_job": messages,
-        "n_jobs": 0,
-        "events_run": 0,
-        "sim_time": 0.0,
-        "warmup_time": 0.0,
-        "ci_method": CI_METHOD,
-    }
+        queueing_ratio=float(mean_response) - 1.0, drop_prob=0.0,
+        frac_within_h=1.0 - (0.0 if policy == "jsq" else tail_at(task.get("h", 1)) ** d_eff),
+        messages_per_job=messages, ci_method=CI_METHOD,
+    )
     if task.get("responses"):  # docs/responses.md: the exact law at N = infinity
         out.update(exact_response_columns(response_mixture(policy, lam, d_eff)))
         out["ci_method"] += "; response law exact (mean field)"

@@ -61,6 +61,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve, solve_continuous_lyapunov
 
+from sim.core.results import exact_row
 from sim.dispatch.meanfield import _check_d, _check_lam, _pod_tail_sum, pod_fixed_point_tail
 from sim.dispatch.policies import messages_per_job
 
@@ -301,17 +302,8 @@ def single_task_row(*, mean_response, prob_wait, mean_queue, tail, within, mean_
                     **extra) -> dict:
     """The result row of a refined single-task model (no SEs: nothing is estimated), with the
     model's own columns ``extra`` (message rates, ``p0``, ...)."""
-    return {
-        "mean_response": mean_response, "mean_response_se": None,
-        "mean_wait": mean_response - 1.0, "mean_wait_se": None,
-        "prob_wait": float(prob_wait), "prob_wait_se": None,
-        "mean_queue": mean_queue, "mean_queue_se": None,
-        "tail": [float(t) for t in tail], "tail_se": None,
-        "queueing_ratio": mean_response - 1.0, "queueing_ratio_se": None,
-        "drop_prob": 0.0, "drop_prob_se": None,
-        "frac_within_h": float(within),
-        **extra,
-        "mean_queue_1n": mean_queue_1n,
-        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
-        "ci_method": CI_METHOD,
-    }
+    row = exact_row(mean_response=mean_response, mean_wait=mean_response - 1.0,
+                    prob_wait=prob_wait, mean_queue=mean_queue, tail=tail,
+                    queueing_ratio=mean_response - 1.0, drop_prob=0.0, frac_within_h=within,
+                    messages_per_job=extra.pop("messages_per_job"), ci_method=CI_METHOD)
+    return {**row, **extra, "mean_queue_1n": mean_queue_1n}

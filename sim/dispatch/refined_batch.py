@@ -46,6 +46,7 @@ import numpy as np
 from scipy.linalg import solve
 
 from sim.core.jobdelay import expected_job_delay, harmonic
+from sim.core.results import exact_row
 from sim.dispatch import batch_meanfield as bmf
 from sim.dispatch.policies import messages_per_job
 from sim.dispatch.refined import refined_expansion
@@ -283,17 +284,8 @@ def run_task(task: dict) -> dict:
     else:  # all tasks at positions <= h: water-filling used only levels < h
         within = _expect(e, hist, (hist.flows[:, h:].sum(axis=1) == 0).astype(float), n)
     hk = harmonic(k)
-    return {
-        "mean_response": mean_t, "mean_response_se": None,
-        "mean_wait": mean_wait, "mean_wait_se": None,
-        "prob_wait": p_wait, "prob_wait_se": None,
-        "mean_queue": float(e.x.sum()) + v_sum / n, "mean_queue_se": None,
-        "tail": [float(t) for t in tail], "tail_se": None,
-        "queueing_ratio": (mean_t - hk) / hk, "queueing_ratio_se": None,
-        "drop_prob": 0.0, "drop_prob_se": None,
-        "frac_within_h": float(within),
-        "messages_per_job": messages_per_job("batch_filling", n, k, d),
-        "mean_queue_1n": v_sum,
-        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
-        "ci_method": CI_METHOD,
-    }
+    row = exact_row(mean_response=mean_t, mean_wait=mean_wait, prob_wait=p_wait,
+                    mean_queue=float(e.x.sum()) + v_sum / n, tail=tail,
+                    queueing_ratio=(mean_t - hk) / hk, drop_prob=0.0, frac_within_h=within,
+                    messages_per_job=messages_per_job("batch_filling", n, k, d), ci_method=CI_METHOD)
+    return {**row, "mean_queue_1n": v_sum}

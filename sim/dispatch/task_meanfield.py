@@ -35,11 +35,14 @@ so its response is ``max_j Gamma(L_(j) + 1, 1)``; the law of the signature (how 
 """
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 from scipy import integrate, optimize
 from scipy.stats import binom
 
 from sim.core.responses import Mixture
+from sim.core.results import exact_row
 from sim.dispatch.meanfield import (
     _check_lam,
     _pod_tail_sum,
@@ -71,13 +74,14 @@ def _check(lam, k, d):
 # --------------------------------------------------------------------------------------------
 # pod_per_task
 # --------------------------------------------------------------------------------------------
-class ExactLaw:
+class ExactLaw(abc.ABC):
     """A response-time law known through its exact CCDF (subclasses define :meth:`ccdf`,
     vectorised over ``t``), with the quantiles and the mean of a
     :class:`sim.core.responses.Mixture`."""
 
-    def ccdf(self, t) -> np.ndarray:  # pragma: no cover - defined by subclasses
-        raise NotImplementedError
+    @abc.abstractmethod
+    def ccdf(self, t) -> np.ndarray:
+        """P(T > t), vectorised over ``t``."""
 
     def quantile(self, q: float) -> float:
         """The ``q``-quantile: the root of ``P(T > t) = 1 - q``, bracketed on a grid, then
@@ -432,19 +436,13 @@ def run_task(task: dict) -> dict:
     law = vals["law"]
     mean_t = float(law.mean())
     hk = float(harmonic(k))
-    out = {
-        "mean_response": mean_t, "mean_response_se": None,
-        "mean_wait": float(vals["mean_wait"]), "mean_wait_se": None,
-        "prob_wait": float(vals["prob_wait"]), "prob_wait_se": None,
-        "mean_queue": float(vals["mean_queue"]), "mean_queue_se": None,
-        "tail": [float(v) for v in vals["tail"]], "tail_se": None,
-        "queueing_ratio": (mean_t - hk) / hk, "queueing_ratio_se": None,
-        "drop_prob": 0.0, "drop_prob_se": None,
-        "frac_within_h": float(vals["frac_within_h"]),
-        "messages_per_job": messages_per_job(policy, int(task["n_servers"]), k, d),
-        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
-        "ci_method": CI_METHOD,
-    }
+    out = exact_row(
+        mean_response=mean_t, mean_wait=vals["mean_wait"], prob_wait=vals["prob_wait"],
+        mean_queue=vals["mean_queue"], tail=vals["tail"], queueing_ratio=(mean_t - hk) / hk,
+        drop_prob=0.0, frac_within_h=vals["frac_within_h"],
+        messages_per_job=messages_per_job(policy, int(task["n_servers"]), k, d),
+        ci_method=CI_METHOD,
+    )
     if task.get("responses"):
         out.update(exact_response_columns(law))
         out["ci_method"] += "; response law exact (mean field)"
