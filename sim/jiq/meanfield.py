@@ -170,6 +170,7 @@ from sim.core.responses import exact_response_columns
 
 __all__ = [
     "POLICIES",
+    "probe_rate",
     "JiqFixedPoint",
     "JiqOdeFixedPoint",
     "JiqOdeSolution",
@@ -444,17 +445,22 @@ def _iqueue_pmf(policy: str, lam: float, r: float, d: int, x: float) -> np.ndarr
     return pmf[: keep[-1] + 1] if keep.size else pmf[:1]
 
 
+def probe_rate(policy: str, d: int, lam: float, p0: float, join: float) -> float:
+    """Probe messages per server per unit time (2 each): ``jiq_pod`` probes ``d`` servers per
+    blind task (rate ``lam p0``), ``jiq_sqd`` ``d`` I-queues per join; ``jiq`` none."""
+    if policy == "jiq_pod":
+        return 2.0 * d * lam * p0
+    if policy == "jiq_sqd":
+        return 2.0 * d * join
+    return 0.0
+
+
 def _measures(policy, lam, d, p0, tail, mean_queue, mean_response, pmf, s1, s2):
     """Message rates and the rest, common to both routes (``s1 = lam`` at the fixed point)."""
     dp, _ = _choice_exponents(policy, d)
     join = s1 - s2  # q_1: servers becoming idle
     delete = lam * p0 * (1.0 - s1**dp)  # blind tasks meeting an idle server
-    if policy == "jiq_pod":
-        probe = 2.0 * d * lam * p0
-    elif policy == "jiq_sqd":
-        probe = 2.0 * d * join
-    else:
-        probe = 0.0
+    probe = probe_rate(policy, d, lam, p0, join)
     mean_iqueue = float(np.dot(np.arange(pmf.size), pmf))
     return JiqFixedPoint(
         p0=float(p0),

@@ -380,12 +380,7 @@ def run_task(task: dict) -> dict:
     within = 1.0 - _expect_blind_busy(e, h_level, policy, d, n)
     join = float(e.x[0] - e.x[1]) + float(e.v[0] - e.v[1]) / n
     delete = lam * (p0 - prob_wait)
-    if policy == "jiq_pod":
-        probe = 2.0 * d * lam * p0
-    elif policy == "jiq_sqd":
-        probe = 2.0 * d * join
-    else:
-        probe = 0.0
+    probe = mf.probe_rate(policy, d, lam, p0, join)
     return single_task_row(
         mean_response=mean_response, prob_wait=prob_wait, mean_queue=mean_queue, tail=tail,
         within=within, mean_queue_1n=v_sum,
