@@ -180,19 +180,6 @@ def _errorbar(ax, xs, ys, hws, color, log: bool = True, **kw) -> bool:
     return False
 
 
-def _legend_below(fig, axes, ncol: int = 4) -> None:
-    """One legend below the panels (never over the data), each label once."""
-    seen: dict = {}
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if not lab.startswith("_") and lab not in seen:
-                seen[lab] = h
-    if seen:  # as many columns as fit the figure's width (about 3 inches a column)
-        fit = max(1, int(fig.get_figwidth() // 3.0))
-        fig.legend(list(seen.values()), list(seen), loc="outside lower center", fontsize=7,
-                   ncol=min(ncol, len(seen), fit), frameon=False)
-
-
 def _plot_response(agg: pl.DataFrame, keys: list[str], outdir: Path) -> Path | None:
     sims = agg.filter(pl.col("engine") != "meanfield")
     if "lam" not in agg.columns or sims.height == 0 or sims["lam"].n_unique() < 3:
@@ -229,7 +216,7 @@ def _plot_response(agg: pl.DataFrame, keys: list[str], outdir: Path) -> Path | N
         ax.grid(True, which="major", alpha=0.3)
     if zero:
         axes[0].add_line(style.ci_zero_handle())
-    _legend_below(fig, axes, ncol=2 if len(axes) == 1 else 3)
+    style.figure_legend(fig, axes, ncol=2 if len(axes) == 1 else 3)
     path = outdir / "response_vs_load.png"
     fig.savefig(path, dpi=120)
     return path
@@ -321,7 +308,7 @@ def _plot_messages(agg: pl.DataFrame, outdir: Path) -> Path | None:
         ax.set_ylabel("messages per server per mean service time")
         ax.set_title(f"{title}, N = {n}")
         ax.grid(True, alpha=0.3)
-    _legend_below(fig, fig.axes, ncol=5)
+    style.figure_legend(fig, fig.axes, ncol=5)
     path = outdir / "messages.png"
     fig.savefig(path, dpi=120)
     return path
@@ -378,7 +365,7 @@ def _plot_convergence(conv: list[dict], outdir: Path) -> Path | None:
         ax.set_ylabel(names[q])
         ax.set_title(titles[q], fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
-    _legend_below(fig, axes, ncol=3)
+    style.figure_legend(fig, axes, ncol=3)
     path = outdir / "convergence.png"
     fig.savefig(path, dpi=120)
     return path

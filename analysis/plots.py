@@ -121,21 +121,6 @@ def _save(fig: Figure, outdir: Path, stem: str, part: int) -> Path:
     return path
 
 
-def _fig_legend(fig: Figure, axes, ncol: int = 4) -> None:
-    """One legend for the whole figure, below the panels (never over data): unique labels."""
-    seen: dict[str, object] = {}
-    for ax in axes:
-        if not ax.get_visible():
-            continue
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if not lab.startswith("_") and lab not in seen:
-                seen[lab] = h
-    if seen:  # as many columns as fit the figure's width (about 3 inches a column)
-        fit = max(1, int(fig.get_figwidth() // 3.0))
-        fig.legend(list(seen.values()), list(seen), loc="outside lower center", fontsize=7,
-                   ncol=min(ncol, len(seen), fit), frameon=False)
-
-
 def _x_axis(ax, x: str, values, engines: Sequence[str]) -> None:
     """Log x for a positive variable over more than one value (integer-valued: plain integer
     labels); a single value gets a single tick; integer-valued linear axes integer ticks."""
@@ -257,7 +242,7 @@ def plot_estimates(
                 ax.set_title(title, fontsize=9)
                 ax.set_ylabel(style.label(metric, engines_all))
                 ax.grid(True, which="major", alpha=0.3)
-            _fig_legend(fig, axes)
+            style.figure_legend(fig, axes)
             _caption(fig, arms[0], fixed, engines=engines_all)
             paths.append(_save(fig, outdir, f"{metric}_vs_{_slug(xp)}_{_slug(policy)}", part))
     return paths
@@ -524,7 +509,7 @@ def plot_tails(
                 if vals is not None:
                     style.legend_outside(ax)
             if xp == x:
-                _fig_legend(fig, axes, ncol=3)
+                style.figure_legend(fig, axes, ncol=3)
             sx, sxp = style.symbol(x, engines_all), style.symbol(xp, engines_all)
             prefix = (f"tail at the largest {sx} of each engine" if xp == x
                       else f"tail at {sx} = {_fmt(pol[x][0])}, one curve per {sxp}"

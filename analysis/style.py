@@ -302,6 +302,22 @@ def split_series(series: list[dict], cols: Sequence[str], limit: int = MAX_SERIE
     return [({}, series[i:i + limit]) for i in range(0, len(series), limit)]
 
 
+def figure_legend(fig, axes, ncol: int = 4) -> None:
+    """One legend for the whole figure, below the panels (never over data): each label once,
+    from the visible axes, in as many columns as fit the figure's width (about 3 inches each)."""
+    seen: dict = {}
+    for ax in axes:
+        if not ax.get_visible():
+            continue
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if not lab.startswith("_") and lab not in seen:
+                seen[lab] = h
+    if seen:
+        fit = max(1, int(fig.get_figwidth() // 3.0))
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", fontsize=7,
+                   ncol=min(ncol, len(seen), fit), frameon=False)
+
+
 def legend_outside(ax, fig=None, **kw) -> None:
     """A legend beside the panel (right), so that it never covers data."""
     kw.setdefault("fontsize", 7)

@@ -46,6 +46,7 @@ from scipy import stats
 from analysis import style
 from analysis.fit import wls_loglog
 from analysis.jiq import MIN_FIT_POINTS, SIGNIFICANT_Z, _verdict
+from analysis.report import _num as _fmt
 
 __all__ = ["analyze_transients", "arm_summaries", "SETTLE_TOL", "ARM_PARAMS"]
 
@@ -55,14 +56,6 @@ ARM_PARAMS = ("lam", "r", "d", "k", "p", "time", "init")
 SETTLE_TOL = 0.01
 #: times (fractions of the horizon) at which the report reads the paths
 READ_FRACTIONS = (0.05, 0.1, 0.2, 0.5, 1.0)
-
-
-def _fmt(v, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def _arm_keys(df: pl.DataFrame) -> list[str]:
