@@ -8,8 +8,13 @@ wasted), so ns/event is the like-for-like figure. Target: the JIQ agent within 1
 agent's cost per event.
 
 Each figure is the best of ``--repeat`` runs after a warm-up run (compile time and first-touch
-of the cache excluded), in CPU time of this process (``time.process_time``: on a machine shared
-with other jobs, wall time measures the neighbours too; both are printed). A run includes set-up
+of the cache excluded), the cases interleaved in each round so that they share the machine's
+load, in CPU time of this process and its children (``time.process_time`` plus
+``RUSAGE_CHILDREN``: on a machine shared with other jobs, wall time measures the neighbours
+too; both are printed). Beside them, the C loop ``../shared/limits/pod_limit.c`` (gcc -O3
+-march=native, built by :mod:`benchmarks.bench_agent_vs_c` into ``benchmarks/pod_limit``) on
+the same power-of-2 workload (group ``"c"``), timed the same way (its process start is a
+constant that the marginal cost removes). A run includes set-up
 (O(N): initial state, ring buffers) and output analysis; to report the cost of the event loop
 alone, each case is timed at two run lengths and the *marginal* cost ``(t2 - t1) / (E2 - E1)``
 is shown beside the plain one. The cost ratios use the marginal CPU costs.
@@ -28,12 +33,14 @@ module swapped in for the duration of each call.
 Usage (from the repository root)::
 
     python benchmarks/bench_jiq.py [--sizes 10000 1000000] [--events 4000000 16000000]
-        [--repeat 3] [--only agent dispatch] [--baseline /tmp/old_agent_kernel.py]
+        [--repeat 3] [--only agent dispatch c] [--baseline /tmp/old_agent_kernel.py]
 """
 from __future__ import annotations
 
 import argparse
 import platform
+import random
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -107,33 +114,74 @@ def _dispatch_pod(d: int):
     return run
 
 
+def _c_reference(d: int):
+    """The C loop ``../shared/limits/pod_limit.c`` (power-of-d, the same uniformized events;
+    built with gcc -O3 -march=native by :mod:`benchmarks.bench_agent_vs_c`): the physical
+    limit of an event loop on this machine, run in the same session as the engines."""
+    state = {}
+
+    def run(n, events):
+        from benchmarks.bench_agent_vs_c import REPO as _repo, build_c, run_c
+
+        if "binary" not in state:
+            state["binary"] = build_c((_repo / ".." / "shared" / "limits" / "pod_limit.c").resolve(),
+                                      _repo / "benchmarks" / "pod_limit")
+        out = run_c(state["binary"], n, LAM, d, events, 1)
+        return _CResult(out["mean_response"], float("nan"))
+    return run
+
+
+@dataclass(frozen=True)
+class _CResult:
+    mean_response: float
+    mean_response_se: float
+
+
 register(Case("jiq agent, jiq", "agent", _jiq_agent("jiq")))
 register(Case("jiq agent, jiq_pod d=2", "agent", _jiq_agent("jiq_pod", 2)))
 register(Case("dispatch agent, pod d=2 (reference)", "dispatch", _dispatch_pod(2)))
+register(Case("C loop pod_limit.c, pod d=2", "c", _c_reference(2)))
 
 
 
 
-def best_time(fn, repeat: int):
-    """Best (CPU seconds, wall seconds) of ``repeat`` calls, and the last result."""
-    best_cpu, best_wall, out = float("inf"), float("inf"), None
-    for _ in range(repeat):
-        c0, w0 = time.process_time(), time.perf_counter()
-        out = fn()
-        best_cpu = min(best_cpu, time.process_time() - c0)
-        best_wall = min(best_wall, time.perf_counter() - w0)
-    return best_cpu, best_wall, out
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the C loop runs as one)."""
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ch.ru_utime + ch.ru_stime
 
 
-def measure(case: Case, n: int, events: tuple[int, int], repeat: int) -> dict:
+def measure_all(cases: list[Case], n: int, events: tuple[int, int], repeat: int) -> dict:
+    """Best CPU and wall time of each case at both run lengths, the cases interleaved in each
+    of ``repeat`` rounds (in a shuffled order) so that they share the machine's load."""
     e1, e2 = events
-    case.run(n, min(e1, 10 * n + 10**5))  # warm-up: compile or load the cache
-    c1, _, _ = best_time(lambda: case.run(n, e1), repeat)
-    c2, w2, res = best_time(lambda: case.run(n, e2), repeat)
-    marginal = (c2 - c1) / (e2 - e1) if c2 > c1 else float("nan")
-    return {"ns_per_event": 1e9 * c2 / e2, "events_per_s": e2 / c2,
-            "wall_ns_per_event": 1e9 * w2 / e2, "marginal_ns": 1e9 * marginal,
-            "mean_response": float(res.mean_response), "se": float(res.mean_response_se)}
+    for case in cases:
+        case.run(n, min(e1, 10 * n + 10**5))  # warm-up: compile or load the cache
+    best = {c.label: {"c1": float("inf"), "c2": float("inf"), "w2": float("inf")} for c in cases}
+    results = {}
+    order = list(cases)
+    rng = random.Random(0)
+    for _ in range(repeat):
+        rng.shuffle(order)
+        for case in order:
+            for key, ev in (("c1", e1), ("c2", e2)):
+                c0, w0 = cpu_seconds(), time.perf_counter()
+                res = case.run(n, ev)
+                cpu, wall = cpu_seconds() - c0, time.perf_counter() - w0
+                b = best[case.label]
+                b[key] = min(b[key], cpu)
+                if key == "c2":
+                    b["w2"] = min(b["w2"], wall)
+                    results[case.label] = res
+    out = {}
+    for case in cases:
+        b, res = best[case.label], results[case.label]
+        marginal = (b["c2"] - b["c1"]) / (e2 - e1) if b["c2"] > b["c1"] else float("nan")
+        out[case.label] = {"ns_per_event": 1e9 * b["c2"] / e2, "events_per_s": e2 / b["c2"],
+                           "wall_ns_per_event": 1e9 * b["w2"] / e2, "marginal_ns": 1e9 * marginal,
+                           "mean_response": float(res.mean_response),
+                           "se": float(res.mean_response_se)}
+    return out
 
 
 def main(argv=None) -> dict:
@@ -154,25 +202,29 @@ def main(argv=None) -> dict:
     out = {}
     for n in args.sizes:
         print(f"N = {n:,}")
+        cases = [c for c in CASES if not args.only or c.group in args.only]
+        got = measure_all(cases, n, tuple(args.events), args.repeat)
         ref = None
-        for case in CASES:
-            if args.only and case.group not in args.only:
-                continue
-            m = measure(case, n, tuple(args.events), args.repeat)
+        for case in cases:
+            m = got[case.label]
             out[(case.label, n)] = m
             if case.group == "dispatch":
                 ref = m
+            se = "" if m["se"] != m["se"] else f" +- {m['se']:.4f}"  # the C loop has no SE
             print(f"  {case.label:<38s} cpu {m['ns_per_event']:7.1f} ns/event "
                   f"({m['events_per_s'] / 1e6:6.2f} M events/s), marginal "
                   f"{m['marginal_ns']:7.1f} ns; wall {m['wall_ns_per_event']:7.1f} ns/event; "
-                  f"E[T] = {m['mean_response']:.4f} +- {m['se']:.4f}")
+                  f"E[T] = {m['mean_response']:.4f}{se}")
         if ref is not None:
-            for case in CASES:
-                if case.group in ("agent", "baseline") and (case.label, n) in out:
-                    m = out[(case.label, n)]
+            for case in cases:
+                m = out[(case.label, n)]
+                if case.group in ("agent", "baseline"):
                     print(f"  cost per event, {case.label} / pod agent: marginal "
                           f"{m['marginal_ns'] / ref['marginal_ns']:.2f}, whole run "
                           f"{m['ns_per_event'] / ref['ns_per_event']:.2f} (target <= 1.5)")
+                elif case.group == "c":
+                    print(f"  cost per event, pod agent / {case.label}: marginal "
+                          f"{ref['marginal_ns'] / m['marginal_ns']:.2f}")
     return out
 
 
