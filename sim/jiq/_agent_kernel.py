@@ -39,23 +39,69 @@ times ``N`` for ``r`` = 10: K = 16 or 32, as the longest of 10**5 I-queues is 13
 O(1) uniform draw; one permutation of the servers cut into per-I-queue blocks cannot grow a
 block in O(1).)
 
+Under jiq, jiq_pod and jiq_sqd (the listed servers are exactly the idle ones) two things differ
+inside the loop:
+
+- the member that takes a task from its scheduler's I-queue is the row's *last* one, not a
+  uniformly drawn one. This does not change the law of anything measured: the aggregate state
+  (the I-queue lengths, the queue lengths, each task's position) is a Markov chain with the
+  same rates under both rules. A task taken from I-queue ``m`` makes one idle server busy and
+  shortens ``m``, whichever member it is; a blind task reaches each idle server with the same
+  probability (a uniform server, or the shortest of ``d`` uniform probes), and as every idle
+  server is listed exactly once it deletes from I-queue ``m`` with probability proportional to
+  its length, whoever is listed where; service tokens are uniform over the servers. Only the
+  servers' identities differ, which no output reads. (jiq_original and jiq_threshold list
+  servers in different states and draw uniformly.) Checked by tests/jiq/test_jiq_agent.py::
+  test_jiq_threshold_with_z_zero_equals_jiq_in_law_and_messages (jiq_threshold with z = 0 is
+  the same model and draws uniformly) and by the agreement with the occupancy engine and the
+  mean field;
+- ``where`` is not kept in its array but in the idle server's own (empty) ring, slot 0, coded
+  as ``-2 - pos`` (:func:`_coded`): a join writes it into the ring line the service has just
+  read, a task taken from the I-queue overwrites it with its arrival stamp (no other row
+  member moves, as the last one is taken), and only a delete (a blind task reaching an idle
+  server) reads it and moves the row's last member, whose code then moves too
+  (:func:`_iq_remove_coded`). The codes are written from ``where`` when a span starts and read
+  back when it stops (O(N) per span), so ``where`` is exact between spans, ring and row growth
+  and the ``check`` mode's per-window stops included. The coded values are below -1, so the
+  branch-free start of service, which may read a stale slot, never takes one for an arrival.
+
 Random draws per event (xoshiro256+, :mod:`sim.core.rng`): one raw draw ``r`` decides the
 kind (an arrival iff ``r < p_arrival``, the whole 64-bit word) and, by its low half
-(:func:`below` of ``r << 32``), the scheduler or the server; an arrival then makes one draw for
-the member of the own I-queue or the blind server (``d`` probes under jiq_pod), and a service
-at a busy server one for the I-queue it would join (:func:`_join_draw`; jiq_sqd samples ``d``
-I-queues when a server joins instead). Bias of the shared draw: given the kind, the low half
+(:func:`below` of ``r << 32``), the scheduler or the server; an arrival at a non-empty I-queue
+then makes no draw under jiq, jiq_pod, jiq_sqd (the last member) and one draw for a uniform
+member otherwise; a blind task makes one draw for a uniform server, or under jiq_pod ``d``
+probes (for ``d = 2`` both from one draw, :func:`_shorter_of_two`), and a service at a busy
+server one for the I-queue it would join (:func:`_join_draw`; jiq_sqd samples ``d`` I-queues
+when a server joins instead). Bias of the shared draw: given the kind, the low half
 is uniform except when the high half equals that of ``p_arrival`` (probability < 2**-32 /
 min(p, 1 - p) with ``p = lam / (1 + lam)``), and :func:`below` adds its usual bias < n / 2**32
 (2.3e-4 at n = 10**6). The index ``floor(lo * n / 2**32)`` of the low half ``lo`` depends on
 its 3 lowest bits, the weak ones of xoshiro256+ (low linear complexity), only for a fraction
 < 8 n / 2**32 of the draws (1.9e-3 at n = 10**6), and then by one.
 
-Counters: the number of empty I-queues, and (jiq_original, jiq_threshold) of listed servers,
-are loop locals with lazily integrated areas (a change ``delta`` at event ``e`` adds ``delta *
-(e - e0)``, as in :mod:`sim.core.windows`); ``ctr`` carries the two counts across stops. Under
-jiq, jiq_pod and jiq_sqd the listed servers are the idle ones, so their count and area come
-from ``cnt[1]`` and ``acc[1]``.
+Statistics of the I-queues, per window:
+
+- ``p0`` (the time-average fraction of empty I-queues) by sampling: every event, whatever its
+  kind, reads the length of I-queue ``below(lo, M)`` (the scheduler of an arrival), an index
+  drawn independently of the state, before the event changes anything, and counts it if empty.
+  In a uniformized chain the state before an event is a time-average sample (the times between
+  events are i.i.d. and independent of the state), so the count over the events is unbiased
+  for the time average, and its sampling noise is small beside the process's own. Measured
+  in the same runs beside the exact time average (jiq, r = 10; N = 10**4 at lam = 0.9, 1000
+  at 0.5 and 0.98, 100 at 0.1; 6-8 seeds): the two differed by an SD of 0.00013-0.00028 over
+  seeds, 5-23% of the estimates' SE (0.0005-0.0027), so the SE grows by at most about 3%, and
+  the mean differences were within their SE. (The exact time average, a count of empty
+  I-queues with its lazily integrated area updated at every change, cost 1.1-1.3 ns per
+  event at N = 10**4.)
+- joins and probes are counted where they are not implied: under jiq, jiq_pod and jiq_sqd a
+  join is a server becoming idle, so the joins of a window are the change of the idle count
+  plus the arrivals at idle servers (``arrivals - waited``), the blind tasks of jiq_pod are
+  those sent to a busy server plus those that deleted an idle one (``waited + deletes``; a
+  member of the own I-queue is idle), each probing ``d`` servers, and jiq_sqd probes ``d``
+  I-queues per join. jiq_original and jiq_threshold count their joins and keep the number of
+  listed servers with its lazily integrated area (``ctr`` carries it across stops); under
+  the other three the listed servers are the idle ones, so their count and area come from
+  ``cnt[1]`` and ``acc[1]``.
 """
 from __future__ import annotations
 
@@ -85,9 +131,14 @@ POLICY_CODES: dict[str, int] = {
     "jiq_sqd": JIQ_SQD,              # a server becoming idle joins the shortest of d I-queues
 }
 
-# ctr indices: number of empty I-queues, of listed servers
-N_EMPTY, LISTED = 0, 1
-N_CTR = 2
+#: from this many servers on, the loop draws each event one event ahead and prefetches what
+#: the next event reads first (see :func:`_make_run_span`); below, its arrays are cache-resident
+#: and the look-ahead only costs
+AHEAD_MIN_SERVERS = 2**15
+
+# ctr index: number of listed servers (carried across stops)
+LISTED = 0
+N_CTR = 1
 
 _U32 = np.uint64(32)
 
@@ -134,6 +185,18 @@ def _iq_remove_at(pos, m, iq, isize, where, kshift):
     where[n] = -1
     isize[m] = sz
     return sz
+
+
+@njit(cache=True)
+def _take_last(m, sz, iq, isize, ks):
+    """Unlist and return the last member of I-queue ``m`` (length ``sz > 0``; ``ks`` the
+    row shift as uint64): the member that takes a task under jiq, jiq_pod and jiq_sqd, whose
+    members are all idle, so that which one takes it does not change the law of the system
+    (module docstring). ``where`` of the member is not touched (the loop keeps it coded in
+    the ring, which the task's stamp overwrites)."""
+    left = sz - 1
+    isize[m] = left
+    return np.int64(iq[(np.uint64(m) << ks) + np.uint64(left)])
 
 
 @njit(cache=True)
@@ -198,6 +261,27 @@ def _shortest_rej(vals, d, samp, s0, s1, s2, s3):
 
 
 @njit(cache=True)
+def _coded(x):
+    """An I-queue slot ``pos >= 0`` as kept in the empty ring of an idle server, and back (an
+    involution): ``-2 - pos``, below the ``-1`` of unknown arrival stamps, so that a stale
+    slot read as an arrival (the branch-free start of service) is never taken as one."""
+    return np.int64(-2) - np.int64(x)
+
+
+@njit(cache=True)
+def _iq_remove_coded(enc, iq, isize, rows, cs, kshift):
+    """Unlist the idle server whose slot is coded as ``enc`` (jiq, jiq_pod, jiq_sqd in the
+    loop): the last member of its row takes the slot, and that member's coded slot moves."""
+    pos = _coded(enc)
+    m = pos >> kshift
+    left = isize[m] - 1
+    last = iq[(m << kshift) + left]
+    iq[pos] = last
+    rows[np.uint64(last) << cs] = enc
+    isize[m] = left
+
+
+@njit(cache=True)
 def _blind(policy, d, use_fy, q, samp, s0, s1, s2, s3):
     """The server of a task whose scheduler's I-queue is empty: the shortest of ``d`` probed
     (jiq_pod), else a uniform one."""
@@ -207,6 +291,19 @@ def _blind(policy, d, use_fy, q, samp, s0, s1, s2, s3):
         return _shortest_rej(q, d, samp, s0, s1, s2, s3)
     r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
     return below(r, q.size), s0, s1, s2, s3
+
+
+@njit(cache=True)
+def _shorter_of_two(q, r):
+    """:func:`_pick_shortest` for ``d = 2`` (``N >= 2``) from one raw draw ``r``: the first
+    server by its high half, the second uniform among the other ``N - 1`` by its low half; the
+    pair comes out in uniformly random order, so keeping the first on a tie breaks ties
+    uniformly."""
+    n_servers = q.size
+    c1 = below(r, n_servers)
+    c2 = below(r << _U32, n_servers - 1)
+    c2 += np.int64(c2 >= c1)
+    return c2 if q[c2] < q[c1] else c1
 
 
 @njit(cache=True)
@@ -285,13 +382,23 @@ def apply_arrival(policy, d, z, m, q, iq, isize, where, kshift, state):
     probes = 0
     sz = isize[m]
     own = sz > 0
+    listed_idle = policy == JIQ or policy == JIQ_POD or policy == JIQ_SQD
+    if own and listed_idle:
+        n = _take_last(m, sz, iq, isize, np.uint64(kshift))
+        where[n] = -1
+        q[n] = 1
+        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+        return n, 0, 0, 0
     pos = np.int64(-1)
     if own:
         n, pos, s0, s1, s2, s3 = _draw_listed(m, sz, iq, kshift, s0, s1, s2, s3)
+    elif policy == JIQ_POD and d == 2 and not use_fy:
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        n = _shorter_of_two(q, r)
     else:
         n, s0, s1, s2, s3 = _blind(policy, d, use_fy, q, samp, s0, s1, s2, s3)
-        if policy == JIQ_POD:
-            probes += 2 * d
+    if not own and policy == JIQ_POD:
+        probes += 2 * d
     lvl = q[n]
     if own or _is_listed(policy, z, n, lvl, where):
         leave, msg = _on_task(policy, z, lvl, own)
@@ -400,7 +507,7 @@ def check_state(policy: int, z: int, q, iq, isize, where, kshift, ctr=None) -> l
     """Violated invariants of a state (empty list if none). O(N + M K), numpy.
 
     Structure: each listed server sits in exactly one slot of its row and ``where`` points to
-    it; ``ctr`` (if given) holds the number of empty I-queues and of listed servers. Policy:
+    it; ``ctr`` (if given) holds the number of listed servers. Policy:
     jiq, jiq_pod, jiq_sqd list exactly the idle servers; jiq_original lists every idle server
     (and maybe busy ones); jiq_threshold lists exactly the servers with at most ``z`` tasks.
     """
@@ -425,8 +532,6 @@ def check_state(policy: int, z: int, q, iq, isize, where, kshift, ctr=None) -> l
     if int(listed.sum()) != members.size:
         bad.append(f"{int(listed.sum())} servers have where >= 0 but {members.size} are listed")
     if ctr is not None:
-        if ctr[N_EMPTY] != int(np.sum(isize == 0)):
-            bad.append(f"empty I-queue count {ctr[N_EMPTY]} != {int(np.sum(isize == 0))}")
         if ctr[LISTED] != members.size:
             bad.append(f"listed count {ctr[LISTED]} != {members.size}")
     idle = q == 0
@@ -448,7 +553,8 @@ def check_state(policy: int, z: int, q, iq, isize, where, kshift, ctr=None) -> l
 # the event loop
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False):
+def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False,
+                   ahead: bool = True):
     """The event loop compiled for one policy code and sampling methods (closure constants:
     numba compiles them as constants and LLVM removes the untaken branches, as in
     :func:`sim.dispatch._agent_kernel._make_run_span`; cached on disk, keyed on their values).
@@ -463,24 +569,32 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
 
     Structure of one event (see the module docstring, "Random draws", for the draws):
 
-    - look-ahead: the event's draw ``r`` was made one event ahead; the next event's is drawn
-      now, and both of its possible first reads (its scheduler's I-queue length and row, or its
-      server's queue, head and first ring line) are prefetched without a branch on its kind, so
-      that the misses overlap this event's work (the law is unchanged: draws do not depend on
-      the state). ``look`` keeps the draw across stops, so that where the loop stops (ring or
-      row growth, ``check`` mode) does not change the random stream;
+    - look-ahead (``ahead``, a closure constant: from :data:`AHEAD_MIN_SERVERS` servers on):
+      the event's draw ``r`` was made one event ahead; the next event's is drawn now, and both
+      of its possible first reads (its scheduler's I-queue length and row, or its server's
+      queue, head and first ring line) are prefetched without a branch on its kind, so that
+      the misses overlap this event's work (the law is unchanged: draws do not depend on the
+      state). ``look`` keeps the draw across stops, so that where the loop stops (ring or row
+      growth, ``check`` mode) does not change the random stream. Below that size the arrays
+      are cache-resident and the look-ahead only costs (measured below), so the draw is made
+      at the start of the event: the two variants consume the stream in different orders, so
+      the same seed gives different (equally distributed) runs on either side of the bound;
+    - the p0 sample: the length of I-queue ``below(lo, M)`` is read and counted if empty
+      (module docstring); it is the scheduler of an arrival;
     - arrival (``r < p_arrival``) at scheduler ``m``: a member of its own I-queue, else a blind
-      choice (:func:`_blind`). Under jiq, jiq_pod and jiq_sqd a member is idle with its ring at
-      slot 0, so that path writes ``q[n] = 1`` and ``buf[n, 0]`` without reading the server's
-      queue or head (the end of the dependency chain I-queue length -> row -> server);
-      otherwise (blind, or a policy whose listed servers may be busy) the general path reads
-      ``q[n]`` and ``head[n]`` and applies :func:`_is_listed` / :func:`_on_task`;
+      choice (:func:`_blind`; jiq_pod with ``d = 2``: :func:`_shorter_of_two`). Under jiq,
+      jiq_pod and jiq_sqd the member is the row's last (:func:`_take_last`), idle with its ring
+      at slot 0, so that path writes ``q[n] = 1`` and ``buf[n, 0]`` without reading the
+      server's queue or head, and a blind task that reaches an idle server deletes it through
+      the slot coded in its ring (:func:`_iq_remove_coded`); otherwise (a policy whose listed
+      servers may be busy) the general path reads ``q[n]`` and ``head[n]`` and applies
+      :func:`_is_listed` / :func:`_on_task` with ``where``;
     - service token at server ``n``: wasted if idle; else the head task leaves, the next one
       starts (branch-free), the join draw is made (:func:`_join_draw`) and, if the server is
       now idle, it joins an I-queue. Under jiq and jiq_pod the join is branch-free (the server
       is idle after about half of the services, a hard branch to predict): the drawn row's
-      next slot, its length, the empty count and ``where[n]`` are written in any case, with
-      values that leave them unchanged when the server stays busy.
+      next slot and its length are written in any case, and the head slot of the server's
+      ring gets the coded I-queue slot if it is now idle or keeps its value otherwise.
 
     Measured (AMD EPYC Zen 4, 2 cores shared with other jobs, lam = 0.9, r = 10, marginal CPU
     time, each variant timed interleaved in one process, best of 8-12 runs; pod agent 7.8-8.4
@@ -550,13 +664,32 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
     ``q`` / ``head`` now that they are small): each within -0.5 to +0.6 ns, both signs
     between repetitions (noise level).
 
-    What bounds the rest at N = 10**4: the p0 statistic's bookkeeping at a join (whether the drawn I-queue was empty, and
-    the lazily integrated area of the empty count) costs 1.1-1.3 ns/event by itself (measured
-    by removing it, timing only: 13.3 -> 12.1 ns), and no formulation of it tried was cheaper
-    than the present one (the sum of the count after every event instead of the lazy area,
-    the change written branch-free to a slot indexed by the flag, the counts in memory: +0 to
-    +0.5 ns); with the event structure measured above (the pod model run inside this loop) it
-    accounts for the distance to 1.5x.
+    The loop of 2026-12-01 (timed as below but one process per variant and policy, shuffled,
+    medians of 4-5 processes: a process's memory placement alone moved the same loop by up to
+    10%, the pod agent too; AMD EPYC Zen 4, idle machine): against the loop above (jiq 12.9,
+    jiq_pod 13.4 ns/event at N = 10**4, pod agent 7.8-8.0) the p0 statistic sampled at every
+    event instead of the exact count of empty I-queues with its lazy area, the joins and
+    probes derived per window instead of counted, the member taken from the row's end and
+    ``where`` kept in the idle servers' rings, unsigned I-queue indices (numba's wraparound
+    code was left on ``iq[(m << kshift) + k]``), one draw for jiq_pod's two probes, and no
+    look-ahead below :data:`AHEAD_MIN_SERVERS`: jiq 11.4-11.8, jiq_pod 10.8-11.1 ns/event,
+    1.42-1.50x and 1.35-1.40x the pod agent. At N = 10**6 (look-ahead on) jiq 52-53, jiq_pod
+    45-47 ns/event against 57-66 for the pod agent. Each change measured alone moved the
+    figures by 0.1-0.5 ns, within the spread of the processes for some. Without the
+    look-ahead at N = 10**6: jiq 49 -> 56, jiq_pod 45 -> 61 ns/event. Tried without gain
+    (same measurement): the own / blind choice made branch-free again (the blind server from
+    the high half of the arrival's draw, so no draw of its own): jiq 11.7 -> 12.9; the blind
+    server and jiq's join target scaled from the high half of the event's draw (given its
+    kind that half is uniform on a sub-range; an exact scaling needs a 128-bit product, and a
+    32-bit one starved the last I-queue: a third of its joins at N = 1000, lam = 0.5, visible
+    as a 12-SE p0 bias, caught by the mean-field test): within the spread; ``cnt`` and ``acc``
+    interleaved in one array, ``q`` and ``head`` in one array, the ring restarted at slot 0
+    whenever one task is left, the prefetch of the ring line of the head slot instead of the
+    first: within the spread, and some of them faster for one policy and slower for the other
+    by 0.3-0.5 ns (code placement). What is left of the gap, measured on a stripped-down loop
+    with the same data structures (N = 10**4): the I-queue test of an arrival, a branch taken
+    about half the time (p0 = 0.48), about 1.2 ns, and the join at a service about 1.3 ns; an
+    extra unpredictable branch in the pod agent's loop costs it 1.0 ns per event.
 
     ``record`` (a closure constant too: a separately compiled variant, so the loop of a run that
     does not record is the one above) records each arrival's queue position for the
@@ -568,8 +701,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
     ``r_sig.shape[1]``: on the grid, :func:`sim.core.responses.record_job`). No random number.
     """
     policy, pod_fy, sqd_fy, record = int(policy), bool(pod_fy), bool(sqd_fy), bool(record)
-    blind_probes = 2 if policy == JIQ_POD else 0  # messages per probed server
-    join_probes = 2 if policy == JIQ_SQD else 0  # messages per sampled I-queue
+    ahead = bool(ahead)
     # under jiq, jiq_pod and jiq_sqd the listed servers are the idle ones, so their count and
     # area follow from cnt[1] and acc[1]; jiq_original and jiq_threshold keep a counter
     track_listed = policy == JIQ_ORIGINAL or policy == JIQ_THRESHOLD
@@ -586,16 +718,18 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
         """Process events from ``e_first`` (inside window ``w_first``) until window ``w_stop``
         starts, or until a ring buffer or an I-queue row fills (then stop after that event so
         that the caller can grow the arrays). Returns ``(window, next event)``; ``ctr`` holds
-        the number of empty I-queues and of listed servers on entry and on return.
+        the number of listed servers on entry and on return.
 
         Window outputs are added with ``+=`` (a window may be split by a stop; ``cnt`` and
-        ``acc`` carry over a stop, and the I-queue areas of the pieces add up).
+        ``acc`` carry over a stop, and the counts and areas of the pieces add up).
         """
         n_servers = q.size
         n_sched = isize.size
+        pod2 = d == 2 and not pod_fy
         c = buf.shape[1]
         mask = c - 1
         kc = np.int64(1) << kshift
+        ks = np.uint64(kshift)  # unsigned I-queue indices: no wraparound code
         # the ring buffers as one flat array, server n's ring at n << cs (C = 2**cs): a shift,
         # where buf[n, k] multiplies by the row stride; unsigned, so no wraparound code
         rows = buf.reshape(-1)
@@ -603,12 +737,16 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
         while (np.int64(1) << np.int64(cs)) < c:
             cs += np.uint64(1)
         shift = window_shift(bounds)
-        n_empty = ctr[N_EMPTY]
+        if listed_idle:  # the listed (idle) servers' slots, coded into their rings' slot 0
+            for n in range(n_servers):
+                if where[n] >= 0:
+                    rows[np.uint64(n) << cs] = _coded(where[n])
         listed = ctr[LISTED]
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-        if look[1] != np.uint64(0):  # the draw made ahead by the previous span
+        ra = np.uint64(0)
+        if ahead and look[1] != np.uint64(0):  # the draw made ahead by the previous span
             ra = look[0]
-        else:
+        elif ahead:
             ra, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         w = w_first
         e_next = e_first
@@ -618,11 +756,11 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
             e1 = bounds[w + 1]
             arrivals = np.int64(0)
             waited = np.int64(0)  # arrivals sent to a busy server
-            eacc = np.int64(0)  # lazily integrated areas of n_empty and listed
-            lacc = np.int64(0)
-            joins = np.int64(0)
+            empties = np.int64(0)  # events whose I-queue sample was empty (the p0 estimate)
             deletes = np.int64(0)
-            probes = np.int64(0)
+            joins = np.int64(0)  # counted only where listed != idle (else from cnt[1])
+            lacc = np.int64(0)  # lazily integrated area of the listed count (same)
+            busy_first = cnt[1]
             e = e_next
             while e < e1:
                 de = e - e0
@@ -630,57 +768,69 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                 # was made one event ahead; draw the next event's and prefetch what it will
                 # read first, for either kind (no branch), so that the misses overlap this
                 # event's work
-                r = ra
+                if ahead:
+                    r = ra
+                    ra, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                    m_next = below(ra << _U32, n_sched)
+                    n_next = below(ra << _U32, n_servers)
+                    prefetch(isize, m_next)
+                    prefetch(iq, m_next << kshift)
+                    prefetch(q, n_next)
+                    prefetch(head, n_next)
+                    prefetch(rows, np.uint64(n_next) << cs)  # its ring's first line
+                else:
+                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
                 r2 = r << _U32
-                ra, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                m_next = below(ra << _U32, n_sched)
-                n_next = below(ra << _U32, n_servers)
-                prefetch(isize, m_next)
-                prefetch(iq, m_next << kshift)
-                prefetch(q, n_next)
-                prefetch(head, n_next)
-                prefetch(rows, np.uint64(n_next) << cs)  # its ring's first line (docstring)
+                # the I-queue of the event's scheduler index, drawn independently of the
+                # state: its emptiness before the event is a sample of p0 (docstring), whatever
+                # the event's kind
+                m = below(r2, n_sched)
+                sz = isize[m]
+                empties += np.int64(sz == 0)
                 if r < p_arrival:
-                    # ---- arrival at a uniform scheduler
-                    m = below(r2, n_sched)
-                    sz = isize[m]
+                    # ---- arrival at scheduler m
                     own = sz > 0
-                    pos = np.int64(-1)
-                    if own:
-                        n, pos, s0, s1, s2, s3 = _draw_listed(m, sz, iq, kshift,
-                                                              s0, s1, s2, s3)
-                    else:
-                        n, s0, s1, s2, s3 = _blind(policy, d, pod_fy, q, samp, s0, s1, s2, s3)
-                        probes += blind_probes * d
                     if own and listed_idle:
-                        # a member is idle, and its ring restarted at slot 0 when it emptied:
-                        # neither q[n] nor head[n] is read
-                        left = _iq_remove_at(pos, m, iq, isize, where, kshift)
-                        emptied = np.int64(left == 0)
-                        n_empty += emptied
-                        eacc += emptied * de
+                        # the row's last member: all members are idle, so which one takes the
+                        # task does not change the law (docstring); its ring restarted at slot
+                        # 0 when it emptied, so neither q[n] nor head[n] is read, and the
+                        # arrival stamp overwrites the I-queue slot coded there
+                        n = _take_last(m, sz, iq, isize, ks)
                         rows[np.uint64(n) << cs] = e
                         q[n] = 1
                         cnt[1] += 1
                         acc[1] += de
                         arrivals += 1
                     else:
+                        pos = np.int64(-1)
+                        if own:
+                            n, pos, s0, s1, s2, s3 = _draw_listed(m, sz, iq, kshift,
+                                                                  s0, s1, s2, s3)
+                        elif policy == JIQ_POD and pod2:
+                            rb, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                            n = _shorter_of_two(q, rb)
+                        else:
+                            n, s0, s1, s2, s3 = _blind(policy, d, pod_fy, q, samp,
+                                                       s0, s1, s2, s3)
                         lvl = q[n]
-                        if own or _is_listed(policy, z, n, lvl, where):
+                        base = np.uint64(n) << cs
+                        if listed_idle:
+                            if lvl == 0:  # blind to an idle server: delete it (docstring)
+                                enc = rows[base]
+                                _iq_remove_coded(enc, iq, isize, rows, cs, kshift)
+                                deletes += 1
+                        elif own or _is_listed(policy, z, n, lvl, where):
                             leave, msg = _on_task(policy, z, lvl, own)
                             if leave:
                                 if own:
-                                    left = _iq_remove_at(pos, m, iq, isize, where, kshift)
+                                    _iq_remove_at(pos, m, iq, isize, where, kshift)
                                 else:
-                                    left = _iq_remove(n, iq, isize, where, kshift)
-                                if left == 0:
-                                    n_empty += 1
-                                    eacc += de
+                                    _iq_remove(n, iq, isize, where, kshift)
                                 if track_listed:
                                     listed -= 1
                                     lacc -= de
                             deletes += msg
-                        rows[(np.uint64(n) << cs) + np.uint64((head[n] + lvl) & mask)] = e
+                        rows[base + np.uint64((head[n] + lvl) & mask)] = e
                         q[n] = lvl + 1
                         cnt[lvl + 1] += 1
                         acc[lvl + 1] += de
@@ -732,35 +882,34 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                             # in any case, unused if the server stays busy (a row is never full
                             # inside the loop), and a busy server stays unlisted (-1)
                             j = np.int64(lvl == 1)
-                            m, s0, s1, s2, s3 = _join_target(policy, d, sqd_fy, isize, ssamp,
-                                                             rj, s0, s1, s2, s3)
-                            sz = isize[m]
-                            pos = (np.int64(m) << kshift) + sz
+                            mj = below(rj, n_sched)
+                            szj = isize[mj]
+                            pos = (np.uint64(mj) << ks) + np.uint64(szj)
                             iq[pos] = n
-                            where[n] = pos if j else -1
-                            isize[m] = sz + j
-                            filled = j & np.int64(sz == 0)
-                            n_empty -= filled
-                            eacc -= filled * de
-                            joins += j
-                            if sz + j == kc:  # I-queue row full: stop after this event and grow
+                            rows[base + np.uint64(h)] = _coded(pos) if j else a
+                            isize[mj] = szj + j
+                            if szj + j == kc:  # I-queue row full: stop after this event, grow
                                 full = True
                                 e += 1
                                 break
                         elif _joins(policy, z, lvl - 1,
                                     policy == JIQ_ORIGINAL and where[n] >= 0):
-                            m, s0, s1, s2, s3 = _join_target(policy, d, sqd_fy, isize, ssamp,
-                                                             rj, s0, s1, s2, s3)
-                            probes += join_probes * d
-                            sz = _iq_add(n, m, iq, isize, where, kshift)
-                            if sz == 1:
-                                n_empty -= 1
-                                eacc -= de
+                            mj, s0, s1, s2, s3 = _join_target(policy, d, sqd_fy, isize, ssamp,
+                                                              rj, s0, s1, s2, s3)
+                            if listed_idle:  # jiq_sqd: the slot coded in ring slot 0
+                                szj = isize[mj]
+                                pos = (np.uint64(mj) << ks) + np.uint64(szj)
+                                iq[pos] = n
+                                rows[base] = _coded(pos)
+                                szj += 1
+                                isize[mj] = szj
+                            else:
+                                szj = _iq_add(n, mj, iq, isize, where, kshift)
                             if track_listed:
                                 listed += 1
                                 lacc += de
-                            joins += 1
-                            if sz == kc:  # I-queue row full: stop after this event and grow
+                                joins += 1
+                            if szj == kc:  # I-queue row full: stop after this event and grow
                                 full = True
                                 e += 1
                                 break
@@ -770,11 +919,20 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
             w_waited[w] += waited
             if record:  # the arrivals at position 1
                 r_sig[w, 0] += arrivals - waited
-            w_empty[w] -= eacc
-            w_listed[w] -= lacc
-            w_join[w] += joins
+            w_empty[w] += empties
             w_delete[w] += deletes
-            w_probe[w] += probes
+            if listed_idle:
+                # a join is a server becoming idle, and the idle servers change by the joins
+                # minus the arrivals at idle servers: joins = change of the idle count +
+                # arrivals - waited. The blind arrivals are those sent to a busy server (a
+                # member of the own I-queue is idle) plus those that deleted an idle one
+                joins = busy_first - cnt[1] + arrivals - waited
+                if policy == JIQ_POD:
+                    w_probe[w] += 2 * d * (waited + deletes)
+                elif policy == JIQ_SQD:
+                    w_probe[w] += 2 * d * joins
+            w_join[w] += joins
+            w_listed[w] -= lacc
             e_next = e
             if e == e1:
                 total = np.int64(0)  # tasks in the system
@@ -786,16 +944,18 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                 if not track_listed:  # area of N - cnt[1] (before flush resets acc)
                     w_listed[w] += (n_servers - cnt[1]) * (e1 - e0) + acc[1]
                 flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
-                w_empty[w] += n_empty * (e1 - e0)
                 if track_listed:
                     w_listed[w] += listed * (e1 - e0)
                 w += 1
         if not track_listed:
             listed = n_servers - cnt[1]
-        ctr[N_EMPTY] = n_empty
+        if listed_idle:  # back from the rings into where[]
+            for n in range(n_servers):
+                where[n] = _coded(rows[np.uint64(n) << cs]) if q[n] == 0 else -1
         ctr[LISTED] = listed
-        look[0] = ra  # kept for the next span, so that a stop does not change the stream
-        look[1] = np.uint64(1)
+        if ahead:  # kept for the next span, so that a stop does not change the stream
+            look[0] = ra
+            look[1] = np.uint64(1)
         state[0] = s0
         state[1] = s1
         state[2] = s2
@@ -822,6 +982,12 @@ def _where_dtype(n_sched: int, kshift: int):
     return np.int32 if (n_sched << (kshift + 1)) < 2**31 else np.int64
 
 
+def _codes_fit(stamp_dtype, n_sched: int, kshift: int) -> bool:
+    """Whether the ring buffers' stamp type holds every coded I-queue slot
+    (:func:`_coded`, down to ``-1 - M K``), after one more doubling of the rows too."""
+    return stamp_dtype == np.int64 or (n_sched << (kshift + 1)) < 2**31 - 2
+
+
 def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift, bounds, state,
                  w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
                  w_empty, w_listed, w_join, w_delete, w_probe, check=False, rec=None):
@@ -842,7 +1008,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     state : uint64[4]        xoshiro256+ state, advanced in place.
     w_* : outputs (zero-initialised), one entry per window: jobs completed, sum of their
           responses and waits (events), service starts, arrivals, arrivals that waited, queue
-          area, tail areas, areas of the number of empty I-queues and of listed servers, join,
+          area, tail areas, empty I-queues seen by the events' samples (p0), area of listed servers, join,
           delete and probe messages (one-way messages: a probe counts 2).
     check : bool             stop after every window and verify :func:`check_state`
                              (RuntimeError on a violation): for tests.
@@ -867,16 +1033,18 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     samp = np.arange(n_servers, dtype=np.int64) if pod_fy else np.zeros(max(d, 1), np.int64)
     ssamp = np.arange(n_sched, dtype=np.int64) if sqd_fy else np.zeros(max(d, 1), np.int64)
     ctr = np.zeros(N_CTR, dtype=np.int64)
-    ctr[N_EMPTY] = int(np.sum(isize == 0))
     ctr[LISTED] = int(isize.sum())
     n_windows = bounds.size - 1
     record = rec is not None
     if not record:
         rec = dummy_recorder()
-    run_span = _make_run_span(policy, pod_fy, sqd_fy, record)
+    run_span = _make_run_span(policy, pod_fy, sqd_fy, record, n_servers >= AHEAD_MIN_SERVERS)
+    listed_idle = policy in (JIQ, JIQ_POD, JIQ_SQD)
     look = np.zeros(2, dtype=np.uint64)  # the raw draw made ahead, and whether it is set
     # working copies in the smallest unsigned type that holds the ring capacity (see
     # _make_run_span), and ``where`` in int32 when the positions fit
+    if listed_idle and not _codes_fit(buf.dtype, n_sched, kshift):
+        buf = buf.astype(np.int64)
     qw = q.astype(_queue_dtype(buf.shape[1]))
     hw = head.astype(qw.dtype)
     wh = where.astype(_where_dtype(n_sched, kshift))
@@ -906,6 +1074,8 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
         if int(isize.max()) >= (1 << kshift):
             iq, kshift = grow_iqueues(iq, isize, wh, kshift)
             wh = wh.astype(_where_dtype(n_sched, kshift))
+            if listed_idle and not _codes_fit(buf.dtype, n_sched, kshift):
+                buf = buf.astype(np.int64)
     where[:] = wh
     q[:] = qw
     head[:] = hw

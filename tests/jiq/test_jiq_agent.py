@@ -83,17 +83,21 @@ def arrivals_from(q, lists, policy, m, draws, seed, d=1, z=0):
 # ------------------------------------------------------------------------------------------
 # one event on hand-built states
 # ------------------------------------------------------------------------------------------
-def test_jiq_nonempty_iqueue_sends_to_a_uniform_member_which_leaves_without_message():
-    # servers 0, 2, 4 idle in I-queue 0, server 1 idle in I-queue 1, server 3 busy
+def test_jiq_nonempty_iqueue_sends_to_its_last_member_which_leaves_without_message():
+    # servers 0, 2, 4 idle in I-queue 0, server 1 idle in I-queue 1, server 3 busy. The
+    # members are all idle, so the loop takes the row's last one instead of a uniform one
+    # (same law: test_jiq_threshold_with_z_zero_equals_jiq_in_law_and_messages compares it
+    # with jiq_threshold, z = 0, which draws uniformly); no random number is used
     q, lists = [0, 0, 0, 2, 0], [[0, 2, 4], [1]]
-    outs = arrivals_from(q, lists, K.JIQ, 0, 3000, seed=1)
-    counts = np.bincount([o[0] for o in outs], minlength=5)
-    assert_distribution(counts, [1 / 3, 0, 1 / 3, 0, 1 / 3])
-    for n, joins, deletes, probes, s in outs:
-        assert (joins, deletes, probes) == (0, 0, 0)
-        assert s.q[n] == 1
-        assert s.sets() == [{0, 2, 4} - {n}, {1}]
-        assert s.check(K.JIQ) == []
+    for policy in (K.JIQ, K.JIQ_POD, K.JIQ_SQD):
+        state = new_state(1)
+        before = state.copy()
+        s = State(q, lists)
+        n, joins, deletes, probes = s.arrival(policy, 0, state, d=2)
+        assert (n, joins, deletes, probes) == (4, 0, 0, 0)
+        assert np.array_equal(state, before)
+        assert s.q[4] == 1 and s.lists() == [[0, 2], [1]] and s.where[4] == -1
+        assert s.check(policy) == []
 
 
 def test_jiq_empty_iqueue_sends_to_a_uniform_server_and_deletes_an_idle_one():
@@ -315,13 +319,23 @@ def test_warm_start_is_the_mean_field_point_with_listed_equal_to_idle(policy, d)
     assert np.mean(isize) == pytest.approx(np.mean(q == 0) * r)
 
 
-def test_stops_do_not_change_the_run():
+@pytest.mark.parametrize("ahead", [False, True])
+def test_stops_do_not_change_the_run(ahead, monkeypatch):
     # check mode stops the loop after every window, and the loop also stops to grow the ring
     # buffers and the I-queue rows; none of this may change the run: results are bitwise those
     # of one long span. M = 1 from the mean-field start (few idle servers: rows of K = 8 that
     # must grow), and jiq_original / jiq_threshold at lam = 0.97 (long queues: rings grow).
-    for policy, r in (("jiq", 40), ("jiq_original", 4), ("jiq_threshold", 4)):
-        kw = {"d": 1, "z": 1, "events": 300_000, "seed": 34, "n_windows": 50, "n_batches": 10}
+    # jiq_pod (d = 2) and jiq_sqd: the loop keeps their I-queue slots coded in the rings.
+    # ahead: the loop variant of large N (draws one event ahead, kept across stops), forced on
+    # for the two policies whose variants the look-ahead law test compiles anyway
+    cases = (("jiq", 40), ("jiq_original", 4), ("jiq_threshold", 4), ("jiq_pod", 40),
+             ("jiq_sqd", 4))
+    if ahead:
+        monkeypatch.setattr(K, "AHEAD_MIN_SERVERS", 1)
+        cases = (("jiq", 40), ("jiq_pod", 40))
+    for policy, r in cases:
+        kw = {"d": 2 if policy in ("jiq_pod", "jiq_sqd") else 1, "z": 1, "events": 300_000,
+              "seed": 34, "n_windows": 50, "n_batches": 10}
         a, sa = _simulate(40, 0.97, policy, r, **kw)
         b, sb = _simulate(40, 0.97, policy, r, check=True, **kw)
         for field, x, y in zip(a._fields, a, b):
@@ -329,6 +343,46 @@ def test_stops_do_not_change_the_run():
         assert np.array_equal(sa.q, sb.q) and np.array_equal(sa.where, sb.where)
         if r == 40:
             assert sa.kshift > 3  # the row grew
+
+
+def test_coded_slots_fall_back_to_int64_stamps(monkeypatch):
+    # an idle server's I-queue slot is kept in its ring as -2 - slot: with int32 stamps that
+    # needs M K < 2**31 - 2 (after one more doubling of the rows); beyond, the kernel switches
+    # the rings to int64, which changes nothing in the run
+    assert K._codes_fit(np.dtype(np.int32), 2**20, 9)
+    assert not K._codes_fit(np.dtype(np.int32), 2**20, 10)
+    assert K._codes_fit(np.dtype(np.int64), 2**20, 30)
+    kw = {"events": 300_000, "seed": 37, "n_windows": 50, "n_batches": 10}
+    import sim.jiq.agent as agent_module
+
+    dtypes = []
+    close = agent_module.close_censored
+    monkeypatch.setattr(agent_module, "close_censored",
+                        lambda q, buf, *args: (dtypes.append(buf.dtype), close(q, buf, *args)))
+    a, _ = _simulate(40, 0.97, "jiq", 40, **kw)
+    monkeypatch.setattr(K, "_codes_fit", lambda dtype, n_sched, kshift: dtype == np.int64)
+    b, _ = _simulate(40, 0.97, "jiq", 40, **kw)
+    assert dtypes == [np.int32, np.int64]
+    for field, x, y in zip(a._fields, a, b):
+        assert np.array_equal(x, y), field
+
+
+def test_look_ahead_variant_has_the_same_law(monkeypatch):
+    # from AHEAD_MIN_SERVERS servers on the loop draws each event one event ahead (another
+    # order of the random stream): forced on at N = 300, its estimates agree with the plain
+    # loop's within standard errors
+    for policy, d in (("jiq", 1), ("jiq_pod", 2)):
+        a = simulate(300, 0.9, policy, 10, d=d, events=20_000_000, seed=35)
+        monkeypatch.setattr(K, "AHEAD_MIN_SERVERS", 1)
+        b = simulate(300, 0.9, policy, 10, d=d, events=20_000_000, seed=36)
+        # the variant did switch: the same seed consumes its stream in another order
+        same_seed = simulate(300, 0.9, policy, 10, d=d, events=1_000_000, seed=35)
+        monkeypatch.undo()
+        plain = simulate(300, 0.9, policy, 10, d=d, events=1_000_000, seed=35)
+        assert same_seed.mean_response != plain.mean_response
+        for key in ("mean_response", "p0", "mean_iqueue", "join_rate", "delete_rate"):
+            assert_engines_agree(getattr(a, key), getattr(a, key + "_se"),
+                                 getattr(b, key), getattr(b, key + "_se"), what=f"{policy} {key}")
 
 
 def test_listed_equals_idle_in_time_average_at_moderate_n():
@@ -416,14 +470,13 @@ def test_jiq_threshold_with_z_zero_equals_jiq_in_law_and_messages():
         assert_engines_agree(a.tail[i], a.tail_se[i], b.tail[i], b.tail_se[i], what=f"s_{i + 1}")
 
 
-def test_same_seed_same_result_and_jiq_threshold_zero_is_jiq_bitwise():
-    # z = 0 consumes the random stream exactly as jiq does
-    a = simulate(60, 0.8, "jiq", 6, events=300_000, seed=31)
-    b = simulate(60, 0.8, "jiq_threshold", 6, z=0, events=300_000, seed=31)
-    c = simulate(60, 0.8, "jiq", 6, events=300_000, seed=31)
-    for key in ("mean_response", "p0", "join_rate", "delete_rate", "mean_iqueue"):
-        assert getattr(a, key) == getattr(b, key) == getattr(c, key), key
-    assert np.array_equal(a.tail, b.tail)
+def test_same_seed_same_result():
+    for policy, d, z in (("jiq", 1, 0), ("jiq_pod", 2, 0), ("jiq_original", 1, 0),
+                         ("jiq_threshold", 1, 1), ("jiq_sqd", 2, 0)):
+        a = simulate(60, 0.8, policy, 6, d=d, z=z, events=300_000, seed=31)
+        b = simulate(60, 0.8, policy, 6, d=d, z=z, events=300_000, seed=31)
+        for key, x, y in zip(a._fields, a, b):
+            assert np.array_equal(x, y), (policy, key)
 
 
 # ------------------------------------------------------------------------------------------
