@@ -17,8 +17,10 @@ arrival times (:mod:`sim.core.fifo`); I-queues are rows of a flat array with a p
 (:mod:`sim.jiq._agent_kernel`). Under jiq, jiq_pod and jiq_sqd, whose listed servers are all
 idle, a scheduler sends a task to the last member of its I-queue rather than a uniformly drawn
 one: the law of everything measured is the same (the kernel's docstring gives the argument;
-tests compare it with jiq_threshold at z = 0, which draws uniformly). Memory: ``4 N C`` bytes of ring buffers (int32 arrival stamps,
-int64 for runs of more than 2**31 events; ``C`` a power of two above the longest queue seen:
+tests compare it with jiq_threshold at z = 0, which draws uniformly). Memory: ``4 N C`` bytes
+of ring buffers (int32 arrival stamps, int64 for runs of more than 2**31 events, or when the
+I-queue slots coded in the idle servers' rings would not fit int32; ``C`` a power of two
+above the longest queue seen:
 C = 32 for jiq at lam = 0.9, N = 10**6, whose queues reach 16, C = 8 for jiq_pod) and ``4 M K``
 bytes of I-queue rows (``K`` a power of two above the longest I-queue ever seen, at least 8),
 plus a few arrays of N and M entries: about 180 MB for jiq at N = 10**6, r = 10.
