@@ -121,11 +121,11 @@ def _c_reference(d: int):
     state = {}
 
     def run(n, events):
-        from benchmarks.bench_agent_vs_c import REPO as _repo, build_c, run_c
+        from benchmarks.bench_agent_vs_c import build_c, run_c
 
         if "binary" not in state:
-            state["binary"] = build_c((_repo / ".." / "shared" / "limits" / "pod_limit.c").resolve(),
-                                      _repo / "benchmarks" / "pod_limit")
+            state["binary"] = build_c((REPO / ".." / "shared" / "limits" / "pod_limit.c").resolve(),
+                                      REPO / "benchmarks" / "pod_limit")
         out = run_c(state["binary"], n, LAM, d, events, 1)
         return _CResult(out["mean_response"], float("nan"))
     return run

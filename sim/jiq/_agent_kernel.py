@@ -366,6 +366,14 @@ def _join_draw(policy, s0, s1, s2, s3):
     return next_raw(s0, s1, s2, s3)
 
 
+@njit(cache=True)
+def _lists_idle_only(policy):
+    """Whether the policy's I-queues list exactly the idle servers (jiq, jiq_pod, jiq_sqd):
+    then a member of an I-queue is idle, the loop takes the row's last one and keeps the slots
+    coded in the rings (module docstring); jiq_original and jiq_threshold keep ``where``."""
+    return policy == JIQ or policy == JIQ_POD or policy == JIQ_SQD
+
+
 # --------------------------------------------------------------------------------------------
 # test helpers: one event on a hand-built state, composed as in the loop
 # --------------------------------------------------------------------------------------------
@@ -382,7 +390,7 @@ def apply_arrival(policy, d, z, m, q, iq, isize, where, kshift, state):
     probes = 0
     sz = isize[m]
     own = sz > 0
-    listed_idle = policy == JIQ or policy == JIQ_POD or policy == JIQ_SQD
+    listed_idle = _lists_idle_only(policy)
     if own and listed_idle:
         n = _take_last(m, sz, iq, isize, np.uint64(kshift))
         where[n] = -1
@@ -704,8 +712,8 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
     ahead = bool(ahead)
     # under jiq, jiq_pod and jiq_sqd the listed servers are the idle ones, so their count and
     # area follow from cnt[1] and acc[1]; jiq_original and jiq_threshold keep a counter
-    track_listed = policy == JIQ_ORIGINAL or policy == JIQ_THRESHOLD
-    listed_idle = not track_listed  # jiq, jiq_pod, jiq_sqd: listed <=> idle
+    listed_idle = bool(_lists_idle_only(policy))  # jiq, jiq_pod, jiq_sqd: listed <=> idle
+    track_listed = not listed_idle
     uniform_join = policy == JIQ or policy == JIQ_POD  # a uniform I-queue, branch-free
 
     @njit(cache=True)
@@ -1039,7 +1047,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     if not record:
         rec = dummy_recorder()
     run_span = _make_run_span(policy, pod_fy, sqd_fy, record, n_servers >= AHEAD_MIN_SERVERS)
-    listed_idle = policy in (JIQ, JIQ_POD, JIQ_SQD)
+    listed_idle = bool(_lists_idle_only(policy))
     look = np.zeros(2, dtype=np.uint64)  # the raw draw made ahead, and whether it is set
     # working copies in the smallest unsigned type that holds the ring capacity (see
     # _make_run_span), and ``where`` in int32 when the positions fit
