@@ -9,6 +9,9 @@ The rules (aggregation, interval methods, the fit and the verdict) are in ``docs
 """
 from __future__ import annotations
 
+from analysis import models as _models
+from analysis import response_times as _response_times
+from analysis import transients as _transients
 from analysis.aggregate import METRICS, aggregate, compare_to_meanfield
 from analysis.fit import arm_columns, fit_gap_rate, wls_loglog
 from analysis.plots import make_plots
@@ -16,37 +19,32 @@ from analysis.report import count_tasks, write_report
 from analysis.summary import analyze, summarize
 
 #: analyses a sweep can ask for by name (config key ``extra_analyses``), beside the standard
-#: mean-field comparison that every sweep gets. Each takes ``(frame, params, outdir, sweep_name)``
-#: and returns a dict with at least ``report`` (a Path) and ``plots`` (a list of Paths), and
-#: optionally ``metrics`` ([(key, value, step)]) for MLflow.
-ANALYSES: dict = {}
+#: mean-field comparison that every sweep gets: the general ones (response times, transients),
+#: every module of :mod:`analysis.models`, and those an out-of-tree model declares
+#: (:func:`model_analyses`). Each takes ``(frame, params, outdir, sweep_name)`` and returns a
+#: dict with at least ``report`` (a Path), ``plots`` (a list of Paths) and ``verdict_lines``
+#: (its console lines), optionally ``metrics`` ([(key, value, step, arm)]) for MLflow.
+ANALYSES: dict = {**_response_times.ANALYSES, **_transients.ANALYSES, **_models.ANALYSES}
 
-from analysis.centralization import analyze_centralization  # noqa: E402  (needs ANALYSES defined)
 
-ANALYSES["centralization"] = analyze_centralization
+def model_analyses() -> dict:
+    """:data:`ANALYSES` with the analyses the registered models declare
+    (:attr:`sim.core.declare.Model.analyses`, ``"module:function"``), imported here."""
+    import importlib
 
-from analysis.zero_queueing import analyze_zero_queueing  # noqa: E402
+    from sim.registry import MODELS
 
-ANALYSES["zero_queueing"] = analyze_zero_queueing
+    for decl in MODELS.values():
+        for name, ref in decl.analyses.items():
+            if name not in ANALYSES:
+                module, _, func = ref.partition(":")
+                ANALYSES[name] = getattr(importlib.import_module(module), func)
+    return ANALYSES
 
-from analysis.jiq import analyze_jiq  # noqa: E402
-
-ANALYSES["jiq"] = analyze_jiq
-
-from analysis.led import analyze_led  # noqa: E402
-
-ANALYSES["led"] = analyze_led
-
-from analysis.response_times import analyze_response_times  # noqa: E402
-
-ANALYSES["response_times"] = analyze_response_times
-
-from analysis.transients import analyze_transients  # noqa: E402
-
-ANALYSES["transients"] = analyze_transients
 
 __all__ = [
     "ANALYSES",
+    "model_analyses",
     "METRICS",
     "aggregate",
     "compare_to_meanfield",

@@ -42,6 +42,9 @@ from scipy import stats
 from analysis.aggregate import check_params
 
 __all__ = [
+    "gap_rate_verdict",
+    "SIGNIFICANT_Z",
+    "MIN_FIT_POINTS",
     "VERDICT_CONVERGES",
     "VERDICT_NO_GAP",
     "VERDICT_INCONCLUSIVE",
@@ -286,3 +289,50 @@ def _fit_schema(cmp: pl.DataFrame, keys: list[str]) -> dict:
 
 def _empty_fits(cmp: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return pl.DataFrame(schema=_fit_schema(cmp, keys))
+
+
+#: a gap is significant beyond this many standard errors (:func:`gap_rate_verdict`)
+SIGNIFICANT_Z = 4.0
+#: significant points a power-law fit of a gap needs
+MIN_FIT_POINTS = 4
+CONVERGES, NOT_CONVERGING, CONSISTENT, INCONCLUSIVE = (
+    "converges", "not converging", "consistent", "inconclusive")
+
+
+def gap_rate_verdict(ns, gaps, ses) -> dict:
+    """The verdict on a gap to a limit as N grows, from the points whose gap is significant
+    (beyond :data:`SIGNIFICANT_Z` SE): a weighted log-log fit of |gap| on N over at least
+    :data:`MIN_FIT_POINTS` of them (``converges``: the slope's 95% CI below 0; ``not
+    converging``: at or above 0; else ``inconclusive``), or, with fewer, ``consistent`` (the
+    others within the SE band) or ``inconclusive``. Returns the points, the fit and a note."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(gaps) / ses
+    sig = (ses > 0) & (z > SIGNIFICANT_Z)
+    out = {"n_values": [int(v) for v in ns], "gaps": [float(g) for g in gaps],
+           "gap_se": [float(s) for s in ses], "n_significant": int(sig.sum()),
+           "slope": None, "slope_lo": None, "slope_hi": None}
+    if sig.sum() >= MIN_FIT_POINTS:
+        fit = wls_loglog(ns[sig], gaps[sig], ses[sig])
+        out.update({k: fit[k] for k in ("slope", "slope_lo", "slope_hi")})
+        if fit["slope_hi"] < 0:
+            out["verdict"] = CONVERGES
+            out["note"] = f"gap ~ N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
+        elif fit["slope_lo"] >= 0:
+            out["verdict"] = NOT_CONVERGING
+            out["note"] = f"gap ~ N^{fit['slope']:.2f}: not shrinking"
+        else:
+            out["verdict"] = INCONCLUSIVE
+            out["note"] = "the slope's 95% CI contains 0"
+        if (~sig).any():
+            out["note"] += f"; within {SIGNIFICANT_Z:g} SE at N = {', '.join(str(int(v)) for v in ns[~sig])}"
+        return out
+    within = ns[~sig]
+    if within.size == 0:
+        out["verdict"] = INCONCLUSIVE
+        out["note"] = f"only {int(sig.sum())} N with a gap, none within {SIGNIFICANT_Z:g} SE; need {MIN_FIT_POINTS} to fit"
+    else:
+        out["verdict"] = CONSISTENT
+        out["note"] = (f"{int(sig.sum())} significant gap(s) (a fit needs {MIN_FIT_POINTS}); within "
+                       f"{SIGNIFICANT_Z:g} SE of the mean field at N = {', '.join(str(int(v)) for v in within)}"
+                       " (an O(1/N) gap falls below the SE at large N)")
+    return out

@@ -123,7 +123,7 @@ def report_lines(fits: list[dict], metric: str, x: str = "n_servers") -> list[st
         return []
     lines = ["", f"## Against the refined mean field (x* + V/N) of {metric}", "",
              "V predicted = N (refined - mean field); V_hat from a weighted fit of N * gap = V_hat + c/N "
-             f"over the simulated N (t interval); residual = simulation - refined, in SE (rule in "
+             "over the simulated N (t interval); residual = simulation - refined, in SE (rule in "
              "analysis/refined.py and docs/refined.md).", "",
              "| arm | N | N * gap (SE) | V predicted | V_hat [95% CI] | residual within 4 SE from N | verdict |",
              "|---|---|---|---|---|---|---|"]

@@ -14,12 +14,9 @@ their ``_se``, ``response_grid``, ``response_ccdf``, ``response_ccdf_se``; docs/
   the sweep ran with ``run.responses: true``), matched to a simulated point as
   :func:`analysis.aggregate.compare_to_meanfield` does (policy and every parameter but ``x``
   and ``n_servers`` that the meanfield rows carry). Only where no such row exists is it
-  computed here, as a fallback, from the theory functions
-  :func:`sim.dispatch.meanfield.response_mixture` (random, jsq, pod; any batch policy with
-  k = 1, which is power-of-d), :func:`sim.dispatch.batch_meanfield.response_mixture`
-  (batch_filling), :func:`sim.dispatch.task_meanfield.response_law` (pod_per_task,
-  batch_sampling) and :func:`sim.jiq.meanfield.response_mixture` (jiq, jiq_pod, jiq_sqd).
-  No mean field for a finite buffer or outside 0 < lam < 1.
+  computed here, as a fallback, from the response law the point's model declares
+  (:attr:`sim.core.declare.Model.response_law`; the dispatch and JIQ models have one, with no
+  mean field for a finite buffer or outside 0 < lam < 1).
 
 Plots: ``ccdf_<arm>.png`` (P(T > t) on a log axis, one curve per N, the mean field dashed) and
 ``quantiles_vs_n_<policy>.png`` (each quantile against N, log x, the mean field as horizontal
@@ -51,33 +48,20 @@ METRICS = tuple(f"response_{q}" for q in QUANTILE_NAMES)
 MAX_CCDF_FIGURES = 12
 
 
-def meanfield_mixture(policy: str, lam, k, d, b=None, r=None):
-    """The N = infinity response-time law of a point, or None where there is none here."""
-    k = 1 if k is None else int(k)
-    if b is not None or lam is None or not 0.0 < float(lam) < 1.0:
+def meanfield_law(row: dict):
+    """The N = infinity response-time law of a point, from its model's declared
+    :attr:`~sim.core.declare.Model.response_law` (the model is the row's ``model``, or inferred
+    from its engine and policy); None where the model has none."""
+    from sim import registry
+
+    try:
+        decl = (registry.model(row["model"]) if row.get("model")
+                else registry.model_of({"engine": row.get("engine"), "policy": row.get("policy")}))
+    except ValueError:
         return None
-    lam = float(lam)
-    if policy in ("jiq", "jiq_pod", "jiq_sqd"):
-        if r is None or (policy != "jiq" and d is None):
-            return None
-        from sim.jiq.meanfield import response_mixture
-        return response_mixture(policy, lam, float(r), 1 if d is None else int(d))
-    if policy in ("random", "jsq") and k == 1:
-        from sim.dispatch.meanfield import response_mixture
-        return response_mixture(policy, lam)
-    if d is None:
+    if decl.response_law is None:
         return None
-    d = int(d)
-    if k == 1 and policy in ("pod", "batch_filling", "batch_sampling", "pod_per_task"):
-        from sim.dispatch.meanfield import pod_response_mixture
-        return pod_response_mixture(lam, d)
-    if policy == "batch_filling":
-        from sim.dispatch.batch_meanfield import response_mixture
-        return response_mixture(lam, k, d)
-    if policy in ("pod_per_task", "batch_sampling"):
-        from sim.dispatch.task_meanfield import response_law
-        return response_law(policy, lam, k, d)
-    return None
+    return decl.response_law(row["policy"], row)
 
 
 class _RowLimit:
@@ -103,7 +87,7 @@ class _RowLimit:
 
 
 class _ComputedLimit:
-    """The fallback: the law computed from the theory functions (:func:`meanfield_mixture`)."""
+    """The fallback: the law computed from the model's declared response law (:func:`meanfield_law`)."""
 
     source = "computed"
 
@@ -203,7 +187,7 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
     if sims.height == 0:
         report.write_text(f"# Sweep `{sweep_name}`: response-time distributions\n\nNo rows with "
                           "response-time distributions (run the sweep with `run.responses=true`; "
-                          "dispatch model, agent and occupancy engines).\n")
+                          "the engines whose model records them).\n")
         return {"report": report, "plots": [], "metrics": []}
     agg = aggregate(sims, params, metrics=METRICS)
     keys = ["policy", "engine", *params]
@@ -219,10 +203,11 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
         row_limit = from_rows.get((r["policy"], *(r[p] for p in lim_on)))
         if row_limit is not None:
             return row_limit
-        key = (r["policy"], r.get("lam"), r.get("k"), r.get("d"), r.get("b"), r.get("r"))
+        key = (r["policy"], r.get("engine"), r.get("lam"), r.get("k"), r.get("d"), r.get("b"),
+               r.get("r"))
         if key not in mf_cache:
             try:
-                law = meanfield_mixture(*key)
+                law = meanfield_law(r)
             except (ValueError, RuntimeError):
                 law = None
             mf_cache[key] = None if law is None else _ComputedLimit(law)
@@ -346,3 +331,7 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
     summary = outdir / "summary.parquet"
     agg.write_parquet(summary)
     return {"report": report, "plots": plots, "metrics": metrics, "summary": summary}
+
+
+#: the analyses this module serves (``extra_analyses`` names; analysis collects them)
+ANALYSES = {"response_times": analyze_response_times}

@@ -20,16 +20,10 @@ from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.lines import Line2D
-from matplotlib.ticker import (
-    FuncFormatter,
-    LogFormatterSciNotation,
-    LogLocator,
-    MaxNLocator,
-    NullFormatter,
-)
+from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, MaxNLocator, NullFormatter
 
-__all__ = ["LABELS", "SYMBOLS", "POLICY_NAMES", "ENGINE_NAMES", "PALETTE", "MARKERS", "MAX_SERIES",
-           "label", "gap_label", "symbol", "policy_name", "engine_name", "param_text", "time_unit",
+__all__ = ["LABELS", "SYMBOLS", "ENGINE_NAMES", "PALETTE", "MARKERS", "MAX_SERIES",
+           "label", "gap_label", "symbol", "policy_name", "with_d", "engine_name", "param_text", "time_unit",
            "color", "marker", "log_axis", "errorbar_log", "integer_axis", "is_integer_valued", "mark_ci_to_zero",
            "ci_zero_handle", "CI_ZERO_LABEL", "mark_max_level", "tail_is_cut", "split_series",
            "legend_outside", "reference_slope", "dodge"]
@@ -92,13 +86,6 @@ SYMBOLS: dict[str, str] = {"n_servers": "N", "lam": "\u03bb", "p_hat": "p\u0302"
                            "arrival_dist": "arrivals", "service_dist": "service", "update": "updates",
                            "msg_budget_pod_d": "message budget of power-of-d with d"}
 
-POLICY_NAMES: dict[str, str] = {
-    "pod": "power-of-d", "jsq": "JSQ", "random": "random", "batch_filling": "batch-filling",
-    "batch_sampling": "batch-sampling", "pod_per_task": "power-of-d per task",
-    "central": "partial centralization", "jiq": "JIQ", "jiq_pod": "JIQ-Po2",
-    "jiq_original": "JIQ-Original", "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)",
-    "l_jsq": "L-JSQ", "l_jba": "L-JBA", "l_pod": "L-Pod", "weighted_random": "\u03bc-weighted random",
-}
 ENGINE_NAMES: dict[str, str] = {"agent": "agent simulation", "occupancy": "occupancy simulation",
                                 "slotted": "slotted simulation", "meanfield": "mean field (N \u2192 \u221e)",
                                 "refined": "refined mean field"}
@@ -147,8 +134,20 @@ def symbol(col: str, engines: Sequence[str] = ()) -> str:
     return SYMBOLS.get(col, col)
 
 
-def policy_name(policy: str) -> str:
-    return POLICY_NAMES.get(policy, policy)
+def policy_name(policy: str, model: str | None = None, engine: str | None = None) -> str:
+    """A policy's name in words, as its model declares it (:func:`sim.registry.policy_label`;
+    ``model`` or ``engine`` settle a name two models share)."""
+    from sim.registry import policy_label
+
+    return policy_label(policy, model, engine)
+
+
+def with_d(name: str, d) -> str:
+    """A label with its d filled in: ``power-of-d`` -> ``power-of-2``, ``JIQ-Po2`` and
+    ``JIQ-SQ(2)`` -> ``JIQ-Po3`` and ``JIQ-SQ(3)`` for d = 3; other labels unchanged."""
+    d = int(d)
+    name = name.replace("power-of-d", f"power-of-{d}")
+    return name.replace("-Po2", f"-Po{d}").replace("SQ(2)", f"SQ({d})")
 
 
 def engine_name(engine: str) -> str:

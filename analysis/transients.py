@@ -14,8 +14,8 @@ only names a parameter set and is not part of an arm). Per arm and N, over the R
 - (b) the distance of the *mean* path, ``D(N) = max_{t, i} |mean_i(t) - ode_i(t)|`` (expected
   ~ 1/N, the bias of the finite system, until it sinks below the noise of the mean). Its SE is
   the pointwise SE at the maximising (t, i); an N counts as significant when ``D > 4 SE`` there
-  and the rate is fitted on the significant N only, by the rule of analysis/jiq.py
-  (:func:`analysis.jiq.convergence_table`'s verdicts: at least 4 significant N to fit; else
+  and the rate is fitted on the significant N only, by :func:`analysis.fit.gap_rate_verdict`
+  (at least 4 significant N to fit; else
   ``consistent`` when the rest are within 4 SE). The maximum over about grid x levels
   correlated points makes the noise floor of D a few SE, not one: the 4 SE rule is meant to be
   conservative there.
@@ -44,9 +44,9 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from analysis import style
-from analysis.fit import wls_loglog
-from analysis.jiq import MIN_FIT_POINTS, SIGNIFICANT_Z, _verdict
+from analysis.fit import MIN_FIT_POINTS, SIGNIFICANT_Z, gap_rate_verdict, wls_loglog
 from analysis.report import _num as _fmt
+from sim import registry
 
 __all__ = ["analyze_transients", "arm_summaries", "SETTLE_TOL", "ARM_PARAMS"]
 
@@ -63,18 +63,13 @@ def _arm_keys(df: pl.DataFrame) -> list[str]:
 
 
 def _arm_label(arm: dict) -> str:
-    parts = [style.policy_name(arm["policy"])]
+    """``power-of-d, λ = 0.9, d = 2, T = 40``: the parameters the trajectory entry of the arm's
+    policy uses (:mod:`sim.registry`), in a fixed order."""
+    parts = [style.policy_name(arm["policy"], engine="trajectory")]
+    used = registry.entry("trajectory", arm["policy"], arm.get("model")).params
     for k in ("lam", "r", "d", "k", "p", "time"):
         v = arm.get(k)
-        if v is None:
-            continue
-        if k == "r" and not str(arm["policy"]).startswith("jiq"):
-            continue
-        if k == "d" and arm["policy"] in ("jiq", "central"):
-            continue
-        if k == "k" and arm["policy"] != "batch_filling":
-            continue
-        if k == "p" and arm["policy"] != "central":
+        if v is None or k not in used:
             continue
         sym = {"lam": "\u03bb", "time": "T"}.get(k, k)
         parts.append(f"{sym} = {_fmt(v)}")
@@ -147,14 +142,14 @@ def arm_summaries(df: pl.DataFrame) -> list[dict]:
             res["fit_sup"] = wls_loglog(ns, sup, sup_se)
         bias = np.array([pts[int(n)]["bias"] for n in ns])
         bias_se = np.array([pts[int(n)]["bias_se"] for n in ns])
-        res["bias_verdict"] = _verdict(ns, bias, bias_se)
+        res["bias_verdict"] = gap_rate_verdict(ns, bias, bias_se)
         # the fixed point of the arm (meanfield rows carry no `time`)
         mkeys = [k for k in keys if k not in ("time", "init")]
         m = mf.filter(*[pl.col(k).eq_missing(arm[k]) for k in mkeys if k in mf.columns]) if mf.height else mf
         if m.height:
             r0 = m.row(0, named=True)
             tail = r0.get("tail") or []
-            if str(arm["policy"]).startswith("jiq") and r0.get("p0") is not None:
+            if r0.get("p0") is not None:  # the JIQ mean field's empty I-queues
                 res["fixed"] = ("p0", float(r0["p0"]))
             elif len(tail) >= 2:
                 res["fixed"] = ("s_2", float(tail[1]))
@@ -202,7 +197,7 @@ def _plot_trajectories(arm: dict, outdir: Path) -> Path:
     fig = Figure(figsize=(3.9 * ncol, 3.2 * nrow + 0.9), layout="constrained")
     axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
     jiq = "p0_mean" in pts[ns[0]]
-    central = arm["arm"]["policy"] == "central"
+    central = "top_mean" in pts[ns[0]]  # rows with a fluid model's top level (centralization)
     if central:
         what = [f"s_{i}" for i in (1, 3, 5) if i <= pts[ns[0]]["levels"]]
     else:
@@ -347,7 +342,7 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
     lines = [f"# Trajectories against the mean-field ODE: {sweep_name}", ""]
     plots: list[Path] = []
     metrics: list = []
-    verdicts: list[str] = []  # one console line per fitted quantity (pipeline.run.model_verdicts)
+    verdicts: list[str] = []  # one console line per fitted quantity (pipeline.run prints them)
     if not arms:
         lines.append("No trajectory rows with a complete path: nothing to analyse.")
         report = outdir / "report.md"
@@ -438,4 +433,8 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
     lines += ["## Figures", ""] + [f"- `{p.name}`" for p in plots]
     report = outdir / "report.md"
     report.write_text("\n".join(lines) + "\n")
-    return {"report": report, "plots": plots, "metrics": metrics, "path_verdicts": verdicts}
+    return {"report": report, "plots": plots, "metrics": metrics, "verdict_lines": verdicts}
+
+
+#: the analyses this module serves (``extra_analyses`` names; analysis collects them)
+ANALYSES = {"transients": analyze_transients}

@@ -30,12 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import cpu_model  # noqa: E402
-
 from sim.core.windows import window_bounds  # noqa: E402
 from sim.jiq import _occupancy_kernel as K  # noqa: E402
 from sim.jiq.occupancy import _padded, initial_counts, simulate  # noqa: E402
-
-
 
 
 def best_time(fn, repeat: int):

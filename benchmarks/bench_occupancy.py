@@ -11,7 +11,7 @@ Prints (no assertions):
    differently (agent: uniformized events of rate N*(1 + lam), a service token at an idle server
    wasted; occupancy: jump-chain transitions of rate N*lam + busy), so time per *job* is the
    like-for-like figure;
-3. batch-filling at N = 10**6 in the occupancy engine and, if ``sim/parallel.py`` exists
+3. batch-filling at N = 10**6 in the occupancy engine and, if ``sim/dispatch/agent_jobs.py`` exists
    (agent engine for k-task jobs, written concurrently), in that engine: time per job.
 
 Each figure is the best of ``--repeat`` runs after a warm-up run (compile time excluded).
@@ -66,7 +66,7 @@ def agent_pod(n, lam, d, events, repeat):
 
 
 def parallel_batch_filling(n, lam, k, d, events, repeat):
-    from sim.dispatch.parallel import simulate as parallel_simulate
+    from sim.dispatch.agent_jobs import simulate as parallel_simulate
 
     sec, r = best_time(lambda: parallel_simulate(n, lam, "batch_filling", k=k, d=d,
                                                  events=events, seed=1), repeat)
@@ -113,16 +113,16 @@ def main(argv=None) -> int:
         show("agent (uniformized events)", g)
         print(f"  -> time per job agent / occupancy: {g['us_per_job'] / o['us_per_job']:.2f}")
 
-    print(f"\n3. batch-filling k = {a.k}, d = {a.d}, N = 1e6: occupancy vs sim.dispatch.parallel")
+    print(f"\n3. batch-filling k = {a.k}, d = {a.d}, N = 1e6: occupancy vs sim.dispatch.agent_jobs")
     o = occupancy(10**6, lam, "batch_filling", a.k, a.d, ev, a.repeat)
     show("occupancy (jump-chain events)", o)
     if a.skip_agent:
         pass
-    elif importlib.util.find_spec("sim.dispatch.parallel") is None:
-        print("  sim/parallel.py does not exist: skipped")
+    elif importlib.util.find_spec("sim.dispatch.agent_jobs") is None:
+        print("  sim/dispatch/agent_jobs.py does not exist: skipped")
     else:
         g = parallel_batch_filling(10**6, lam, a.k, a.d, ev, a.repeat)
-        show("sim.dispatch.parallel agent (uniformized events)", g)
+        show("sim.dispatch.agent_jobs agent (uniformized events)", g)
         print(f"  -> time per job parallel / occupancy: {g['us_per_job'] / o['us_per_job']:.2f}")
     return 0
 

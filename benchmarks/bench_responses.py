@@ -8,7 +8,7 @@ included). Cases (N = 10**4, lam = 0.9):
 
 - power-of-2 (k = 1): the single-task agent engine :func:`sim.dispatch.agent.simulate` (where
   the pipeline runs single-task pod tasks, recording or not), the parallel-job agent engine
-  :func:`sim.dispatch.parallel.simulate` with ``batch_filling``, k = 1 (the same model), and
+  :func:`sim.dispatch.agent_jobs.simulate` with ``batch_filling``, k = 1 (the same model), and
   occupancy ``pod``;
 - batch-filling, k = 16, d = 2;
 - JIQ (``jiq``, r = 10) on the JIQ agent and occupancy engines.
@@ -52,7 +52,7 @@ _SUMMARY = {"sec": 0.0}
 def _timed_summaries():
     """Wrap the engines' ``summarize`` to add its CPU time to ``_SUMMARY``."""
     from sim.core import responses
-    from sim.dispatch import agent, occupancy, parallel
+    from sim.dispatch import agent, agent_jobs, occupancy
     from sim.jiq import agent as jiq_agent
     from sim.jiq import occupancy as jiq_occupancy
 
@@ -62,7 +62,7 @@ def _timed_summaries():
         _SUMMARY["sec"] += time.process_time() - t0
         return out
 
-    agent.summarize = occupancy.summarize = parallel.summarize = wrapped
+    agent.summarize = occupancy.summarize = agent_jobs.summarize = wrapped
     jiq_agent.summarize = jiq_occupancy.summarize = wrapped
 
 
@@ -98,7 +98,7 @@ def main(argv=None):
     ap.add_argument("--case", action="append", default=None,
                     help="run only the cases whose label contains this text (repeatable)")
     args = ap.parse_args(argv)
-    from sim.dispatch import agent, occupancy, parallel
+    from sim.dispatch import agent, agent_jobs, occupancy
     from sim.jiq import agent as jiq_agent
     from sim.jiq import occupancy as jiq_occupancy
 
@@ -115,13 +115,13 @@ def main(argv=None):
 
     case("pod d=2, agent (single-task engine)",
          lambda r: agent.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r))
-    case("pod d=2, agent (parallel engine, k=1)",
-         lambda r: parallel.simulate(n, lam, "batch_filling", k=1, d=2, events=ev, seed=1,
+    case("pod d=2, agent (k-task engine, k=1)",
+         lambda r: agent_jobs.simulate(n, lam, "batch_filling", k=1, d=2, events=ev, seed=1,
                                      responses=r))
     case("pod d=2, occupancy",
          lambda r: occupancy.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r))
     case("batch_filling k=16 d=2, agent",
-         lambda r: parallel.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
+         lambda r: agent_jobs.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
                                      responses=r))
     case("batch_filling k=16 d=2, occupancy",
          lambda r: occupancy.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,

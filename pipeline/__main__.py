@@ -97,10 +97,9 @@ def main(cfg: DictConfig) -> None:
 def cli() -> None:
     """:func:`main`, with Hydra's refusals of the input as one line and exit code 2 (README)."""
     global _ours
+    from pipeline import multirun
     from pipeline.config import compose_error_message
     from pipeline.run import EXIT_CONFIG
-
-    from pipeline import multirun
 
     if multirun.is_multirun(sys.argv[1:]):  # plan every sweep before the first one starts
         try:

@@ -76,6 +76,12 @@ def git_state(root: Path) -> tuple[dict, str]:
     return {"commit": commit.strip(), "dirty": bool(status.strip()), "status": status}, diff
 
 
+def _no_bytecode(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Leave compiled bytecode out of the archive (it is rebuilt from the source)."""
+    parts = PurePosixPath(info.name).parts
+    return None if "__pycache__" in parts or info.name.endswith((".pyc", ".pyo")) else info
+
+
 def write_archive(out_dir: Path, files: dict[str, Path | str | bytes], project_root: Path) -> Path:
     """Write ``out_dir/archive.tar.gz``. ``files`` maps archive names to paths or contents."""
     state, diff = git_state(project_root)
@@ -90,7 +96,7 @@ def write_archive(out_dir: Path, files: dict[str, Path | str | bytes], project_r
         for name, src in files.items():
             arcname = f"{PREFIX}/{name}"
             if isinstance(src, Path):
-                tar.add(src, arcname=arcname, recursive=True)
+                tar.add(src, arcname=arcname, recursive=True, filter=_no_bytecode)
             else:
                 contents[name] = src.encode() if isinstance(src, str) else src
         for name, data in contents.items():

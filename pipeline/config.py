@@ -89,6 +89,11 @@ class Config:
     description: str = ""
     #: root seed; every task's seed derives from it, the point and the replication
     seed: int = 20261201
+    #: the model of the sweep's policies (null: inferred from each (engine, policy), which is
+    #: refused where two models declare it); docs/sweeps.md
+    model: Optional[str] = None
+    #: out-of-tree models to load (module paths on sys.path; docs/extending.md)
+    models: List[str] = field(default_factory=list)
     policies: List[str] = field(default_factory=lambda: ["pod"])
     engines: List[str] = field(default_factory=lambda: ["agent", "meanfield"])
     replications: int = 2
@@ -137,7 +142,6 @@ def compose_error_message(exc: BaseException) -> str:
     """One line for an exception raised while Hydra composes the config (bad override, unknown
     key or sweep, a sweep file that is not YAML or not text), naming the key or file."""
     import yaml
-
     from hydra.errors import MissingConfigException
 
     seen = exc

@@ -20,6 +20,7 @@ from collections import defaultdict
 from pipeline.execute import MEANFIELD_SECONDS
 from pipeline.plan import Plan
 from sim import MAX_RUNS
+from sim.registry import STOCHASTIC_ENGINES
 
 #: events of each timing run (and a tenth of that as the warm-up)
 PROBE_EVENTS = 200_000
@@ -41,7 +42,7 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
 
     largest: dict[tuple, dict] = {}
     for t in plan.tasks:
-        if t["engine"] in ("meanfield", "refined"):
+        if t["engine"] not in STOCHASTIC_ENGINES:
             continue
         key = _key(t)
         if key not in largest or t["n_servers"] > largest[key]["n_servers"]:
@@ -58,7 +59,7 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
 
 
 def task_seconds(plan: Plan, per_event: dict[tuple, float]) -> list[float]:
-    return [MEANFIELD_SECONDS if t["engine"] in ("meanfield", "refined")
+    return [MEANFIELD_SECONDS if t["engine"] not in STOCHASTIC_ENGINES
             else per_event[_key(t)] * _events(t) for t in plan.tasks]
 
 
@@ -81,8 +82,8 @@ def _duration(s: float) -> str:
 
 def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) -> str:
     lines = [f"sweep {plan.sweep!r}: {len(plan.points)} points, {len(plan.tasks)} tasks "
-             f"({sum(t['engine'] not in ('meanfield', 'refined') for t in plan.tasks)} simulations), "
-             f"{sum(_events(t) for t in plan.tasks if t['engine'] not in ('meanfield', 'refined')):.3g} events in all"]
+             f"({sum(t['engine'] in STOCHASTIC_ENGINES for t in plan.tasks)} simulations), "
+             f"{sum(_events(t) for t in plan.tasks if t['engine'] in STOCHASTIC_ENGINES):.3g} events in all"]
     by_engine: dict[str, int] = defaultdict(int)
     for t in plan.tasks:
         by_engine[t["engine"]] += 1

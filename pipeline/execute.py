@@ -21,9 +21,8 @@ from urllib.parse import urlparse
 
 from tqdm import tqdm
 
-from sim.registry import STOCHASTIC_ENGINES
-
 from pipeline import worker
+from sim.registry import STOCHASTIC_ENGINES, model_of
 
 log = logging.getLogger(__name__)
 
@@ -35,31 +34,19 @@ AUTH_MODES = ("auto", "token", "disabled")
 #: where Ray looks for a token when none is given in the environment
 DEFAULT_TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 
-#: planning cost of one slot of the slotted engine, in agent events: a slot serves every server
-#: (measured here: about 30-110 ns per server per slot, against 8-20 ns per agent event)
-SLOT_EVENTS_PER_SERVER = 5.0
-
 
 class ClusterError(RuntimeError):
     """Ray could not be started or joined; the message says where and why (exit code 3)."""
 
 
 def event_cost(task: dict) -> float:
-    """Planning cost of one event of ``task``, in units of a plain agent event: the policies
-    that sample k*d queues per job cost more per event as d (and, per task, k) grow. Rough fits
-    of the occupancy engine's CPU time per event measured here (sub_halfin_whitt, N = 10^2..10^6:
-    batch-filling 42-193 ns for d = 2..64, per-task power-of-(kd) 70-850 ns for k = 22..191)."""
-    policy, d, k = task.get("policy"), task.get("d") or 1, task.get("k") or 1
-    if policy in ("batch_filling", "batch_sampling"):
-        return 1.0 + d / 16.0
-    if policy == "pod_per_task":
-        return (1.0 + k / 40.0) * (1.0 + d / 32.0)
-    return 1.0
+    """Planning cost of one event of ``task`` in plain agent events: its model's declared
+    :attr:`~sim.core.declare.Model.event_cost` (1 unless the model says otherwise)."""
+    return model_of(task).event_cost(task)
 
 
 def estimated_seconds(task: dict, events_per_second: float) -> float:
-    if task["engine"] == "slotted":
-        return task["events"] * task["n_servers"] * SLOT_EVENTS_PER_SERVER / events_per_second
+    """The planning estimate of a task's run time (grouping and progress only)."""
     if task["engine"] in STOCHASTIC_ENGINES:
         return task["events"] * event_cost(task) / events_per_second
     return MEANFIELD_SECONDS
@@ -196,9 +183,12 @@ def _undo_loopback() -> None:
         pass
 
 
-def connect(exec_cfg: dict) -> Session:
+def connect(exec_cfg: dict, py_modules=()) -> Session:
     """Start a local Ray cluster (``address`` unset) or join one; refuse clearly, in bounded
-    time, a cluster that cannot be reached. Nothing of the run exists yet when this runs."""
+    time, a cluster that cannot be reached. Nothing of the run exists yet when this runs.
+
+    ``py_modules``: package folders of out-of-tree models (:func:`pipeline.models.py_modules`),
+    shipped to every worker through Ray's ``runtime_env``."""
     if exec_cfg["backend"] == "serial":
         return Session("serial", None, 1)
     address = ray_address(exec_cfg)
@@ -218,15 +208,17 @@ def connect(exec_cfg: dict) -> Session:
         if address:
             # Never pass num_cpus when joining (Ray refuses it). Ship our two packages unless
             # the job already runs from the project's working directory (ray job submit).
-            runtime_env = None
+            shipped = list(py_modules)
             if not os.environ.get("RAY_JOB_ID"):
-                runtime_env = {"py_modules": [str(PROJECT_ROOT / "sim"), str(PROJECT_ROOT / "pipeline")]}
+                shipped = [str(PROJECT_ROOT / "sim"), str(PROJECT_ROOT / "pipeline"), *shipped]
             _undo_loopback()
-            ray.init(address=address, runtime_env=runtime_env, logging_level=logging.WARNING)
+            ray.init(address=address, runtime_env={"py_modules": shipped} if shipped else None,
+                     logging_level=logging.WARNING)
         else:
             _local_loopback()
             ray.init(address="local", num_cpus=exec_cfg.get("num_cpus") or os.cpu_count(),
-                     include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+                     include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
+                     runtime_env={"py_modules": list(py_modules)} if py_modules else None)
     except Exception as exc:  # Ray's own errors, e.g. InvalidAuthToken after its retries
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"the Ray cluster at {address!r}" if address else "a local Ray cluster"

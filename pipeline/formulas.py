@@ -17,6 +17,7 @@ import simpleeval
 
 from pipeline.errors import ConfigError
 
+
 def _snap(x: float) -> float:
     """``x`` rounded to the nearest integer when it is within floating-point noise of it, so
     that ``ceil(1 / (1 - 0.9))`` is 10 (not 11, as 10.000000000000002 would give)."""

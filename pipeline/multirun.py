@@ -67,8 +67,8 @@ def validate(argv: list[str]) -> int:
     return len(jobs)
 
 
-def _session_key(exec_cfg: dict) -> tuple:
-    return tuple(exec_cfg.get(k) for k in ("backend", "address", "auth", "num_cpus"))
+def _session_key(exec_cfg: dict, py_modules=()) -> tuple:
+    return (*(exec_cfg.get(k) for k in ("backend", "address", "auth", "num_cpus")), tuple(py_modules))
 
 
 class Group:
@@ -84,15 +84,16 @@ class Group:
         self._parents: dict[tuple[str, str], tuple[object, str]] = {}
 
     # ---- Ray
-    def connect(self, exec_cfg: dict):
-        """The shared session, or a new one if this job's execution settings differ."""
+    def connect(self, exec_cfg: dict, py_modules=()):
+        """The shared session, or a new one if this job's execution settings (or the
+        out-of-tree models it ships) differ."""
         from pipeline.execute import connect
 
-        key = _session_key(exec_cfg)
+        key = _session_key(exec_cfg, py_modules)
         if self.session is not None and key == self._session_key:
             return self.session
         self.close_session()
-        self.session = connect(exec_cfg)
+        self.session = connect(exec_cfg, py_modules)
         self._session_key = key
         return self.session
 

@@ -14,17 +14,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from sim.registry import (
-    ENGINE_POLICIES, INIT_CHOICES, N_BATCHES_MAX, PARAMS, POLICIES, STOCHASTIC_ENGINES, entry,
-)
-
 from pipeline.errors import ConfigError
 from pipeline.execute import AUTH_MODES
 from pipeline.formulas import evaluate, evaluation_order, parse
+from sim import registry
+from sim.registry import ENGINE_POLICIES, INIT_CHOICES, N_BATCHES_MAX, PARAMS, POLICIES, STOCHASTIC_ENGINES
 
-#: model parameters and their kinds (sim.registry.PARAMS); any other name in ``axes``/``params``
-#: is an auxiliary variable (a number) and must be used by some formula
-MODEL_PARAMS: dict[str, str] = {name: par.kind for name, par in PARAMS.items()}
+#: model parameters and their kinds: :data:`sim.registry.PARAMS`, which an out-of-tree model
+#: loaded by a sweep's ``models:`` extends in place; any other name in ``axes``/``params`` is an
+#: auxiliary variable (a number) and must be used by some formula
+MODEL_PARAMS = PARAMS
+
+
+def _kind(name: str) -> str:
+    """The kind of parameter ``name`` (``float`` for an auxiliary variable)."""
+    par = PARAMS.get(name)
+    return "float" if par is None else par.kind
 #: the Python type of each kind's values (and of the ``variant`` column)
 KIND_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "choice": str, "floats": list}
 #: names a sweep may write for a model parameter
@@ -122,6 +127,20 @@ def check_top_level(cfg: dict) -> None:
     check_name(cfg.get("name"))
     _int_at_least(cfg, "replications", 1)
     _int_at_least(cfg, "seed", 0)
+    models = cfg.get("models") or []
+    if not isinstance(models, (list, tuple)):
+        raise ConfigError(f"models={models!r} must be a list of model module names")
+    for name in models:
+        try:
+            registry.load_model(name)
+        except ValueError as exc:
+            raise ConfigError(f"models: {exc}") from None
+    model = cfg.get("model")
+    if model is not None:
+        try:
+            registry.load_model(model)
+        except ValueError as exc:
+            raise ConfigError(f"model: {exc}") from None
     engines = cfg.get("engines") or []
     if not engines:
         raise ConfigError(f"engines={engines!r}: name at least one of {', '.join(sim.ENGINES)}")
@@ -136,15 +155,20 @@ def check_top_level(cfg: dict) -> None:
             raise ConfigError(f"policies: {p!r} is unknown; valid policies: {', '.join(POLICIES)}")
     for e in engines:
         for p in policies:
-            if p not in ENGINE_POLICIES[e]:
+            if model is None and p not in ENGINE_POLICIES[e]:
                 raise ConfigError(
                     f"policies: {p!r} is not served by engine {e!r}; "
                     f"{e!r} serves: {', '.join(ENGINE_POLICIES[e])}"
                 )
+            try:
+                registry.entry(e, p, model)
+            except ValueError as exc:
+                raise ConfigError(f"policies: {exc}") from None
     if len(set(engines)) != len(engines) or len(set(policies)) != len(policies):
         raise ConfigError(f"engines={engines!r} / policies={policies!r}: each may appear once")
-    from analysis import ANALYSES
+    from analysis import model_analyses
 
+    ANALYSES = model_analyses()
     for name in cfg.get("extra_analyses") or []:
         if name not in ANALYSES:
             raise ConfigError(f"extra_analyses: {name!r} is unknown; valid: {', '.join(ANALYSES) or '(none)'}")
@@ -198,7 +222,7 @@ def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[st
         name = _canon(raw, f"axes.{raw}")
         if name in axes:
             raise ConfigError(f"axes.{raw}: {name!r} is given twice")
-        kind = MODEL_PARAMS.get(name, "float")
+        kind = _kind(name)
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(f"axes.{raw}={values!r} must be a non-empty list of values")
         if kind == "floats":
@@ -217,7 +241,7 @@ def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[st
             continue
         if name in constants or name in formulas:
             raise ConfigError(f"params.{raw}: {name!r} is given twice")
-        kind = MODEL_PARAMS.get(name, "float")
+        kind = _kind(name)
         if kind in ("int", "float") and isinstance(value, str):
             formulas[name] = value
         else:  # a number, or a literal of a categorical, boolean or list parameter
@@ -244,7 +268,7 @@ def _literal(name: str, value, where: str):
     """A literal value of parameter ``name`` checked against its kind (auxiliary variables are
     numbers); ``ConfigError`` naming ``where`` (the key: ``params.lam``, ``axes.N[2]``) and the
     value otherwise."""
-    kind = MODEL_PARAMS.get(name, "float")
+    kind = _kind(name)
     if kind == "choice":
         choices = PARAMS[name].choices
         if value not in choices:
@@ -272,7 +296,7 @@ def _literal(name: str, value, where: str):
 
 
 def _coerce(name: str, value, where: str):
-    kind = MODEL_PARAMS.get(name, "float")
+    kind = _kind(name)
     if kind == "int":
         if abs(value) >= INT_MAX:
             raise ConfigError(f"{where}: {name}={_big(value)} is too large: an integer parameter "
@@ -333,17 +357,22 @@ _NOT_IN_LIMIT = ("events", "time", "init_tail")
 _NEUTRAL = {"k": 1}
 
 
-def _check_limit_models(policy: str, engines: list[str], values: dict, where: str) -> None:
+def _entry(cfg: dict, engine: str, policy: str):
+    """The registry entry of (engine, policy) in the sweep's ``model`` (inferred when unnamed)."""
+    return registry.entry(engine, policy, cfg.get("model"))
+
+
+def _check_limit_models(cfg: dict, policy: str, engines: list[str], values: dict, where: str) -> None:
     """``ConfigError`` if a limit engine (meanfield, refined) of the sweep would stand for a
     simulation of another model: the point sets a parameter that a simulation of it uses but
     the limit entry does not model (``k = 4`` jobs beside a single-task mean field, a buffer
     ``b`` beside the unbuffered one). Its row would be compared with the simulations as if it
     were their limit."""
-    simulated = set().union(*(entry(e, policy).params for e in engines if e in STOCHASTIC_ENGINES))
+    simulated = set().union(*(_entry(cfg, e, policy).params for e in engines if e in STOCHASTIC_ENGINES))
     for engine in engines:
         if engine in STOCHASTIC_ENGINES:
             continue
-        modelled = entry(engine, policy).params
+        modelled = _entry(cfg, engine, policy).params
         for name in sorted(simulated - set(modelled) - set(_NOT_IN_LIMIT)):
             value = values.get(name)
             if value is None or _NEUTRAL.get(name, object()) == value:
@@ -392,7 +421,7 @@ def make_plan(cfg: dict) -> Plan:
     needed: set[str] = set()
     for policy in policies:
         for engine in engines:
-            ent = entry(engine, policy)
+            ent = _entry(cfg, engine, policy)
             needed.update(n for n in ent.params if n not in ent.optional and n != "time")
     for v, spec in specs.items():
         defined = set(spec.axes) | set(spec.constants) | set(spec.formulas)
@@ -439,15 +468,17 @@ def make_plan(cfg: dict) -> Plan:
                     values = {"variant": variant, **values}
                 point = Point(pid, policy, values)
                 points.append(point)
-                _check_limit_models(policy, engines, values, where)
+                _check_limit_models(cfg, policy, engines, values, where)
                 for engine in engines:
-                    used = entry(engine, policy).params
+                    ent = _entry(cfg, engine, policy)
+                    used = ent.params
                     # a model parameter the task does not use is null in its row
                     row_params = {n: (v if n not in MODEL_PARAMS or n in used else None)
                                   for n, v in values.items()}
                     reps = replications if engine in STOCHASTIC_ENGINES else 1
                     for rep in range(reps):
                         task = {
+                            "model": ent.model,
                             "engine": engine,
                             "policy": policy,
                             **{k: values[k] for k in used if values.get(k) is not None},
@@ -460,10 +491,7 @@ def make_plan(cfg: dict) -> Plan:
                         if engine in STOCHASTIC_ENGINES and run.get("precision") is not None:
                             task["precision"] = float(run["precision"])
                             task["precision_cap"] = float(run.get("precision_cap", 16))
-                        if run.get("responses") and (engine, entry(engine, policy).model) in (
-                                ("agent", "dispatch"), ("occupancy", "dispatch"),
-                                ("agent", "jiq"), ("occupancy", "jiq"),
-                                ("meanfield", "dispatch"), ("meanfield", "jiq")):
+                        if run.get("responses") and engine in registry.model(ent.model).responses:
                             # the engines that record, and the exact limits (docs/responses.md)
                             task["responses"] = True
                         if engine == "trajectory":  # docs/transients.md
@@ -485,7 +513,7 @@ def make_plan(cfg: dict) -> Plan:
                         }
                         tasks.append(task)
                 pid += 1
-    types = {n: (str if n == "variant" else KIND_TYPES[MODEL_PARAMS.get(n, "float")]) for n in names}
+    types = {n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names}
     return Plan(
         sweep=cfg["name"],
         root_seed=root_seed,

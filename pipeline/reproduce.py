@@ -61,6 +61,7 @@ import argparse
 import contextlib
 import dataclasses
 import difflib
+import fnmatch
 import hashlib
 import json
 import logging
@@ -146,18 +147,19 @@ def cell_difference(a: Any, b: Any, rtol: float, exact: bool) -> tuple[str, Any,
     return None
 
 
-def _same(a, b, rtol: float) -> tuple[bool, bool]:
-    """(bitwise equal, equal within rtol) for scalars or lists."""
-    return cell_difference(a, b, rtol, True) is None, cell_difference(a, b, rtol, False) is None
-
-
 # ------------------------------------------------------------------------------- comparison
 
 class Comparison:
     """Collects named mismatches between the archived run and the rerun."""
 
-    def __init__(self, rtol: float, exact: bool, old_dirs: list[str], new_dirs: list[str]):
+    def __init__(self, rtol: float, exact: bool, old_dirs: list[str], new_dirs: list[str],
+                 ignore_columns: frozenset = frozenset(), ignore_files: tuple[str, ...] = ()):
         self.rtol, self.exact = rtol, exact
+        #: columns and JSON keys left out besides EXCLUDED_COLUMNS (--ignore-columns)
+        self.excluded = EXCLUDED_COLUMNS | frozenset(ignore_columns)
+        #: analysis files (glob patterns of their path under analysis/) left out (--ignore-files)
+        self.ignore_files = tuple(ignore_files)
+        self.files_ignored: list[str] = []
         # longest first, so that a path is replaced before a prefix of it
         self.old_dirs = sorted({d for d in old_dirs if d}, key=len, reverse=True)
         self.new_dirs = sorted({d for d in new_dirs if d}, key=len, reverse=True)
@@ -182,7 +184,7 @@ class Comparison:
                label_columns: tuple[str, ...] = ()) -> dict:
         """Cell by cell over the union of columns (less the excluded ones)."""
         columns = [c for c in old.columns] + [c for c in new.columns if c not in old.columns]
-        columns = [c for c in columns if c not in EXCLUDED_COLUMNS]
+        columns = [c for c in columns if c not in self.excluded]
         common = []
         for c in columns:
             if c not in old.columns or c not in new.columns:
@@ -271,7 +273,7 @@ class Comparison:
     def json(self, old: Any, new: Any, file: str, path: str = "$") -> None:
         if isinstance(old, dict) and isinstance(new, dict):
             for k in list(old) + [k for k in new if k not in old]:
-                if k in EXCLUDED_COLUMNS or TIMING.search(str(k)):
+                if k in self.excluded or TIMING.search(str(k)):
                     continue
                 self.json(old.get(k, ABSENT), new.get(k, ABSENT), file, f"{path}.{k}")
             return
@@ -299,6 +301,9 @@ class Comparison:
         old_files, new_files = files(old_root), files(new_root)
         for rel in sorted(old_files | new_files):
             file = f"{prefix}/{rel}"
+            if any(fnmatch.fnmatchcase(rel, pat) for pat in self.ignore_files):
+                self.files_ignored.append(file)
+                continue
             if rel not in new_files or rel not in old_files:
                 self.add(file, "file", "", "<present>" if rel in old_files else ABSENT,
                          "<present>" if rel in new_files else ABSENT)
@@ -463,8 +468,13 @@ def _ray_environment(address: str | None) -> Iterator[None]:
 def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = None,
               rtol: float = 1e-9, progress: bool = True, *, address: str | None = None,
               num_cpus: int | None = None, max_bytes: int = MAX_BYTES,
-              max_members: int = MAX_MEMBERS) -> dict:
-    """Rerun the archived sweep locally (or on ``address``) and compare; see the module doc."""
+              max_members: int = MAX_MEMBERS, ignore_columns: tuple[str, ...] = (),
+              ignore_files: tuple[str, ...] = ()) -> dict:
+    """Rerun the archived sweep locally (or on ``address``) and compare; see the module doc.
+
+    ``ignore_columns`` (result and analysis columns, JSON keys) and ``ignore_files`` (glob
+    patterns of paths under ``analysis/``) name expected differences, such as a column a newer
+    version adds: they are left out of the comparison and listed in the report."""
     from pipeline.run import analysis_params, run_sweep
 
     archive = Path(archive)
@@ -472,6 +482,9 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
         raise ConfigError(f"archive={str(archive)!r} does not exist")
     with tempfile.TemporaryDirectory(prefix="lbsweep-reproduce-") as tmp:
         run = safe_extract(archive, Path(tmp), max_bytes=max_bytes, max_members=max_members)
+        from pipeline.models import use_archived
+
+        use_archived(run)  # an out-of-tree model's archived source runs, not the machine's
         cfg, archived_exec, archived_doc, archived_env = _read_run(run, archive)
         archived_out = cfg.get("output_dir")
         if out_dir is None:
@@ -498,7 +511,8 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
         elif old_mpl != new_mpl:
             images = f"matplotlib {old_mpl} -> {new_mpl}"
 
-        c = Comparison(rtol, env_match, [str(archived_out or "")], [str(out_dir), str(result["output_dir"])])
+        c = Comparison(rtol, env_match, [str(archived_out or "")], [str(out_dir), str(result["output_dir"])],
+                       frozenset(ignore_columns), tuple(ignore_files))
         c.json(archived_doc, new_doc, "tasks.json")
         rows = c.frames(read_results(run / "results"), result["frame"], "results")
         c.folders(run / "analysis", out_dir / "analysis", "analysis",
@@ -507,7 +521,8 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
     return {"ok": ok, "seeds_match": seeds_match, "env_match": env_match, "env_differences": diffs,
             "output_dir": out_dir, "execution": execution, **rows, "mismatches": c.mismatches,
             "analysis_files": c.files, "images_skipped": c.images_skipped, "images_reason": images,
-            "timing_lines": c.timing_lines, "rtol": rtol}
+            "timing_lines": c.timing_lines, "rtol": rtol, "columns_ignored": sorted(ignore_columns),
+            "files_ignored": c.files_ignored}
 
 
 # ---------------------------------------------------------------------------- command line
@@ -559,6 +574,13 @@ def parser() -> argparse.ArgumentParser:
                          "this (default 2G; suffixes K, M, G, T are powers of 1024)")
     ap.add_argument("--max-members", type=_positive_int, default=MAX_MEMBERS, metavar="N",
                     help=f"refuse an archive with more members than this (default {MAX_MEMBERS})")
+    ap.add_argument("--ignore-columns", default="", metavar="COLS",
+                    help="comma-separated columns (of the rows and the analysis frames; also "
+                         "keys of tasks.json and other JSON) to leave out: expected differences, "
+                         "e.g. a column a newer version adds (listed in the output)")
+    ap.add_argument("--ignore-files", action="append", default=[], metavar="GLOB",
+                    help="analysis files to leave out, as a glob of their path under analysis/ "
+                         "(e.g. '*.png', 'jiq/report.md'); repeatable; listed in the output")
     ap.add_argument("--no-progress", action="store_true")
     return ap
 
@@ -589,7 +611,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rep = reproduce(args.archive, args.out, args.backend, args.rtol, progress=not args.no_progress,
                         address=args.address, num_cpus=args.num_cpus, max_bytes=args.max_bytes,
-                        max_members=args.max_members)
+                        max_members=args.max_members,
+                        ignore_columns=tuple(c.strip() for c in args.ignore_columns.split(",") if c.strip()),
+                        ignore_files=tuple(args.ignore_files))
     except ConfigError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -610,11 +634,16 @@ def main(argv: list[str] | None = None) -> int:
           f"  (numbers compared {mode})")
     print(f"rows:         {rep['bitwise']}/{rep['rows']} bitwise identical, "
           f"{rep['close']}/{rep['rows']} within rtol={rep['rtol']:g}; every column compared but "
-          f"{', '.join(sorted(EXCLUDED_COLUMNS))}")
+          f"{', '.join(sorted(EXCLUDED_COLUMNS | set(rep['columns_ignored'])))}")
+    if rep["columns_ignored"]:
+        print(f"ignored:      columns {', '.join(rep['columns_ignored'])} (--ignore-columns)")
     if rep["missing"] or rep["extra"]:
         print(f"missing rows: {rep['missing']}  extra rows: {rep['extra']}")
     compared = [f for f in rep["analysis_files"] if f not in rep["images_skipped"]]
     print(f"analysis:     {len(compared)} files compared: {', '.join(f.split('/', 1)[1] for f in compared)}")
+    if rep["files_ignored"]:
+        print(f"ignored:      {len(rep['files_ignored'])} analysis files (--ignore-files): "
+              f"{', '.join(f.split('/', 1)[1] for f in rep['files_ignored'])}")
     if rep["images_skipped"]:
         print(f"not compared: {len(rep['images_skipped'])} images ({rep['images_reason']})")
     for file, lines in rep["timing_lines"].items():

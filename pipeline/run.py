@@ -18,6 +18,7 @@ from pipeline.errors import ConfigError
 from pipeline.execute import PROJECT_ROOT, connect, execute
 from pipeline.plan import Plan, make_plan
 from pipeline.store import read_results, schema_for, write_row
+from sim.registry import STOCHASTIC_ENGINES
 
 log = logging.getLogger("pipeline")
 
@@ -114,7 +115,11 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
         raise ConfigError(f"output_dir={str(out_dir)!r} already holds results; choose a new folder "
                           f"or resume it with python -m pipeline.resume {out_dir}")
     # before anything is written: a failure leaves nothing
-    session = group.connect(conf["execution"]) if group is not None else connect(conf["execution"])
+    from pipeline.models import py_modules
+
+    shipped = py_modules(conf)  # out-of-tree models (pipeline/models.py)
+    session = (group.connect(conf["execution"], shipped) if group is not None
+               else connect(conf["execution"], shipped))
     try:
         return _run(conf, plan, out_dir, results_dir, session, project_root, quiet,
                     state if resume else None, retry_failed, group)
@@ -152,7 +157,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
                  "mlflow_run_id": None, "tracking_uri": None, "resumed": 0}
     done = done_task_ids(results_dir) if results_dir.exists() else set()
     todo = [t for t in plan.tasks if t["_meta"]["task_id"] not in done]
-    n_sim = sum(t["engine"] not in ("meanfield", "refined") for t in todo)
+    n_sim = sum(t["engine"] in STOCHASTIC_ENGINES for t in todo)
     log.info("sweep %r: %d points, %d tasks (%d to run, %d simulations), output %s", plan.sweep,
              len(plan.points), len(plan.tasks), len(todo), n_sim, out_dir)
     if resuming:
@@ -200,15 +205,19 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         analysis = analyze(frame, params, out_dir / "analysis", plan.sweep)
         analysis["params"] = params
         analysis["extra"] = {}
-        from analysis import ANALYSES
+        from analysis import model_analyses
+
+        ANALYSES = model_analyses()
 
         for name in conf.get("extra_analyses") or []:
             analysis["extra"][name] = ANALYSES[name](frame, params, out_dir / "analysis" / name, plan.sweep)
         elapsed = time.perf_counter() - t0
 
         from pipeline.archive import write_archive
+        from pipeline.models import archive_members
 
         archive = write_archive(out_dir, {
+            **archive_members(conf),  # out-of-tree models' source (pipeline/models.py)
             "config.yaml": out_dir / "config.yaml",
             "tasks.json": out_dir / "tasks.json",
             **({"overrides.txt": out_dir / "overrides.txt"} if (out_dir / "overrides.txt").exists() else {}),
@@ -276,33 +285,6 @@ def _g(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def model_verdicts(name: str, extra: dict) -> list[str]:
-    """One line per verdict of an extra analysis, naming the quantity it judges."""
-    lines = []
-    for v in extra.get("verdicts", []):  # zero_queueing
-        slope = "" if v.get("slope") is None else (
-            f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])")
-        lines.append(f"{v['label']}: queueing ratio as N grows: {v['verdict']}{slope}")
-    for a in extra.get("distance_arms", []):  # centralization
-        arm = f"central [{a['engine']}] lam={_g(a['lam'])} p={_g(a['p'])}"
-        lines.append(f"{arm}: sup distance of the simulated tails to the invariant state: {a['sup_verdict']}")
-        lines.append(f"{arm}: gap of v_1 (mean queue) to the invariant state: {a['v1_verdict']}")
-    for s in extra.get("slopes", []):  # only where the sweep has the loads to fit it
-        if str(s.get("verdict", "")).startswith("not enough loads"):
-            continue
-        lines.append(f"central [{s['engine']}] p={_g(s['p'])}: slope of v_1 against log 1/(1 - lam): "
-                     f"{s['verdict']}")
-    for c in extra.get("convergence", []):  # jiq
-        parts = " ".join(f"{k}={_g(c[k])}" for k in ("r", "lam", "d", "z") if c.get(k) is not None)
-        lines.append(f"{c['policy']} [{c['engine']}] {parts}: gap of {c['quantity']} to the mean "
-                     f"field as N grows: {c['verdict']}" + (f" ({c['note']})" if c.get("note") else ""))
-    for t in extra.get("heavy_traffic", []):  # led
-        lines.append(f"{t['label']}: heavy-traffic ratio eps E[sum Q] / zeta -> 1 as eps -> 0: "
-                     f"{t['verdict']}")
-    lines += extra.get("path_verdicts", [])  # transients: already one line each
-    return lines
-
-
 def analysis_params(plan: Plan) -> list[str]:
     """The parameter columns that define a point (run length only where it is an axis; list
     parameters such as service_rates are left out: a list is not a group key, and a sweep that
@@ -340,7 +322,7 @@ def print_summary(analysis: dict, plan: Plan) -> None:
         print(table)
     # the model's own verdicts first (what the sweep is about), then the generic check
     own = [(name, line) for name, extra in (analysis.get("extra") or {}).items()
-           for line in model_verdicts(name, extra)]
+           for line in extra.get("verdict_lines", [])]
     for f in analysis.get("refined") or []:
         arm = " ".join(f"{p}={_g(f[p])}" for p in analysis.get("arm_params", [])
                        if p in f and f[p] is not None and p not in ("policy", "engine"))

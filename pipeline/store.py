@@ -24,6 +24,7 @@ FIXED_SCHEMA: dict[str, pl.DataType] = {
     "task_id": pl.String,
     "point_id": pl.Int64,
     "replication": pl.Int64,
+    "model": pl.String,
     "engine": pl.String,
     "policy": pl.String,
     "seed": pl.Int64,

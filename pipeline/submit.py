@@ -138,11 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     from ray.job_submission import JobSubmissionClient
 
     try:
+        from pipeline.models import py_modules
+
+        runtime_env = {"working_dir": str(PROJECT_ROOT), "excludes": EXCLUDES,
+                       "env_vars": {PROVENANCE_ENV: f"{PROVENANCE_DIR}/{job_id}"}}
+        shipped = py_modules(conf)  # out-of-tree models: on the job driver's path and workers'
+        if shipped:
+            runtime_env["py_modules"] = shipped
         client = JobSubmissionClient(address)
         client.submit_job(
-            entrypoint=shlex.join(entry), submission_id=job_id,
-            runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": EXCLUDES,
-                         "env_vars": {PROVENANCE_ENV: f"{PROVENANCE_DIR}/{job_id}"}},
+            entrypoint=shlex.join(entry), submission_id=job_id, runtime_env=runtime_env,
             metadata={"sweep": name, "output_dir": str(out_dir)},
         )
     except Exception as exc:

@@ -31,7 +31,7 @@ def row_header(task: dict) -> dict:
     """The identifying columns of a task's row, and its parameters."""
     meta = task["_meta"]
     return {"task_id": meta["task_id"], "point_id": meta["point_id"], "replication": meta["replication"],
-            "engine": task["engine"], "policy": task["policy"], "seed": task.get("seed", 0),
+            "model": task.get("model"), "engine": task["engine"], "policy": task["policy"], "seed": task.get("seed", 0),
             **meta["params"], "status": "ok", "error": None, "node": "serial"}
 
 

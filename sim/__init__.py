@@ -4,10 +4,10 @@ Pure numerics: numpy, numba and scipy only (never Ray, Hydra, MLflow or Polars).
 
 The one entry point the pipeline uses is :func:`run`, which takes a *task* -- a plain dict
 of values -- and returns a plain dict of estimates. The task and result keys are documented
-in ``docs/results-schema.md``; :mod:`sim.registry` declares which engine serves which policy of
-which model, with which parameters. Layout: ``sim/core/`` holds the model-free machinery,
-and each model is one package (``sim/dispatch/``, ``sim/centralization/``, ...) with one runner
-per engine (docs/architecture.md).
+in ``docs/results-schema.md``. Each model is one package (``sim/dispatch/``,
+``sim/centralization/``, ...) that declares itself in its ``__init__.py`` (``MODEL``: engines,
+policies, parameters, result columns, ...); :mod:`sim.registry` assembles the declarations, and
+``sim/core/`` holds the model-free machinery (docs/architecture.md, docs/extending.md).
 """
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ import importlib
 import math
 import time
 
-from sim.registry import (
-    ENGINE_POLICIES, ENGINES, MAIN_ESTIMATE, POLICIES, STOCHASTIC_ENGINES, check_task, entry,
-)
+from sim.registry import ENGINE_POLICIES, ENGINES, POLICIES, STOCHASTIC_ENGINES, check_task, entry, model_of
 
 __all__ = ["run", "check_task", "events_for_time", "rel_halfwidth", "ENGINES", "POLICIES",
            "ENGINE_POLICIES"]
@@ -31,13 +29,12 @@ RERUN_MARGIN = 1.2
 def events_for_time(task: dict) -> int:
     """The events of a run of ``task["time"]`` simulated time units on the task's engine.
 
-    Each model declares its engines' events per unit time (``events_per_time`` in its package:
+    Each model declares its engines' events per unit time (:attr:`Model.events_per_time`:
     exact for uniformized engines, the steady-state rate for jump chains); the row's
     ``sim_time`` records the time a run covered. ``ValueError`` if the run would have fewer
     than 1000 events.
     """
-    ent = entry(task["engine"], task["policy"])
-    rate = importlib.import_module(f"sim.{ent.model}").events_per_time(task)
+    rate = model_of(task).events_per_time(task)
     t = task["time"]
     events = math.ceil(t * rate) if math.isfinite(t * rate) else 2**62
     if events < 1000:
@@ -49,12 +46,12 @@ def events_for_time(task: dict) -> int:
 
 
 def rel_halfwidth(task: dict, out: dict) -> float | None:
-    """The relative 95% half-width of the model's main estimate (:data:`MAIN_ESTIMATE`):
+    """The relative 95% half-width of the model's main estimate (:attr:`Model.main_estimate`):
     ``t(0.975, n_batches - 1) * se / |estimate|`` (batch means); None if the estimate or its
     SE is missing, not finite, or the estimate is 0."""
     from scipy.stats import t as student_t
 
-    key = MAIN_ESTIMATE[entry(task["engine"], task["policy"]).model]
+    key = model_of(task).main_estimate
     est, se = out.get(key), out.get(f"{key}_se")
     if (est is None or se is None or not math.isfinite(est) or not math.isfinite(se)
             or est == 0):
@@ -70,14 +67,14 @@ def run(task: dict) -> dict:
     ``ValueError`` naming the offending key and value.
 
     A stochastic task with ``precision`` (a target relative 95% half-width of its model's main
-    estimate, :data:`sim.registry.MAIN_ESTIMATE`) is run again, longer, until the target is
+    estimate, :attr:`Model.main_estimate`) is run again, longer, until the target is
     met: each rerun is a new run (same seed) of ``events * (reached / target)**2 * 1.2``
     events, at most ``precision_cap`` times the given ``events`` and at most :data:`MAX_RUNS`
     runs in all; the result is the last run's, with ``rel_halfwidth`` (reached) and ``runs``.
     """
     check_task(task)
     t0 = time.perf_counter()
-    module, _, func = entry(task["engine"], task["policy"]).runner.partition(":")
+    module, _, func = entry(task["engine"], task["policy"], task.get("model")).runner.partition(":")
     runner = getattr(importlib.import_module(module), func)
     out = runner(task)
     if task["engine"] in STOCHASTIC_ENGINES:

@@ -1,287 +1,253 @@
-"""The registry: which engine serves which policy of which model, with which parameters.
+"""The registry: the models' declarations assembled, and the checks of a task.
 
-One declaration, read by everything that needs it: :func:`check_task` (here), the pipeline's
-plan (types of axes and formulas, which parameters a policy needs, which are null in a row),
-the Parquet schema (a column type per parameter and per result) and the docs (a test checks that
-docs/results-schema.md names every parameter and result column declared here).
+Each model package exports one :class:`~sim.core.declare.Model` (``sim/<model>/__init__.py``:
+``MODEL``); this module collects them and answers what the rest of the project asks about a
+model without naming one: :func:`check_task` (here), the pipeline's plan (types of axes and
+formulas, which parameters an entry needs, which are null in a row, the model of a policy),
+the Parquet schema (a column type per parameter and per result), the general analyses (labels,
+response laws) and the docs (a test checks that docs/results-schema.md names every parameter
+and result column declared here).
 
-- :data:`PARAMS`: every model parameter a task may carry, with its kind -- ``int``, ``float``,
-  ``bool``, ``choice`` (a string from a listed set, never parsed as a formula) or ``floats`` (a
-  list of floats, for example one service rate per server).
-- :data:`ENTRIES`: one :class:`Entry` per (engine, policy): the model it belongs to, the runner
-  (``"module:function"``, imported only when used so that each engine's compiled kernels load
-  only in the processes that need them), the parameters it requires and those it accepts.
-  The same policy name may be served by several models (``jsq`` by the dispatch model's
-  engines and by the slotted engine), each entry with its own parameters.
-- :data:`RESULTS`: every result column an engine may return, with its kind; an engine returns
-  a subset, the others are null in its row.
+- :data:`MODELS`: name -> declaration, the shipped models first (:data:`SHIPPED`: every package
+  under ``sim/`` but ``core``); an out-of-tree model joins with :func:`load_model` (a sweep's
+  ``models:`` list; docs/extending.md).
+- :data:`PARAMS`: every model parameter a task may carry, with its kind (``int``, ``float``,
+  ``bool``, ``choice``, ``floats``): :data:`SHARED_PARAMS` and every model's own.
+- :data:`ENTRIES`: one :class:`~sim.core.declare.Entry` per (model, engine, policy). The same
+  (engine, policy) may be declared by two models; a sweep then names its ``model``
+  (:func:`entry` refuses to guess). Today every (engine, policy) is unique; ``jsq``, ``pod``,
+  ``random`` and ``jiq`` each exist in two models on different engines.
+- :data:`RESULTS`: every result column an engine may return (:data:`COMMON_RESULTS` and the
+  models' own), with its kind.
 
-Model-specific value checks (``k * d <= N``, ``p`` in [0, 1], ...) live in each model package's
-``check_task`` (:mod:`sim.dispatch`, :mod:`sim.centralization`), called from here.
+The module-level tables are views that :func:`load_model` updates in place, so that code which
+imported them sees a model loaded later.
 """
 from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
 
-from sim.core.results import INIT_CHOICES
+from sim.core.declare import STOCHASTIC_ENGINES, Entry, Model, Param
+from sim.core.results import INIT_CHOICES, RESULT_KEYS, is_integral
+from sim.core.trajectory import check_init_tail
 
-__all__ = ["Param", "Entry", "PARAMS", "ENTRIES", "RESULTS", "ENGINES", "POLICIES",
-           "ENGINE_POLICIES", "STOCHASTIC_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "check_task",
-           "task_params", "INIT_CHOICES", "N_BATCHES_MAX", "N_SERVERS_MAX"]
-
-KINDS = ("int", "float", "bool", "choice", "floats")
-
-
-@dataclass(frozen=True)
-class Param:
-    """A model parameter: its kind, a one-line meaning, and the choices of a ``choice``."""
-
-    kind: str
-    doc: str
-    choices: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
-        if (self.kind == "choice") != bool(self.choices):
-            raise ValueError("a choice parameter (and only one) lists its choices")
+__all__ = ["Param", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PARAMS", "PARAMS", "ENTRIES",
+           "RESULTS", "COMMON_RESULTS", "ENGINES", "POLICIES", "ENGINE_POLICIES",
+           "STOCHASTIC_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
+           "models_serving", "load_model", "check_task", "policy_label", "INIT_CHOICES",
+           "N_BATCHES_MAX", "N_SERVERS_MAX"]
 
 
-#: every model parameter a task may carry (``n_servers`` and ``lam`` always)
-PARAMS: dict[str, Param] = {
+def _shipped() -> tuple[str, ...]:
+    """Every package under ``sim/`` other than ``core``: each is a model and declares itself."""
+    import pkgutil
+
+    here = __file__.rsplit("/", 1)[0]
+    return tuple(sorted(m.name for m in pkgutil.iter_modules([here]) if m.ispkg and m.name != "core"))
+
+
+#: the models shipped with the project: every package under sim/ but core (alphabetical)
+SHIPPED = _shipped()
+
+#: parameters every model shares: the size, the load and the run length
+SHARED_PARAMS: dict[str, Param] = {
     "n_servers": Param("int", "N, the number of servers (stations)"),
     "lam": Param("float", "load: arrival rate per unit of total service rate"),
-    "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
-    "k": Param("int", "tasks per job (default 1)"),
-    "b": Param("int", "buffer per server, the task in service included (absent: unbounded)"),
-    "p": Param("float", "central fraction of the processing (partial centralization)"),
     "events": Param("int", "run length of a simulation: events, warm-up included"),
     "time": Param("float", "run length in simulated time (mean service time 1; slots for the "
                   "slotted engine), warm-up included: the plan turns it into events"),
-    "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
-    "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
-    "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks"),
-    "replacement": Param("bool", "refined mean field: the d probes drawn with replacement "
-                         "(default false, as the simulators)"),
-    # multi-dispatcher LED model (slotted engine)
-    "m_dispatchers": Param("int", "dispatchers M, each with its own estimates (default 1)"),
-    "update": Param("choice", "how LED estimates are refreshed", ("push", "pull")),
-    "p_hat": Param("float", "LED update probability in [0, 1]"),
-    "d_u": Param("int", "Push: servers sampled per update"),
-    "count_own": Param("bool", "a dispatcher adds its own dispatches to its estimates (default false)"),
-    "arrival_dist": Param("choice", "law of arrivals per dispatcher per slot",
-                          ("poisson", "bernoulli", "binomial")),
-    "arrival_n": Param("int", "trials of binomial arrivals"),
-    "service_dist": Param("choice", "law of service offered per server per slot",
-                          ("bernoulli", "binomial", "poisson", "geometric")),
-    "service_n": Param("int", "trials of binomial services"),
-    "dispatch_weights": Param("floats", "split of the arrivals over the dispatchers (default equal)"),
-    "msg_budget": Param("float", "LED: one-way messages per arriving task that set p_hat "
-                        "(Push exact, Pull calibrated by pilot runs); not with p_hat"),
-    "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
-                              "(instead of msg_budget); not with p_hat"),
-    "init_tail": Param("floats", "trajectory engine: the start s_1, s_2, ... (non-increasing "
-                       "fractions in [0, 1], zeros after; round(N s_i) servers with >= i tasks); "
-                       "with init=empty"),
+}
+
+#: result columns every engine may return, whatever the model: the rows the shared builders
+#: write (:data:`sim.core.results.RESULT_KEYS`), the response-time distribution
+#: (:mod:`sim.core.responses`; run.responses), the run length reached by precision
+#: (:func:`sim.run`) and the trajectory columns (:mod:`sim.core.trajectory`)
+COMMON_RESULTS: dict[str, str] = {
+    **{k: ("floats" if k in ("tail", "tail_se") else "int" if k in ("n_jobs", "events_run")
+           else "str" if k == "ci_method" else "float") for k in RESULT_KEYS},
+    # response-time distribution (docs/responses.md): quantiles with batch-means SEs, the CCDF
+    # on a fixed grid
+    "response_p50": "float", "response_p50_se": "float",
+    "response_p90": "float", "response_p90_se": "float",
+    "response_p99": "float", "response_p99_se": "float",
+    "response_p999": "float", "response_p999_se": "float",
+    "response_grid": "floats", "response_ccdf": "floats", "response_ccdf_se": "floats",
+    # run length by precision (sim.run): the relative 95% half-width of the model's main
+    # estimate reached (every stochastic row) and the runs made to reach it (1 without a target)
+    "rel_halfwidth": "float", "runs": "int",
+    # trajectory engine (docs/transients.md): the grid t_0..t_{G-1}; s_i(t) of the path and of
+    # the ODE flattened level-major (entry (i - 1) * G + j is s_i(t_j), i = 1..traj_levels);
+    # sup over the grid and levels of |path - ODE|
+    "traj_time": "floats", "traj_levels": "int", "traj_tail": "floats", "traj_ode_tail": "floats",
+    "traj_sup_dist": "float",
 }
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
 RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h", "precision", "precision_cap",
             "responses", "grid")
 
-#: the estimate whose relative 95% half-width ``precision`` targets, per model (docs/sweeps.md)
-MAIN_ESTIMATE: dict[str, str] = {"dispatch": "mean_response", "centralization": "mean_response",
-                                 "jiq": "mean_response", "led": "mean_total_queue"}
-
 #: engine limits the plan checks before compute
 N_BATCHES_MAX = 500  # n_batches <= n_windows // 2 with the engines' 1000 windows
 N_SERVERS_MAX = 2**62 - 1  # occupancy counts; agent engines need < 2**31 (their models check)
 
-
-@dataclass(frozen=True)
-class Entry:
-    """One (engine, policy) of one model."""
-
-    engine: str
-    policy: str
-    model: str  #: the package under sim/ (``dispatch``, ``centralization``, ...)
-    runner: str  #: ``"module:function"`` taking the task dict, returning the result dict
-    required: tuple[str, ...] = ()  #: parameters beyond n_servers and lam it needs
-    optional: tuple[str, ...] = ()  #: parameters it accepts (defaults documented by the model)
-
-    @property
-    def params(self) -> tuple[str, ...]:
-        sim_keys = ("events", "time") if self.engine in STOCHASTIC_ENGINES else ()
-        return ("n_servers", "lam", *self.required, *sim_keys, *self.optional)
-
-
-#: engines whose output is random (they take seeds, replications and a run length)
-STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy", "slotted", "trajectory")
-
-_D = "sim.dispatch"
-_C = "sim.centralization.simulate"
-_J = "sim.jiq"
-_L = "sim.led.slotted:run_task"
-#: what every slotted task may carry (defaults in sim.led.model.DEFAULTS)
-_LED_LAWS = ("m_dispatchers", "arrival_dist", "arrival_n", "service_dist", "service_n",
-             "service_rates", "dispatch_weights")
-_LED_UPDATES = ("update", "p_hat", "d_u", "count_own", "msg_budget", "msg_budget_pod_d")
-ENTRIES: tuple[Entry, ...] = (
-    # the dispatch model: N FIFO servers, Poisson jobs of k tasks, one dispatching policy
-    Entry("agent", "random", "dispatch", f"{_D}.parallel:run_task", (), ("k", "b", "service_rates")),
-    Entry("agent", "jsq", "dispatch", f"{_D}.parallel:run_task", (), ("k", "b", "service_rates")),
-    Entry("agent", "pod", "dispatch", f"{_D}.parallel:run_task", ("d",), ("b", "service_rates")),
-    Entry("agent", "batch_filling", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
-    Entry("agent", "batch_sampling", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
-    Entry("agent", "pod_per_task", "dispatch", f"{_D}.parallel:run_task", ("d", "k"), ("b",)),
-    # k-task jobs (random, jsq) and a finite buffer b (single-task jobs) in the mean field:
-    # sim/dispatch/task_meanfield.py, sim/dispatch/buffer_meanfield.py
-    Entry("meanfield", "random", "dispatch", f"{_D}.meanfield:run_task", (), ("k", "b")),
-    Entry("meanfield", "jsq", "dispatch", f"{_D}.meanfield:run_task", (), ("k", "b")),
-    Entry("meanfield", "pod", "dispatch", f"{_D}.meanfield:run_task", ("d",), ("b",)),
-    Entry("meanfield", "batch_filling", "dispatch", f"{_D}.batch_meanfield:run_task", ("d", "k")),
-    Entry("meanfield", "batch_sampling", "dispatch", f"{_D}.task_meanfield:run_task", ("d", "k")),
-    Entry("meanfield", "pod_per_task", "dispatch", f"{_D}.task_meanfield:run_task", ("d", "k")),
-    # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
-    Entry("refined", "pod", "dispatch", f"{_D}.refined:run_task", ("d",), ("replacement",)),
-    Entry("refined", "batch_filling", "dispatch", f"{_D}.refined_batch:run_task", ("d", "k")),
-    Entry("occupancy", "random", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
-    Entry("occupancy", "jsq", "dispatch", f"{_D}.occupancy:run_task", (), ("k", "b")),
-    Entry("occupancy", "pod", "dispatch", f"{_D}.occupancy:run_task", ("d",), ("b",)),
-    Entry("occupancy", "batch_filling", "dispatch", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
-    Entry("occupancy", "batch_sampling", "dispatch", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
-    Entry("occupancy", "pod_per_task", "dispatch", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
-    # partial centralization (Tsitsiklis-Xu)
-    Entry("agent", "central", "centralization", f"{_C}:run_agent_task", ("p",)),
-    Entry("occupancy", "central", "centralization", f"{_C}:run_occupancy_task", ("p",)),
-    Entry("meanfield", "central", "centralization", f"{_C}:run_meanfield_task", ("p",)),
-    # distributed Join-the-Idle-Queue (Wang, Feng & Cheng): M = N / r schedulers with I-queues
-    Entry("agent", "jiq", "jiq", f"{_J}.agent:run_task", ("r",)),
-    Entry("agent", "jiq_pod", "jiq", f"{_J}.agent:run_task", ("r", "d")),
-    Entry("agent", "jiq_original", "jiq", f"{_J}.agent:run_task", ("r",)),
-    Entry("agent", "jiq_threshold", "jiq", f"{_J}.agent:run_task", ("r", "z")),
-    Entry("agent", "jiq_sqd", "jiq", f"{_J}.agent:run_task", ("r", "d")),
-    Entry("occupancy", "jiq", "jiq", f"{_J}.occupancy:run_task", ("r",)),
-    Entry("occupancy", "jiq_pod", "jiq", f"{_J}.occupancy:run_task", ("r", "d")),
-    Entry("occupancy", "jiq_sqd", "jiq", f"{_J}.occupancy:run_task", ("r", "d")),
-    Entry("meanfield", "jiq", "jiq", f"{_J}.meanfield:run_task", ("r",)),
-    Entry("meanfield", "jiq_pod", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
-    Entry("meanfield", "jiq_sqd", "jiq", f"{_J}.meanfield:run_task", ("r", "d")),
-    Entry("refined", "jiq", "jiq", f"{_J}.refined:run_task", ("r",)),
-    Entry("refined", "jiq_pod", "jiq", f"{_J}.refined:run_task", ("r", "d")),
-    Entry("refined", "jiq_sqd", "jiq", f"{_J}.refined:run_task", ("r", "d")),
-    # trajectories s_i(t) on a time grid beside the mean-field ODE from the same start (real
-    # exponential clock, runs to the horizon `time`; docs/transients.md)
-    Entry("trajectory", "pod", "dispatch", f"{_D}.trajectory:run_task", ("d",), ("init_tail",)),
-    Entry("trajectory", "batch_filling", "dispatch", f"{_D}.trajectory:run_task", ("d", "k"),
-          ("init_tail",)),
-    Entry("trajectory", "jiq", "jiq", f"{_J}.trajectory:run_task", ("r",), ("init_tail",)),
-    Entry("trajectory", "jiq_pod", "jiq", f"{_J}.trajectory:run_task", ("r", "d"), ("init_tail",)),
-    Entry("trajectory", "central", "centralization", "sim.centralization.trajectory:run_task",
-          ("p",), ("init_tail",)),
-    # multiple dispatchers with local estimated queue lengths (LED, Zhou, Shroff & Wierman):
-    # discrete time; lam is the load rho = lam_Sigma / mu_Sigma
-    Entry("slotted", "l_jsq", "led", _L, (), _LED_UPDATES + _LED_LAWS),
-    Entry("slotted", "l_jba", "led", _L, (), _LED_UPDATES + _LED_LAWS),
-    Entry("slotted", "l_pod", "led", _L, ("d",), _LED_UPDATES + _LED_LAWS),
-    Entry("slotted", "jsq", "led", _L, (), _LED_LAWS),
-    Entry("slotted", "pod", "led", _L, ("d",), _LED_LAWS),
-    Entry("slotted", "jiq", "led", _L, (), _LED_LAWS),
-    Entry("slotted", "random", "led", _L, (), _LED_LAWS),
-    Entry("slotted", "weighted_random", "led", _L, (), _LED_LAWS),
-)
-
-_BY_KEY: dict[tuple[str, str], Entry] = {(e.engine, e.policy): e for e in ENTRIES}
-assert len(_BY_KEY) == len(ENTRIES), "an (engine, policy) is declared twice"
-for _e in ENTRIES:
-    for _name in _e.required + _e.optional:
-        assert _name in PARAMS, f"{_e.engine}/{_e.policy}: undeclared parameter {_name!r}"
-
-#: engine name -> the policies it serves, in declaration order
+MODELS: dict[str, Model] = {}
+PARAMS: dict[str, Param] = dict(SHARED_PARAMS)
+RESULTS: dict[str, str] = dict(COMMON_RESULTS)
+ENTRIES: list[Entry] = []
+#: model name -> the estimate ``run.precision`` targets (:attr:`Model.main_estimate`)
+MAIN_ESTIMATE: dict[str, str] = {}
+#: engine name -> the policies it serves (any model), in declaration order
 ENGINE_POLICIES: dict[str, tuple[str, ...]] = {}
-for _e in ENTRIES:
-    ENGINE_POLICIES[_e.engine] = ENGINE_POLICIES.get(_e.engine, ()) + (_e.policy,)
-ENGINES: tuple[str, ...] = tuple(ENGINE_POLICIES)
-#: every policy name, in declaration order
-POLICIES: tuple[str, ...] = tuple(dict.fromkeys(e.policy for e in ENTRIES))
-
-#: result columns and their kinds: ``float``, ``int``, ``str``, ``floats`` (list of floats);
-#: a row holds the ones its engine returns, the others are null (docs/results-schema.md)
-RESULTS: dict[str, str] = {
-    "mean_response": "float", "mean_response_se": "float",
-    "mean_wait": "float", "mean_wait_se": "float",
-    "prob_wait": "float", "prob_wait_se": "float",
-    "mean_queue": "float", "mean_queue_se": "float",
-    "tail": "floats", "tail_se": "floats",
-    "queueing_ratio": "float", "queueing_ratio_se": "float",
-    "drop_prob": "float", "drop_prob_se": "float",
-    "frac_within_h": "float",
-    "mean_queue_1n": "float",  # refined engine: E[Q] = x* + mean_queue_1n / N + O(1/N^2)
-    "messages_per_job": "float",
-    # JIQ: I-queues and message rates (per server per unit time, one-way messages)
-    "p0": "float", "p0_se": "float", "mean_iqueue": "float", "mean_iqueue_se": "float",
-    "join_rate": "float", "join_rate_se": "float", "delete_rate": "float",
-    "delete_rate_se": "float", "probe_rate": "float", "probe_rate_se": "float",
-    # LED (slotted engine): sums over the servers, at slot starts
-    "mean_total_queue": "float", "mean_total_queue_se": "float",
-    "unused_service": "float", "unused_service_se": "float",
-    "imbalance": "float", "imbalance_se": "float",
-    "eps": "float", "zeta": "float", "ht_ratio": "float", "ht_ratio_se": "float",
-    "mean_u2": "float", "mean_u2_se": "float", "mean_qu": "float", "mean_qu_se": "float",
-    "messages_per_job_se": "float", "p_hat_used": "float", "msg_budget_per_job": "float",
-    "calib_slots": "int",
-    # response-time distribution (dispatch agent and occupancy, JIQ occupancy; run.responses;
-    # docs/responses.md): quantiles with batch-means SEs, the CCDF on a fixed grid
-    "response_p50": "float", "response_p50_se": "float",
-    "response_p90": "float", "response_p90_se": "float",
-    "response_p99": "float", "response_p99_se": "float",
-    "response_p999": "float", "response_p999_se": "float",
-    "response_grid": "floats", "response_ccdf": "floats", "response_ccdf_se": "floats",
-    "n_jobs": "int", "events_run": "int", "sim_time": "float", "warmup_time": "float",
-    # run length by precision (sim.run): the relative 95% half-width of the model's main
-    # estimate reached (every stochastic row) and the runs made to reach it (1 without a target)
-    "rel_halfwidth": "float", "runs": "int",
-    "ci_method": "str",
-    # trajectory engine (docs/transients.md): the grid t_0..t_{G-1}; s_i(t) of the path and of
-    # the ODE flattened level-major (entry (i - 1) * G + j is s_i(t_j), i = 1..traj_levels);
-    # JIQ's p0(t); sup over the grid (and levels) of |path - ODE|
-    "traj_time": "floats", "traj_levels": "int", "traj_tail": "floats", "traj_ode_tail": "floats",
-    "traj_p0": "floats", "traj_ode_p0": "floats", "traj_sup_dist": "float",
-    "traj_sup_dist_p0": "float",
-    # partial centralization: the path's longest queue and the fluid model's top level m(t)
-    "traj_top": "floats", "traj_ode_top": "floats",
-}
+#: every engine and every policy name, in declaration order
+ENGINES: list[str] = []
+POLICIES: list[str] = []
+_BY_KEY: dict[tuple[str, str, str], Entry] = {}
 
 
-def entry(engine: str, policy: str) -> Entry:
-    """The entry of (engine, policy); ``ValueError`` naming both if there is none."""
+def _add(decl: Model) -> None:
+    """Check ``decl`` against what is registered, then add it to every table."""
+    if decl.name in MODELS:
+        raise ValueError(f"model {decl.name!r} is declared twice")
+    for name, par in decl.params.items():
+        known = PARAMS.get(name)
+        if known is not None and known.kind != par.kind:
+            raise ValueError(f"model {decl.name!r}: parameter {name!r} is a {par.kind} but "
+                             f"another model declares it a {known.kind}")
+    for name, kind in decl.results.items():
+        if RESULTS.get(name, kind) != kind:
+            raise ValueError(f"model {decl.name!r}: result {name!r} is a {kind} but another "
+                             f"model declares it a {RESULTS[name]}")
+    for e in decl.entries:
+        for name in e.required + e.optional:
+            if name not in decl.params and name not in SHARED_PARAMS:
+                raise ValueError(f"model {decl.name!r}, {e.engine}/{e.policy}: parameter "
+                                 f"{name!r} is not declared in its params")
+    if decl.main_estimate not in decl.results and decl.main_estimate not in COMMON_RESULTS:
+        raise ValueError(f"model {decl.name!r}: main_estimate {decl.main_estimate!r} is not a "
+                         "result column")
+    MODELS[decl.name] = decl
+    for name, par in decl.params.items():
+        PARAMS.setdefault(name, par)
+    for name, kind in decl.results.items():
+        RESULTS.setdefault(name, kind)
+    MAIN_ESTIMATE[decl.name] = decl.main_estimate
+    for e in decl.entries:
+        ENTRIES.append(e)
+        _BY_KEY[(decl.name, e.engine, e.policy)] = e
+        ENGINE_POLICIES[e.engine] = tuple(dict.fromkeys(ENGINE_POLICIES.get(e.engine, ()) + (e.policy,)))
+        if e.engine not in ENGINES:
+            ENGINES.append(e.engine)
+        if e.policy not in POLICIES:
+            POLICIES.append(e.policy)
+
+
+def load_model(name: str) -> Model:
+    """The declaration of model ``name``, importing it if it is not registered yet.
+
+    A shipped model is ``sim.<name>``; any other name is imported as a module path (an
+    out-of-tree model: a package on ``sys.path`` whose ``__init__`` exports ``MODEL`` with
+    ``MODEL.name == name``; docs/extending.md). ``ValueError`` naming the model otherwise.
+    """
+    if name in MODELS:
+        return MODELS[name]
+    if not isinstance(name, str) or not name or not all(p.isidentifier() for p in name.split(".")):
+        raise ValueError(f"model={name!r} is not a model name (a module path such as 'my_model')")
+    module_name = f"sim.{name}" if name in SHIPPED else name
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"model={name!r} cannot be imported ({exc}); shipped models: "
+                         f"{', '.join(SHIPPED)}") from None
+    decl = getattr(module, "MODEL", None)
+    if not isinstance(decl, Model):
+        raise ValueError(f"model={name!r}: module {module_name} exports no MODEL "
+                         "(a sim.core.declare.Model)")
+    if decl.name != name:
+        raise ValueError(f"model={name!r}: module {module_name} declares the name {decl.name!r}; "
+                         "an out-of-tree model's name is its module path")
+    _add(decl)
+    return decl
+
+
+for _name in SHIPPED:
+    load_model(_name)
+
+#: the column order of parameters in rows and reports: these first, in this order (as it was
+#: before the models declared themselves, so that archived runs reproduce line for line), then
+#: any other parameter in the order the models declare it
+_COLUMN_ORDER = ("n_servers", "lam", "d", "k", "b", "p", "events", "time", "service_rates", "r",
+                 "z", "replacement", "m_dispatchers", "update", "p_hat", "d_u", "count_own",
+                 "arrival_dist", "arrival_n", "service_dist", "service_n", "dispatch_weights",
+                 "msg_budget", "msg_budget_pod_d", "init_tail")
+_ordered = {name: PARAMS[name] for name in _COLUMN_ORDER if name in PARAMS}
+_ordered.update(PARAMS)
+PARAMS.clear()
+PARAMS.update(_ordered)
+
+
+def model(name: str) -> Model:
+    """The registered declaration of ``name`` (:func:`load_model` imports it if needed)."""
+    return load_model(name)
+
+
+def models_serving(engine: str, policy: str) -> list[str]:
+    """The registered models that declare (engine, policy)."""
+    return [m for (m, e, p) in _BY_KEY if e == engine and p == policy]
+
+
+def entry(engine: str, policy: str, model: str | None = None) -> Entry:
+    """The entry of (model, engine, policy); ``ValueError`` naming them if there is none.
+
+    Without ``model`` the model is inferred from (engine, policy) where one model declares
+    it; where several do, the error names the candidates.
+    """
+    if model is not None:
+        decl = load_model(model)
+        found = _BY_KEY.get((model, engine, policy))
+        if found is None:
+            pairs = ", ".join(f"{e.engine}/{e.policy}" for e in decl.entries)
+            raise ValueError(f"model={model!r} has no policy={policy!r} on engine={engine!r}; "
+                             f"it declares: {pairs}")
+        return found
     if engine not in ENGINE_POLICIES:
         raise ValueError(f"engine={engine!r} is unknown; valid engines: {', '.join(ENGINES)}")
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} is unknown; valid policies: {', '.join(POLICIES)}")
-    found = _BY_KEY.get((engine, policy))
-    if found is None:
+    candidates = models_serving(engine, policy)
+    if not candidates:
         raise ValueError(f"policy={policy!r} is not served by engine={engine!r}; "
                          f"it serves: {', '.join(ENGINE_POLICIES[engine])}")
-    return found
+    if len(candidates) > 1:
+        raise ValueError(f"policy={policy!r} on engine={engine!r} is declared by the models "
+                         f"{', '.join(candidates)}: name one with model=")
+    return _BY_KEY[(candidates[0], engine, policy)]
 
 
-def task_params(engine: str, policy: str) -> tuple[str, ...]:
-    """The model parameters a task of (engine, policy) uses; the others are null in its row."""
-    return entry(engine, policy).params
+def model_of(task: dict) -> Model:
+    """The declaration of a task's model (its ``model`` key, or inferred from its engine and
+    policy)."""
+    name = task.get("model")
+    if name is None:
+        name = entry(task.get("engine"), task.get("policy")).model
+    return load_model(name)
 
 
-def _integral(x) -> bool:
-    return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
+def policy_label(policy: str, model: str | None = None, engine: str | None = None) -> str:
+    """A policy's name in words, from its model's labels (the policy name where no registered
+    model, or several with different labels, could be meant)."""
+    if model is not None and model in MODELS:
+        return MODELS[model].labels.get(policy, policy)
+    names = {m.labels[policy] for m in MODELS.values() if policy in m.labels
+             and (engine is None or any(e.engine == engine and e.policy == policy for e in m.entries))}
+    return names.pop() if len(names) == 1 else policy
 
 
 def _check_kind(name: str, value) -> None:
     """``ValueError`` naming the parameter unless ``value`` is of its declared kind."""
     par = PARAMS[name]
     if par.kind == "int":
-        if not _integral(value):
+        if not is_integral(value):
             raise ValueError(f"{name}={value!r} must be an integer")
     elif par.kind == "float":
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
@@ -305,7 +271,7 @@ def _check_run_settings(task: dict) -> None:
     ev = task.get("events")
     if task["engine"] == "trajectory" and ev is None:
         ev = 1000  # optional there: only the plan's cost estimate (it runs to `time`)
-    if not _integral(ev) or ev < 1000:
+    if not is_integral(ev) or ev < 1000:
         raise ValueError(f"events={ev!r} must be an integer >= 1000")
     if ev >= 2**62:
         raise ValueError(f"events={ev!r} must be < 2**62")
@@ -313,10 +279,10 @@ def _check_run_settings(task: dict) -> None:
     if init not in INIT_CHOICES:
         raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
     nb = task.get("n_batches", 20)
-    if not _integral(nb) or not 2 <= nb <= N_BATCHES_MAX:
+    if not is_integral(nb) or not 2 <= nb <= N_BATCHES_MAX:
         raise ValueError(f"n_batches={nb!r} must be an integer in [2, {N_BATCHES_MAX}]")
     seed = task.get("seed")
-    if not _integral(seed) or seed < 0:
+    if not is_integral(seed) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a non-negative integer")
     t = task.get("time")
     if t is not None and not t > 0:
@@ -326,11 +292,10 @@ def _check_run_settings(task: dict) -> None:
             raise ValueError("time=None: engine='trajectory' needs time, the horizon T of the "
                              "trajectory (it runs to T; events only caps it)")
         grid = task.get("grid", 200)
-        if not _integral(grid) or grid < 2:
+        if not is_integral(grid) or grid < 2:
             raise ValueError(f"grid={grid!r} must be an integer >= 2 (trajectory grid points "
                              "from 0 to time, both included)")
         if task.get("init_tail") is not None:  # a configured start (docs/transients.md)
-            from sim.dispatch.trajectory import check_init_tail
             check_init_tail(task["init_tail"], task.get("init", "empty"))
         if task.get("precision") is not None:
             raise ValueError("precision: engine='trajectory' records a path to a fixed horizon; "
@@ -351,9 +316,9 @@ def check_task(task: dict) -> None:
 
     Generic checks first (the entry exists, no undeclared key, required parameters are present
     and each parameter the entry uses is of its declared kind), then the model's own value
-    checks.
+    checks (:attr:`Model.check_task`).
     """
-    ent = entry(task.get("engine"), task.get("policy"))
+    ent = entry(task.get("engine"), task.get("policy"), task.get("model"))
     used = set(ent.params)
     for name in ent.params:
         if name in ("events", "time") or name in ent.optional:
@@ -361,7 +326,7 @@ def check_task(task: dict) -> None:
         if task.get(name) is None:
             raise ValueError(f"{name} is required by policy={ent.policy!r} on engine={ent.engine!r}")
     for name, value in task.items():
-        if name in ("engine", "policy") or name in RUN_KEYS or value is None:
+        if name in ("model", "engine", "policy") or name in RUN_KEYS or value is None:
             continue
         if name not in PARAMS:
             raise ValueError(f"{name}={value!r} is not a task key; parameters of "
@@ -371,6 +336,6 @@ def check_task(task: dict) -> None:
     n = task["n_servers"]
     if n < 1 or n > N_SERVERS_MAX:
         raise ValueError(f"n_servers={n!r} must be an integer in [1, {N_SERVERS_MAX}]")
-    if ent.engine in STOCHASTIC_ENGINES:
+    if ent.stochastic:
         _check_run_settings(task)
-    importlib.import_module(f"sim.{ent.model}").check_task(task)
+    MODELS[ent.model].check_task(task)

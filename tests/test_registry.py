@@ -91,3 +91,89 @@ def test_unused_parameters_are_null_in_rows():
     assert mf and all(t["_meta"]["params"]["events"] is None and "events" not in t for t in mf)
     sims = [t for t in plan.tasks if t["engine"] != "meanfield"]
     assert all(t["_meta"]["params"]["events"] == t["events"] for t in sims)
+
+
+def test_every_shipped_model_declares_itself():
+    import importlib
+
+    assert list(registry.MODELS)[:len(registry.SHIPPED)] == list(registry.SHIPPED)
+    for name in registry.SHIPPED:
+        decl = importlib.import_module(f"sim.{name}").MODEL
+        assert isinstance(decl, registry.Model) and decl.name == name
+        assert registry.MODELS[name] is decl
+        assert all(e.model == name for e in decl.entries)
+        assert set(decl.labels) >= set(decl.policies)
+        assert decl.main_estimate in registry.RESULTS
+        assert set(decl.responses) <= set(decl.engines)
+    # entries are keyed by (model, engine, policy); the same policy name lives in two models
+    assert registry.entry("agent", "pod").model == "dispatch"
+    assert registry.entry("slotted", "pod").model == "led"
+    assert registry.entry("slotted", "pod", "led").runner == "sim.led.slotted:run_task"
+    with pytest.raises(ValueError, match="model='jiq' has no policy='pod' on engine='agent'"):
+        registry.entry("agent", "pod", "jiq")
+
+
+def test_an_ambiguous_policy_is_refused_naming_the_candidates(monkeypatch):
+    other = registry.Entry("agent", "pod", "elsewhere:run_task", ("d",), (), "other_model")
+    monkeypatch.setitem(registry._BY_KEY, ("other_model", "agent", "pod"), other)
+    with pytest.raises(ValueError, match="policy='pod' on engine='agent' is declared by the models "
+                                         "dispatch, other_model: name one with model="):
+        registry.entry("agent", "pod")
+    assert registry.entry("agent", "pod", "dispatch").model == "dispatch"
+
+
+@pytest.mark.parametrize("name,needle", [
+    ("no_such_model_pkg", "model='no_such_model_pkg' cannot be imported"),
+    ("json", "module json exports no MODEL"),
+    ("not a name", "is not a model name"),
+])
+def test_load_model_refuses_what_is_not_a_model(name, needle):
+    with pytest.raises(ValueError, match=needle):
+        registry.load_model(name)
+
+
+def test_a_declaration_is_checked_when_it_is_made_and_registered(monkeypatch):
+    common = dict(title="t", params={"d": registry.Param("int", "d")}, results={},
+                  main_estimate="mean_response", events_per_time=lambda t: 1.0,
+                  check_task=lambda t: None)
+    with pytest.raises(ValueError, match="no label for policies"):
+        registry.Model(name="m1", entries=(registry.Entry("agent", "x", "a:b"),), labels={}, **common)
+    with pytest.raises(ValueError, match="declares an \\(engine, policy\\) twice"):
+        registry.Model(name="m2", entries=(registry.Entry("agent", "x", "a:b"),) * 2,
+                       labels={"x": "x"}, **common)
+    clash = registry.Model(name="m3", entries=(registry.Entry("agent", "x", "a:b", ("d",)),),
+                           labels={"x": "x"}, **{**common, "params": {"d": registry.Param("float", "d")}})
+    with pytest.raises(ValueError, match="parameter 'd' is a float but another model declares it a int"):
+        registry._add(clash)
+    undeclared = registry.Model(name="m4", entries=(registry.Entry("agent", "x", "a:b", ("q",)),),
+                                labels={"x": "x"}, **common)
+    with pytest.raises(ValueError, match="parameter 'q' is not declared in its params"):
+        registry._add(undeclared)
+    assert "m3" not in registry.MODELS and "m4" not in registry.MODELS
+
+
+def test_tasks_and_rows_name_their_model():
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+
+    plan = make_plan(to_plain(compose(["+sweep=jiq", "output_dir=/nonexistent"])))
+    models = {(t["engine"], t["policy"]): t["model"] for t in plan.tasks}
+    assert models[("agent", "pod")] == "dispatch" and models[("agent", "jiq")] == "jiq"
+    from pipeline.store import FIXED_SCHEMA
+    from pipeline.worker import row_header
+
+    assert "model" in FIXED_SCHEMA
+    assert row_header(plan.tasks[0])["model"] == plan.tasks[0]["model"]
+
+
+def test_a_sweep_naming_its_model_is_checked_against_it():
+    from pipeline.errors import ConfigError
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+
+    plan = make_plan(to_plain(compose(["+sweep=smoke", "model=dispatch", "output_dir=/x"])))
+    assert {t["model"] for t in plan.tasks} == {"dispatch"}
+    with pytest.raises(ConfigError, match="model='led' has no policy='pod' on engine='agent'"):
+        make_plan(to_plain(compose(["+sweep=smoke", "model=led", "output_dir=/x"])))
+    with pytest.raises(ConfigError, match="model: model='nowhere_pkg' cannot be imported"):
+        make_plan(to_plain(compose(["+sweep=smoke", "model=nowhere_pkg", "output_dir=/x"])))

@@ -1,11 +1,11 @@
 """Partial centralization (Tsitsiklis & Xu, "On the power of (even a little) centralization in
 distributed processing"): the model.
 
-- :mod:`~sim.centralization.theory`: closed-form invariant state and fluid model (pure scipy;
-  the analysis imports it too).
-- :mod:`~sim.centralization.simulate`: agent and occupancy simulators and the three engine
-  runners (``agent``, ``occupancy``, ``meanfield``).
-- :mod:`~sim.centralization._kernel`: their compiled event loops.
+- :mod:`~sim.centralization.meanfield`: closed-form invariant state and fluid model (pure
+  scipy; the analysis imports it too) and the ``meanfield`` engine.
+- :mod:`~sim.centralization.agent`, :mod:`~sim.centralization.occupancy`: the two simulators
+  (compiled loops in ``_agent_kernel.py``, ``_occupancy_kernel.py``; shared pieces in
+  ``_common.py``).
 - :mod:`~sim.centralization.trajectory`: the ``trajectory`` engine, paths of ``s_i(t)`` beside
   the fluid model (+ ``_trajectory_kernel.py``; docs/transients.md).
 
@@ -22,21 +22,23 @@ the processing. A task leaves at the tick that serves it: service takes no time,
 State: ``s_i`` = fraction of stations with at least ``i`` tasks (``s_0 = 1``),
 ``v_i = sum_{j >= i} s_j`` (``v_1`` = mean queue length per station).
 
-The invariant state and the fluid model are derived in :mod:`~sim.centralization.theory`.
+The invariant state and the fluid model are derived in :mod:`~sim.centralization.meanfield`.
 """
 from __future__ import annotations
 
-__all__ = ["check_task", "events_per_time"]
+from sim.core.declare import Entry, Model, Param
+from sim.core.trajectory import INIT_TAIL, events_bound
+
+__all__ = ["MODEL", "check_task", "events_per_time"]
 
 
 def events_per_time(task: dict) -> float:
     """Events per unit of simulated time (``time`` -> ``events``): both engines are uniformized
     at ``N (1 + lam)``. The trajectory engine (:mod:`~sim.centralization.trajectory`) runs to
     its horizon ``time``, ``events`` being a cap it must not reach: its event rate (no wasted
-    ticks) is at most ``N (1 + lam)``, plus 10 SDs (:func:`sim.dispatch.trajectory.events_bound`)."""
+    ticks) is at most ``N (1 + lam)``, plus 10 SDs (:func:`sim.core.trajectory.events_bound`)."""
     if task["engine"] == "trajectory":
-        bound = task["n_servers"] * (1.0 + task["lam"]) * task["time"]
-        return (bound + 10.0 * bound**0.5 + 1000.0) / task["time"]
+        return events_bound(task["n_servers"] * (1.0 + task["lam"]), task["time"])
     return task["n_servers"] * (1.0 + task["lam"])
 
 
@@ -49,3 +51,29 @@ def check_task(task: dict) -> None:
         raise ValueError(f"p={p!r} must be a number in [0, 1]")
     if task["engine"] == "agent" and task["n_servers"] > 2**31 - 1:
         raise ValueError(f"n_servers={task['n_servers']!r}: the agent engine needs n_servers < 2**31")
+
+
+_C = "sim.centralization"
+MODEL = Model(
+    name="centralization",
+    title="partial centralization (Tsitsiklis & Xu): local servers and a central one serving the longest queue",
+    entries=(
+        Entry("agent", "central", f"{_C}.agent:run_task", ("p",)),
+        Entry("occupancy", "central", f"{_C}.occupancy:run_task", ("p",)),
+        Entry("meanfield", "central", f"{_C}.meanfield:run_task", ("p",)),
+        Entry("trajectory", "central", f"{_C}.trajectory:run_task", ("p",),
+              ("init_tail",)),
+    ),
+    params={
+        "p": Param("float", "central fraction of the processing (partial centralization)"),
+        "init_tail": INIT_TAIL,
+    },
+    results={
+        # trajectory engine: the path's longest queue and the fluid model's top level m(t)
+        "traj_top": "floats", "traj_ode_top": "floats",
+    },
+    main_estimate="mean_response",
+    events_per_time=events_per_time,
+    check_task=check_task,
+    labels={"central": "partial centralization"},
+)

@@ -2,8 +2,8 @@
 :mod:`sim.centralization.trajectory`).
 
 State: ``cnt[l]`` = stations with at least ``l`` tasks (``cnt[0] = N``), as in
-:func:`sim.centralization._kernel.occupancy_span`, and the same transitions, but with the *real*
-clock and without wasted ticks: in state ``cnt`` the events are an arrival at a uniform station
+:func:`sim.centralization._occupancy_kernel.occupancy_span`, and the same transitions, but with
+the *real* clock and without wasted ticks: in state ``cnt`` the events are an arrival at a uniform station
 (rate ``lam N``), a local service at a uniform *busy* station (rate ``(1 - p) busy``) and a
 central service at a longest queue (rate ``N p`` while the system is not empty); the holding
 time is an ``Exp(R)`` draw, ``R = lam N + (1 - p) busy + N p [busy > 0]``. (The uniformized chain
@@ -13,7 +13,8 @@ skipping the wasted ticks only saves events.)
 Recording: at each grid time the state held gives ``out[j, i - 1] = cnt[i] / N`` and
 ``top_out[j]`` = the longest queue (the level the central server is serving). The run ends at
 the first event after the last grid time (not applied). Cost: O(log top) per event (the level of
-a uniform station by :func:`sim.centralization._kernel._level_of`), O(levels) per grid write.
+a uniform station by :func:`sim.centralization._occupancy_kernel._level_of`), O(levels) per grid
+write.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import math
 import numpy as np
 from numba import njit
 
-from sim.centralization._kernel import _level_of
+from sim.centralization._occupancy_kernel import _level_of
 from sim.core.rng import next_raw, u01
 
 

@@ -1,15 +1,15 @@
 """Trajectory engine of partial centralization: one sample path of ``s_i(t)`` beside the fluid
-model of :mod:`sim.centralization.theory` from the same start (docs/transients.md).
+model of :mod:`sim.centralization.meanfield` from the same start (docs/transients.md).
 
 What it records
 ---------------
 From ``init = "empty"``, ``"meanfield"`` (the invariant state of Theorem 2,
-:func:`~sim.centralization.theory.invariant_tail`, rounded: ``round(N s_i)`` stations with at
-least ``i`` tasks) or a configured ``init_tail`` (:func:`sim.dispatch.trajectory.check_init_tail`,
+:func:`~sim.centralization.meanfield.fixed_point`, rounded: ``round(N s_i)`` stations with at
+least ``i`` tasks) or a configured ``init_tail`` (:func:`sim.core.trajectory.check_init_tail`,
 rounded the same way), the counts evolve with the *real* exponential clock
 (:mod:`sim.centralization._trajectory_kernel`). At the grid times ``t_j = j T / (grid - 1)`` the
 state held gives ``s_1..s_L`` (``L = min(max_level, 8)``) and the longest queue. The fluid model
-(:func:`~sim.centralization.theory.solve_fluid`: one linear regime at a time, the sliding mode
+(:func:`~sim.centralization.meanfield.solve_fluid`: one linear regime at a time, the sliding mode
 exact, BDF with ``rtol = 1e-10``, ``atol = 1e-14``) starts from the simulation's rounded counts
 divided by N and is evaluated on the same grid.
 
@@ -38,13 +38,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+
 from sim.centralization import _trajectory_kernel as _k
-from sim.centralization.theory import _check_lam, _check_p, invariant_tail, solve_fluid
+from sim.centralization.meanfield import _check_lam, _check_p, fixed_point, solve_fluid
+from sim.core import trajectory as paths
 from sim.core.rng import seed_state
-from sim.dispatch.trajectory import (
-    CI_METHOD, TRAJ_LEVELS, _cap, _none_if_nan, check_init_tail, check_size_and_load,
-    check_trajectory_args, counts_of_tail, sup_distance, time_grid,
-)
 
 __all__ = ["CentralTrajectoryResult", "simulate", "fluid_path", "run_task", "TRAJECTORY_POLICIES"]
 
@@ -66,9 +64,9 @@ class CentralTrajectoryResult(NamedTuple):
 
 @functools.lru_cache(maxsize=64)
 def _fluid_cached(lam: float, p: float, time: float, grid: int, start: tuple):
-    """The fluid model on the grid (:func:`~sim.centralization.theory.solve_fluid` with
+    """The fluid model on the grid (:func:`~sim.centralization.meanfield.solve_fluid` with
     ``t_eval`` the grid) and its regime ``m(t)`` (NaN at ``p = 0``: no central server)."""
-    t = time_grid(time, grid)
+    t = paths.time_grid(time, grid)
     sol = solve_fluid(lam, p, time, s0=np.array(start) if start else None, t_eval=t)
     if not sol.success:
         raise RuntimeError(f"the fluid model failed (lam={lam}, p={p}, T={time}): {sol.message}")
@@ -78,9 +76,9 @@ def _fluid_cached(lam: float, p: float, time: float, grid: int, start: tuple):
     return sol.tail, top
 
 
-def fluid_path(lam: float, p: float, time: float, grid: int, start=None, levels: int = TRAJ_LEVELS):
+def fluid_path(lam: float, p: float, time: float, grid: int, start=None, levels: int = paths.TRAJ_LEVELS):
     """The fluid model's ``s_1..s_levels`` (shape ``(grid, levels)``) and its top level ``m(t)``
-    on :func:`~sim.dispatch.trajectory.time_grid` from ``start`` (None: empty)."""
+    on :func:`~sim.core.trajectory.time_grid` from ``start`` (None: empty)."""
     key = tuple(float(v) for v in (start if start is not None else ()))
     tail, top = _fluid_cached(float(lam), float(p), float(time), int(grid), key)
     out = np.zeros((tail.shape[0], levels))
@@ -94,11 +92,11 @@ def _start(lam: float, p: float, n_servers: int, init: str, init_tail):
     if init_tail is not None:
         tail0 = init_tail
     elif init == "meanfield":
-        tail0 = invariant_tail(lam, p) if p > 0 or lam == 0 else invariant_tail(
+        tail0 = fixed_point(lam, p) if p > 0 or lam == 0 else fixed_point(
             lam, p, max(1, int(math.ceil(math.log(1e-17) / math.log(lam)))))
     else:
         tail0 = np.zeros(0)
-    x = counts_of_tail(tail0, n_servers)  # exactly l tasks
+    x = paths.counts_of_tail(tail0, n_servers)  # exactly l tasks
     cnt = np.cumsum(x[::-1])[::-1]  # at least l tasks
     keep = np.nonzero(cnt)[0]
     cnt = cnt[: keep[-1] + 1]
@@ -106,7 +104,7 @@ def _start(lam: float, p: float, n_servers: int, init: str, init_tail):
 
 
 def simulate(n_servers: int, lam: float, p: float, time: float, grid: int = 200, seed: int = 0,
-             init: str = "empty", max_level: int = TRAJ_LEVELS, events: int | None = None,
+             init: str = "empty", max_level: int = paths.TRAJ_LEVELS, events: int | None = None,
              init_tail=None, policy: str = "central") -> CentralTrajectoryResult:
     """One path of partial centralization from ``init`` or ``init_tail`` up to ``time`` on
     ``grid`` points, and the fluid model from the same start. ``ValueError`` naming the
@@ -114,24 +112,24 @@ def simulate(n_servers: int, lam: float, p: float, time: float, grid: int = 200,
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    check_size_and_load(n_servers, lam)
+    paths.check_size_and_load(n_servers, lam)
     p = _check_p(p)
     lam = _check_lam(lam)
-    check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
+    paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
                           events=events)
-    init_tail = check_init_tail(init_tail, init)
+    init_tail = paths.check_init_tail(init_tail, init)
     n_servers, grid, seed = int(n_servers), int(grid), int(seed)
     time = float(time)
-    levels = min(int(max_level), TRAJ_LEVELS)
+    levels = min(int(max_level), paths.TRAJ_LEVELS)
     cnt, start = _start(lam, p, n_servers, init, init_tail)
-    t = time_grid(time, grid)
+    t = paths.time_grid(time, grid)
     out = np.full((grid, levels), np.nan)
     top = np.full(grid, np.nan)
     _, n_events, t_last, _ = _k.central_trajectory(n_servers, lam, p, cnt, t, out, top,
-                                                   seed_state(seed), _cap(events))
+                                                   seed_state(seed), paths.cap_events(events))
     ode, ode_top = fluid_path(lam, p, time, grid, start, levels)
     return CentralTrajectoryResult(t=t, tail=out, top=top, ode=ode, ode_top=ode_top, levels=levels,
-                                   sup_dist=sup_distance(out, ode), events_run=n_events,
+                                   sup_dist=paths.sup_distance(out, ode), events_run=n_events,
                                    sim_time=t_last, start=start)
 
 
@@ -143,18 +141,10 @@ def run_task(task: dict) -> dict:
 
     res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], p=task["p"],
                    time=task.get("time"), grid=as_int("grid", 200), seed=as_int("seed", 0),
-                   init=task.get("init", "empty"), max_level=as_int("max_level", TRAJ_LEVELS),
+                   init=task.get("init", "empty"), max_level=as_int("max_level", paths.TRAJ_LEVELS),
                    events=as_int("events"), init_tail=task.get("init_tail"),
                    policy=task["policy"])
-    return {
-        "traj_time": [float(v) for v in res.t],
-        "traj_levels": int(res.levels),
-        "traj_tail": [float(v) for v in res.tail.T.ravel()],
-        "traj_ode_tail": [float(v) for v in res.ode.T.ravel()],
-        "traj_top": [float(v) for v in res.top],
-        "traj_ode_top": [float(v) for v in res.ode_top],
-        "traj_sup_dist": _none_if_nan(res.sup_dist),
-        "events_run": int(res.events_run),
-        "sim_time": float(res.sim_time),
-        "ci_method": CI_METHOD,
-    }
+    row = paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
+                         res.sim_time)
+    row.update(traj_top=[float(v) for v in res.top], traj_ode_top=[float(v) for v in res.ode_top])
+    return row

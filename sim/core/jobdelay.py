@@ -13,7 +13,13 @@ Positions enter only through ``counts[p]`` = number of distinct queues whose job
 at position ``p``. When every count is at position 1 the value is the harmonic number
 ``H_m``. Otherwise the integral is computed by composite Gauss-Legendre quadrature on unit
 panels up to where the integrand is below 1e-16 (absolute error below about 1e-12, checked
-against the closed forms in tests/test_jobdelay.py).
+against the closed forms in tests/core/test_jobdelay.py).
+
+For high positions (jobs left at the end of a run under heavy load)
+:func:`expected_max_gamma_wide` gives the same integral on panels of width ~sqrt(t) around
+where the integrand varies; its ``log prod_i F_{p_i}(t)`` is :func:`log_cdf_product` (one sweep
+of the Poisson pmf over the sorted shapes), which the response-time recording of
+:mod:`sim.core.responses` uses too.
 """
 from __future__ import annotations
 
@@ -105,6 +111,80 @@ def expected_max_gamma(counts, gl_x, gl_w):
                     logp += counts[p] * _log_cdf_gamma_int(p, t)
             acc += gl_w[i] * -math.expm1(logp)
     return acc
+
+
+@njit(cache=True)
+def log_cdf_product(ps, cs, nd, x):
+    """``(sum_i cs[i] * log P(Gamma(ps[i], 1) <= x), sum_i cs[i] * P(Gamma(ps[i], 1) > x))``
+    over the ``nd`` sorted distinct integer shapes ``ps[:nd]``, with one upward sweep of the
+    Poisson(x) pmf: ``P(Gamma(p, 1) > x) = P(Poisson(x) < p) = S_p``. The sweep starts 12
+    standard deviations (and 20) below the mean, where the left tail is below e**-70:
+    O(sqrt(x)) per shape range instead of O(p) per shape. The log is ``-inf`` once some
+    ``S_p`` reaches 1 (the sweep goes on for the second sum)."""
+    if x <= 0.0:
+        return -np.inf, float(cs[:nd].sum())
+    j0 = max(0, int(x - 12.0 * math.sqrt(x) - 20.0))
+    pmf = math.exp(-x + j0 * math.log(x) - math.lgamma(j0 + 1.0))
+    surv = 0.0  # sum of pmf_j, j0 <= j < current j
+    j = j0
+    logp = 0.0
+    tail = 0.0
+    for i in range(nd):
+        p = ps[i]
+        if p <= j0:
+            continue  # S_p below e**-70: log F = 0
+        while j < p:
+            surv += pmf
+            pmf *= x / (j + 1)
+            j += 1
+        tail += cs[i] * surv
+        if surv >= 1.0:
+            logp = -np.inf
+        else:
+            logp += cs[i] * math.log1p(-surv)
+    return logp, tail
+
+
+@njit(cache=True)
+def _gamma_upper_below(p, x):
+    """P(Poisson(x) >= p) = P(Gamma(p, 1) <= x) for x < p, summed directly (no cancellation)."""
+    term = math.exp(-x + p * math.log(x) - math.lgamma(p + 1.0)) if x > 0.0 else 0.0
+    total = term
+    j = p
+    while term > 1e-20 * total and term > 0.0:
+        j += 1
+        term *= x / j
+        total += term
+    return total
+
+
+@njit(cache=True)
+def expected_max_gamma_wide(ps, cs, gl_x, gl_w):
+    """E[max] over independent Gamma(ps[i], 1), ``cs[i]`` of each (``ps`` sorted, distinct,
+    >= 1): the integral of ``1 - prod_i F_{p_i}(t)``, as :func:`expected_max_gamma`
+    but fast for high positions (jobs at the end of a run under heavy load). The integrand is
+    1 up to ``t_lo`` (where ``F_top < 1e-17``) and below 1e-17 beyond ``t_hi``; in between it
+    varies on the scale sqrt(t) (and is analytic), so 16-point Gauss-Legendre panels of width
+    max(3, 1.5 sqrt(t)) suffice: relative agreement with :func:`expected_max_gamma`
+    about 1e-14 (checked in tests), at ~40 us for 16 queues with positions up to 80."""
+    top = ps[ps.size - 1]
+    step = 2.0 * math.sqrt(top) + 1.0  # bracket the window in steps of ~2 standard deviations
+    t_hi = float(top)
+    while log_cdf_product(ps, cs, ps.size, t_hi)[1] >= 1e-17:
+        t_hi += step
+    t_lo = float(top)
+    while t_lo > 0.0 and _gamma_upper_below(top, t_lo) >= 1e-17:
+        t_lo = max(0.0, t_lo - step)
+    acc = t_lo  # integrand 1 on [0, t_lo]
+    t = t_lo
+    while t < t_hi:
+        h = min(max(3.0, 1.5 * math.sqrt(t)), t_hi - t)
+        for i in range(gl_x.size):
+            logp = log_cdf_product(ps, cs, ps.size, t + h * gl_x[i])[0]
+            acc += h * gl_w[i] * -math.expm1(logp)
+        t += h
+    return acc
+
 
 
 GL_X = _GL_X.copy()

@@ -14,7 +14,7 @@ matters: ``counts[p]`` = number of its distinct queues whose job-last task is at
 For single-task jobs the signature is the position, and the mixture is a mixture of
 ``Gamma(p, 1)`` weighted by the position histogram.
 
-Recording (inside the kernels of :mod:`sim.dispatch._parallel_kernel`,
+Recording (inside the kernels of :mod:`sim.dispatch._agent_jobs_kernel`,
 :mod:`sim.dispatch._occupancy_kernel` and :mod:`sim.jiq._occupancy_kernel`; the common cases
 inline in their event loops, the rest through :func:`record_job`): per window of the run,
 
@@ -49,6 +49,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+
+from sim.core.jobdelay import log_cdf_product
 
 __all__ = ["RESPONSE_GRID", "QUANTILES", "QUANTILE_NAMES", "RESPONSE_COLUMNS", "SIG_MAX_POS",
            "exact_response_columns",
@@ -167,33 +169,6 @@ def sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key
 
 
 @njit(cache=True)
-def _log_cdf_product(ps, cs, nd, x):
-    """``sum_i cs[i] * log P(Gamma(ps[i], 1) <= x)`` over the ``nd`` sorted distinct shapes
-    ``ps[:nd]``, by one upward sweep of the Poisson(x) pmf (``P(Gamma(p, 1) > x) =
-    P(Poisson(x) < p)``), started 12 standard deviations (and 20) below the mean where the
-    left tail is below e**-70 (as :func:`sim.dispatch._parallel_kernel._log_cdf_product`)."""
-    if x <= 0.0:
-        return -np.inf
-    j0 = max(0, int(x - 12.0 * math.sqrt(x) - 20.0))
-    pmf = math.exp(-x + j0 * math.log(x) - math.lgamma(j0 + 1.0))
-    surv = 0.0
-    j = j0
-    logp = 0.0
-    for i in range(nd):
-        p = ps[i]
-        if p <= j0:
-            continue
-        while j < p:
-            surv += pmf
-            pmf *= x / (j + 1)
-            j += 1
-        if surv >= 1.0:
-            return -np.inf
-        logp += cs[i] * math.log1p(-surv)
-    return logp
-
-
-@njit(cache=True)
 def grid_add(tcnt, top_pos, grid, ps, cs, out_row):
     """Add ``prod_p F_p(t)**tcnt[p]`` at every grid point ``t`` to ``out_row``. ``ps``, ``cs``:
     scratch of size >= the number of distinct positions."""
@@ -204,7 +179,7 @@ def grid_add(tcnt, top_pos, grid, ps, cs, out_row):
             cs[nd] = tcnt[p]
             nd += 1
     for g in range(grid.size):
-        lp = _log_cdf_product(ps, cs, nd, grid[g])
+        lp = log_cdf_product(ps, cs, nd, grid[g])[0]
         if lp > -745.0:
             out_row[g] += math.exp(lp)
 
@@ -222,7 +197,7 @@ def record_job(w, k, tcnt, top_pos, w_sig, w_grid, w_over, sig_keys, sig_pos, si
         ps[0] = top_pos
         cs[0] = 1
         for g in range(grid.size):
-            lp = _log_cdf_product(ps, cs, 1, grid[g])
+            lp = log_cdf_product(ps, cs, 1, grid[g])[0]
             if lp > -745.0:
                 w_grid[w, g] += math.exp(lp)
         w_over[w] += 1

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["is_int", "INIT_CHOICES", "check_run_args", "RESULT_KEYS", "result_row", "exact_row"]
+__all__ = ["is_int", "is_number", "is_integral", "INIT_CHOICES", "check_run_args", "RESULT_KEYS", "result_row", "exact_row"]
 
 #: initial states of a simulation: drawn from the mean-field fixed point, or all queues empty
 INIT_CHOICES = ("meanfield", "empty")
@@ -26,7 +26,19 @@ RESULT_KEYS: tuple[str, ...] = (
 
 
 def is_int(x) -> bool:
+    """An integer (Python or numpy), not a bool."""
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def is_number(x) -> bool:
+    """A real number (Python or numpy), not a bool."""
+    return (isinstance(x, (int, float, np.integer, np.floating))
+            and not isinstance(x, (bool, np.bool_)))
+
+
+def is_integral(x) -> bool:
+    """An integer, or a finite integer-valued float (YAML formulas give floats)."""
+    return is_int(x) or (is_number(x) and math.isfinite(float(x)) and float(x).is_integer())
 
 
 def check_run_args(*, events, seed, init, n_batches, max_level, n_windows) -> None:

@@ -8,14 +8,16 @@ with a shift (:func:`window_of`) instead of a division.
 Areas are integrated lazily: with ``e0`` the window's first event, a change ``delta`` of a level
 count at event ``e`` adds ``delta * (e - e0)`` to ``acc[level]``; at the window end the area is
 ``cnt[level] * (window length) - acc[level]`` (:func:`flush_window`). O(1) per event, O(levels)
-per window.
+per window. The occupancy engines, on the Rao-Blackwellised clock, do the same in time instead
+of events with the counts of servers per level (:func:`flush_occupancy_window`).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["window_bounds", "window_shift", "window_of", "flush_window"]
+__all__ = ["window_bounds", "window_shift", "window_of", "flush_window",
+           "flush_occupancy_window"]
 
 def window_bounds(events: int, n_windows: int) -> np.ndarray:
     """Window boundaries: windows of ``2**k`` events (the largest power of two giving at least
@@ -58,3 +60,20 @@ def flush_window(w, length, cnt, acc, total, w_tail, w_qarea):
         acc[i] = 0
     w_qarea[w] += total * length
 
+
+@njit(cache=True, inline="always")
+def flush_occupancy_window(w, t_w, x, acc, total, qacc, w_time, w_tail, w_qarea):
+    """Window ``w`` of an occupancy engine ends after ``t_w`` time units: ``x[l]`` servers hold
+    exactly ``l`` tasks, ``acc[l]`` is the lazily integrated change of the count of servers with
+    at least ``l`` tasks (``delta * t`` summed) and ``qacc`` that of the ``total`` tasks. Writes
+    the window's time, tail areas (``count * t_w - acc``, levels ``1..w_tail.shape[1]``) and
+    queue area, and resets ``acc``; the caller resets its own ``t_w`` and ``qacc``."""
+    w_time[w] = t_w
+    max_level = w_tail.shape[1]
+    c = np.int64(0)
+    for i in range(x.size - 1, 0, -1):
+        c += x[i]
+        if i <= max_level:
+            w_tail[w, i - 1] = c * t_w - acc[i]
+        acc[i] = 0.0
+    w_qarea[w] = total * t_w - qacc

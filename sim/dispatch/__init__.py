@@ -19,19 +19,26 @@ tasks would exceed it. A job's response is the time until its last task complete
 
 Engines
 -------
-- ``agent`` (:mod:`~sim.dispatch.agent`, :mod:`~sim.dispatch.parallel`): one entry per server,
-  uniformized continuous time, responses measured per job.
+- ``agent`` (:mod:`~sim.dispatch.agent`; k-task jobs and buffers in
+  :mod:`~sim.dispatch.agent_jobs`): one entry per server, uniformized continuous time,
+  responses measured per job.
 - ``occupancy`` (:mod:`~sim.dispatch.occupancy`): counts of servers per queue length; cost per
   event independent of N; job delays by Rao-Blackwell from the queue positions.
-- ``meanfield`` (:mod:`~sim.dispatch.meanfield`, :mod:`~sim.dispatch.batch_meanfield`,
-  :mod:`~sim.dispatch.task_meanfield`): the supermarket ODE and its closed forms; the
-  batch-filling limit for fixed ``k`` and ``d``; the pod_per_task and batch_sampling limits.
+- ``meanfield`` (the package :mod:`~sim.dispatch.meanfield`, one module per law: ``pod`` the
+  supermarket ODE and closed forms of random, jsq, pod; ``buffer`` a finite buffer;
+  ``tasks`` pod_per_task, batch_sampling and k-task random/jsq; ``batch_filling`` the
+  batch-filling limit for fixed ``k`` and ``d``).
+- ``refined`` (:mod:`~sim.dispatch.refined`, :mod:`~sim.dispatch.refined_batch`) and
+  ``trajectory`` (:mod:`~sim.dispatch.trajectory`).
 
 :func:`check_task` holds this model's value checks (the registry checks kinds first).
 """
 from __future__ import annotations
 
-__all__ = ["check_task", "events_per_time"]
+from sim.core.declare import Entry, Model, Param
+from sim.core.trajectory import INIT_TAIL, events_bound
+
+__all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
 
 
 def events_per_time(task: dict) -> float:
@@ -43,13 +50,12 @@ def events_per_time(task: dict) -> float:
     buffer ``busy = lam N``, so ``N lam (1/k + 1)`` (with a buffer fewer servers are busy and
     the run covers a little more time). The trajectory engine runs to its horizon ``time``,
     ``events`` being a cap it must not reach: an upper bound, from the rate bound ``N (1 +
-    lam)`` plus 10 SDs (:func:`sim.dispatch.trajectory.events_bound`).
+    lam)`` plus 10 SDs (:func:`sim.core.trajectory.events_bound`).
     """
     n, lam = task["n_servers"], task["lam"]
     k = task.get("k") or 1
     if task["engine"] == "trajectory":
-        bound = n * (1.0 + lam / k) * task["time"]  # as sim.dispatch.trajectory.events_bound
-        return (bound + 10.0 * bound**0.5 + 1000.0) / task["time"]
+        return events_bound(n * (1.0 + lam / k), task["time"])
     if task["engine"] == "occupancy":
         return n * lam * (1.0 / k + 1.0)
     rates = task.get("service_rates")
@@ -102,3 +108,99 @@ def check_task(task: dict) -> None:
     if engine == "agent" and n > 2**31 - 1:
         raise ValueError(f"n_servers={n!r}: the agent engine needs n_servers < 2**31 "
                          "(use the occupancy engine)")
+
+
+def event_cost(task: dict) -> float:
+    """Planning cost of one event, in plain agent events: the policies that sample k*d queues
+    per job cost more per event as d (and, per task, k) grow. Rough fits of the occupancy
+    engine's CPU time per event measured here (sub_halfin_whitt, N = 10^2..10^6: batch-filling
+    42-193 ns for d = 2..64, per-task power-of-(kd) 70-850 ns for k = 22..191)."""
+    policy, d, k = task.get("policy"), task.get("d") or 1, task.get("k") or 1
+    if policy in ("batch_filling", "batch_sampling"):
+        return 1.0 + d / 16.0
+    if policy == "pod_per_task":
+        return (1.0 + k / 40.0) * (1.0 + d / 32.0)
+    return 1.0
+
+
+def response_law(policy: str, params: dict):
+    """The N = infinity response-time law of a point (:mod:`sim.core.responses` mixture), or
+    None where the model has none: a finite buffer, a load outside (0, 1), a missing d."""
+    k = 1 if params.get("k") is None else int(params["k"])
+    lam, d = params.get("lam"), params.get("d")
+    if params.get("b") is not None or lam is None or not 0.0 < float(lam) < 1.0:
+        return None
+    lam = float(lam)
+    if policy in ("random", "jsq") and k == 1:
+        from sim.dispatch.meanfield.pod import response_law as pod_law
+        return pod_law(policy, lam)
+    if d is None:
+        return None
+    d = int(d)
+    if k == 1 and policy in ("pod", "batch_filling", "batch_sampling", "pod_per_task"):
+        from sim.dispatch.meanfield.pod import response_law as pod_law
+        return pod_law("pod", lam, d)
+    if policy == "batch_filling":
+        from sim.dispatch.meanfield.batch_filling import response_law as batch_law
+        return batch_law(lam, k, d)
+    if policy in ("pod_per_task", "batch_sampling"):
+        from sim.dispatch.meanfield.tasks import response_law as task_law
+        return task_law(policy, lam, k, d)
+    return None
+
+
+_D = "sim.dispatch"
+MODEL = Model(
+    name="dispatch",
+    title="N FIFO servers, Poisson jobs of k tasks, one dispatching policy",
+    entries=(
+        Entry("agent", "random", f"{_D}.agent:run_task", (), ("k", "b", "service_rates")),
+        Entry("agent", "jsq", f"{_D}.agent:run_task", (), ("k", "b", "service_rates")),
+        Entry("agent", "pod", f"{_D}.agent:run_task", ("d",), ("b", "service_rates")),
+        Entry("agent", "batch_filling", f"{_D}.agent:run_task", ("d", "k"), ("b",)),
+        Entry("agent", "batch_sampling", f"{_D}.agent:run_task", ("d", "k"), ("b",)),
+        Entry("agent", "pod_per_task", f"{_D}.agent:run_task", ("d", "k"), ("b",)),
+        # k-task jobs (random, jsq) and a finite buffer b (single-task jobs) in the mean field
+        Entry("meanfield", "random", f"{_D}.meanfield:run_task", (), ("k", "b")),
+        Entry("meanfield", "jsq", f"{_D}.meanfield:run_task", (), ("k", "b")),
+        Entry("meanfield", "pod", f"{_D}.meanfield:run_task", ("d",), ("b",)),
+        Entry("meanfield", "batch_filling", f"{_D}.meanfield:run_task", ("d", "k")),
+        Entry("meanfield", "batch_sampling", f"{_D}.meanfield:run_task", ("d", "k")),
+        Entry("meanfield", "pod_per_task", f"{_D}.meanfield:run_task", ("d", "k")),
+        # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
+        Entry("refined", "pod", f"{_D}.refined:run_task", ("d",), ("replacement",)),
+        Entry("refined", "batch_filling", f"{_D}.refined_batch:run_task", ("d", "k")),
+        Entry("occupancy", "random", f"{_D}.occupancy:run_task", (), ("k", "b")),
+        Entry("occupancy", "jsq", f"{_D}.occupancy:run_task", (), ("k", "b")),
+        Entry("occupancy", "pod", f"{_D}.occupancy:run_task", ("d",), ("b",)),
+        Entry("occupancy", "batch_filling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
+        Entry("occupancy", "batch_sampling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
+        Entry("occupancy", "pod_per_task", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
+        # paths s_i(t) on a time grid beside the mean-field ODE from the same start (real
+        # exponential clock, runs to the horizon `time`; docs/transients.md)
+        Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",)),
+        Entry("trajectory", "batch_filling", f"{_D}.trajectory:run_task", ("d", "k"),
+              ("init_tail",)),
+    ),
+    params={
+        "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
+        "k": Param("int", "tasks per job (default 1)"),
+        "b": Param("int", "buffer per server, the task in service included (absent: unbounded)"),
+        "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
+        "replacement": Param("bool", "refined mean field: the d probes drawn with replacement "
+                             "(default false, as the simulators)"),
+        "init_tail": INIT_TAIL,
+    },
+    results={
+        "mean_queue_1n": "float",  # refined engine: E[Q] = x* + mean_queue_1n / N + O(1/N^2)
+    },
+    main_estimate="mean_response",
+    events_per_time=events_per_time,
+    check_task=check_task,
+    labels={"pod": "power-of-d", "jsq": "JSQ", "random": "random",
+            "batch_filling": "batch-filling", "batch_sampling": "batch-sampling",
+            "pod_per_task": "power-of-d per task"},
+    responses=("agent", "occupancy", "meanfield"),
+    event_cost=event_cost,
+    response_law=response_law,
+)

@@ -6,9 +6,9 @@ functions are never passed as arguments.
 
 Hot loop (:func:`_make_run_span`): one compiled loop per (policy code, pod sampling method,
 equal/unequal rates, recording of response-time distributions or not), the codes being
-compile-time constants of a cached closure, so no policy test is left in the loop. Arrays are never reassigned inside the loop -- that would add
-reference counting to every event (measured: 2.3x slower); when a ring buffer fills, the loop
-returns and :func:`agent_kernel` grows the arrays and resumes.
+compile-time constants of a cached closure, so no policy test is left in the loop. Arrays are
+never reassigned inside the loop (that would add reference counting to every event); when a
+ring buffer fills, the loop returns and :func:`agent_kernel` grows the arrays and resumes.
 
 Random numbers: xoshiro256+ (Blackman & Vigna), as in ``shared/limits/pod_limit.c``. Inside the
 hot loop the 256-bit state lives in four local ``uint64`` scalars (so LLVM keeps it in registers);
@@ -25,6 +25,9 @@ permutation of the servers sorted by ``q``, ``pos`` its inverse and ``start[l]``
 in ``perm`` of a server with ``q >= l`` (so ``start[l] = N - cnt[l]``); moving a server one level
 up or down is one swap with the boundary of its block, O(1). Arrival times are int32 when the
 run has at most 2**31 events, else int64 (:func:`sim.dispatch.agent.simulate`).
+
+Measured history of this loop's speed work:
+docs/performance.md#dispatch-agent-kernel-simdispatch_agent_kernelpy
 """
 from __future__ import annotations
 
@@ -33,15 +36,12 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core.buckets import build_buckets, bucket_down, bucket_up, pick_lowest
+from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
 from sim.core.fifo import grow_rings
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.windows import flush_window, window_of, window_shift
-
 from sim.dispatch.policies import JSQ, POD, RANDOM
-
-
 
 # --------------------------------------------------------------------------------------------
 # random numbers
@@ -72,10 +72,9 @@ def _pick_pod(q, d, samp, use_fy, s0, s1, s2, s3):
 
 
 # The two pod samplers are inlined into the event loop at numba-IR level (inline='always'):
-# left to LLVM, _pick_pod_rej stayed an out-of-line call on every arrival (its loops exceed the
+# left to LLVM, _pick_pod_rej stays an out-of-line call on every arrival (its loops exceed the
 # inlining threshold) -- 16 arguments pushed on the stack, the result tuple returned through
-# memory and the RNG state spilled. Measured (power-of-2, N = 10**4, lam = 0.9, AMD EPYC Zen 4):
-# 6.5e7 -> 8.3e7 events/s, same random stream.
+# memory and the RNG state spilled (figures: docs/performance.md).
 @njit(cache=True, inline='always')
 def _pick_pod_fy(q, d, samp, s0, s1, s2, s3):
     """Power-of-d by partial Fisher-Yates on ``samp``: any permutation of the servers, left
@@ -176,8 +175,8 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
     ``policy``, ``use_fy`` and ``hetero`` are free variables of the returned ``@njit`` function,
     so numba compiles them as constants and LLVM removes the untaken branches: one tight loop per
     combination, compiled on first use and cached on disk (numba keys the cache on the closure's
-    values). Measured: 13% more events/s for power-of-2 than one loop testing the (perfectly
-    predicted) flags at run time. The policy branch is thus taken once, outside the hot loop.
+    values), faster than one loop testing the (perfectly predicted) flags at run time. The
+    policy branch is thus taken once, outside the hot loop.
 
     ``record`` (also a closure constant: a separate compiled variant, so that the loop of a run
     that does not record is the one it was) records each arrival's queue position for the
@@ -208,9 +207,8 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
         The total queue length and its area are not updated per event: the queue area is the
         sum of the level areas, so both are summed from ``cnt`` and ``acc`` when a window is
         flushed (O(levels) per window instead of two adds and two live registers per event,
-        which the loop had spilled to the stack: read-modify-writes of memory on every event).
-        Likewise arrivals that start service at once are ``arrivals - waited``. Measured:
-        +10% events/s (power-of-2, N = 10**4), results bitwise unchanged.
+        which the loop would spill to the stack: read-modify-writes of memory on every event).
+        Likewise arrivals that start service at once are ``arrivals - waited``.
         """
         n_servers = q.size
         c = buf.shape[1]
@@ -292,7 +290,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                         # but every slot holds -1 or a past arrival (rings start filled with
                         # -1, grow_rings fills with -1), so max(a, 0) is a valid window -- and
                         # +0 / +0.0 (bitwise no-ops) are added when there is no such task or
-                        # its arrival is unknown. Measured: +8% events/s over the branch.
+                        # its arrival is unknown.
                         a = buf[n, h]
                         ok = (lvl > 1) & (a >= 0)
                         wa = window_of(max(a, 0), shift)
@@ -391,8 +389,7 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
     # The loop works on uint32 copies of q and head (written back at the end): a zero-extended
     # uint32 is known to LLVM to be non-negative, so numba's negative-index wraparound of
     # buf[n, (head[n] + lvl) & mask], cnt[lvl + 1], ... is compiled away, which int64 and int32
-    # (signed) do not allow. Measured (power-of-2, N = 10**4, CPU time): 1.19e8 events/s with
-    # uint32, 1.05e8 with int64, 1.04e8 with int32 -- the wraparound matters, not the footprint.
+    # (signed) do not allow; the wraparound matters, not the footprint (docs/performance.md).
     # Values are < the ring capacity, far below 2**32.
     qw = q.astype(np.uint32)
     hw = head.astype(np.uint32)

@@ -32,10 +32,10 @@ output with rejection, exactly uniform on ``[0, n)`` for any ``n < 2**63`` (the 
 Job delay: ``H_m`` when all of a job's queues end at position 1, ``p`` for a single-task job at
 position ``p``, else :func:`sim.core.jobdelay.expected_max_gamma` (Gauss-Legendre quadrature, 10 us
 to 1 ms) through a memo keyed by the exact signature (counts per position, up to position
-:data:`MEMO_MAX_POS`), see :func:`_job_delay`. Measured: batch-filling k = 16, d = 2, lam = 0.9
-went from 1.1 us to 57 ns per event with the memo. Jobs whose positions are deep and varied
-(random or pod_per_task-like spreads at high load, e.g. random with k = 16 at lam = 0.9) still
-pay a quadrature per job: tens of microseconds per event there.
+:data:`MEMO_MAX_POS`), see :func:`_job_delay`. Jobs whose positions are deep and varied (random
+or pod_per_task-like spreads at high load, e.g. random with k = 16 at lam = 0.9) still pay a
+quadrature per job. Measured effect of the memo:
+docs/performance.md#dispatch-occupancy-kernel-simdispatch_occupancy_kernelpy
 
 Clock: the embedded jump chain (see :mod:`sim.dispatch.occupancy`): each event is a real transition,
 chosen with probabilities proportional to the rates, and the state visited before it is weighted
@@ -51,11 +51,9 @@ from numba import njit
 from sim.core.jobdelay import expected_max_gamma
 from sim.core.responses import dummy_recorder, record_job, sig_id
 from sim.core.rng import below64, next_raw, u01
-from sim.core.sampling import draw_levels, lowest_occupied, sample_levels  # noqa: F401  (sample_levels: test helper)
-
+from sim.core.sampling import draw_levels, lowest_occupied, sample_levels  # noqa: F401  (test helper)
+from sim.core.windows import flush_occupancy_window
 from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_PER_TASK, RANDOM  # noqa: F401
-
-
 
 # --------------------------------------------------------------------------------------------
 # random numbers
@@ -345,7 +343,6 @@ def _make_run_span(policy: int, record: bool = False):
         job could reach the top level of the arrays (then return before that event so that the
         caller can grow them). Returns ``(window, next event, t_w, qacc)``."""
         cap = x.size
-        max_level = w_tail.shape[1]
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
         total = np.int64(0)
@@ -456,14 +453,7 @@ def _make_run_span(policy: int, record: bool = False):
             if grow:
                 break
             # ---- window end: flush the lazy areas (area = count_end * T - sum delta * t)
-            w_time[w] = t_w
-            c = np.int64(0)
-            for i in range(cap - 1, 0, -1):
-                c += x[i]
-                if i <= max_level:
-                    w_tail[w, i - 1] = c * t_w - acc[i]
-                acc[i] = 0.0
-            w_qarea[w] = total * t_w - qacc
+            flush_occupancy_window(w, t_w, x, acc, total, qacc, w_time, w_tail, w_qarea)
             t_w = 0.0
             qacc = 0.0
             w += 1

@@ -30,6 +30,7 @@ import math
 import numpy as np
 from numba import njit
 
+from sim.core._trajectory_kernel import record_tail, top_level
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
 from sim.dispatch._occupancy_kernel import _place_batch
@@ -37,27 +38,6 @@ from sim.dispatch.policies import BATCH_FILLING
 
 #: buffer sentinel of the placement helpers (no buffer: never reached)
 _UNBOUNDED = 2**62
-
-
-@njit(cache=True)
-def _record(x, n_servers, out, j):
-    """``out[j, i - 1] = s_i`` for the recorded levels ``i = 1..out.shape[1]``."""
-    levels = out.shape[1]
-    c = np.int64(0)
-    for i in range(x.size - 1, 0, -1):
-        c += x[i]
-        if i <= levels:
-            out[j, i - 1] = c / n_servers
-
-
-@njit(cache=True, inline="always")
-def top_level(x):
-    """Highest level ``l`` with ``x[l] > 0`` (0 for an empty system)."""
-    top = 0
-    for lvl in range(x.size):
-        if x[lvl] > 0:
-            top = lvl
-    return top
 
 
 @njit(cache=True, inline="always")
@@ -99,8 +79,8 @@ def pod_span(n_servers, arr_rate, d, x, hs, t_grid, out, clock, state, max_event
         rate = arr_rate + busy
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time (inline: a helper
-        while j < n_grid and t_grid[j] < t_next:  # returning the tuple cost 35% per event)
-            _record(x, n_servers, out, j)
+        while j < n_grid and t_grid[j] < t_next:  # returning a tuple is slower: docs/performance.md)
+            record_tail(x, n_servers, out, j)
             j += 1
         if j >= n_grid or events >= max_events:  # the grid is recorded, or the cap is hit
             done = True
@@ -173,7 +153,7 @@ def batch_span(n_servers, arr_rate, k, n_samp, x, hs, tcnt, plev, t_grid, out, c
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time
         while j < n_grid and t_grid[j] < t_next:
-            _record(x, n_servers, out, j)
+            record_tail(x, n_servers, out, j)
             j += 1
         if j >= n_grid or events >= max_events:
             done = True

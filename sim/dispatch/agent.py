@@ -1,5 +1,9 @@
 """Agent engine: continuous-time simulation of N FIFO servers, one entry per server.
 
+This module is the engine's runner (:func:`run_task`): single-task ``random``, ``jsq`` and
+``pod`` without a buffer run on the simulator below, every other task (k-task jobs, a finite
+buffer, the batch policies) on :mod:`sim.dispatch.agent_jobs`.
+
 Model
 -----
 N servers with FIFO queues; Poisson arrivals of total rate ``lam * sum(mu)``; exponential service
@@ -59,9 +63,11 @@ from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
 from sim.core.windows import window_bounds
 from sim.dispatch import _agent_kernel as _k
+from sim.dispatch import agent_jobs
+from sim.dispatch.meanfield.pod import initial_tail
 from sim.dispatch.policies import POLICY_CODES, messages_per_job
 
-__all__ = ["AgentResult", "simulate", "run_task"]
+__all__ = ["AgentResult", "simulate", "run_task", "AGENT_POLICIES"]
 
 #: single-task policies of this engine
 AGENT_POLICIES = ("random", "jsq", "pod")
@@ -94,48 +100,6 @@ class AgentResult(NamedTuple):
     #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
     #: not recorded (``responses=False``)
     responses: object = None
-
-
-# --------------------------------------------------------------------------------------------
-# helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _fixed_point_tail(lam: float, policy: str, d: int, eps: float = 1e-17,
-                      max_levels: int = 1 << 20) -> np.ndarray:
-    """Mean-field fixed point s_1, s_2, ... (until s_i < eps) used for the warm start.
-
-    pod: s_i = lam**((d**i - 1)/(d - 1)) (d = 1, i.e. random: lam**i); jsq: s_1 = lam, rest 0.
-    (Private stand-in for ``sim.dispatch.meanfield.pod_fixed_point_tail``.)
-    """
-    if lam <= 0.0:
-        return np.zeros(0)
-    if policy == "jsq":
-        return np.array([lam])
-    if policy == "random":
-        d = 1
-    log_lam = math.log(lam)
-    out = []
-    expo = 1.0  # (d**i - 1) / (d - 1), via expo_{i+1} = d * expo_i + 1
-    while len(out) < max_levels:
-        x = expo * log_lam
-        if x < math.log(eps):
-            break
-        out.append(math.exp(x))
-        expo = d * expo + 1.0
-    return np.array(out, dtype=np.float64)
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,7 +219,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         alias_idx = np.zeros(1, dtype=np.int64)
     state = seed_state(seed)
     if init == "meanfield" and not hetero:
-        q = draw_initial_queues(_fixed_point_tail(lam, policy, d), n_servers, state)
+        q = draw_initial_queues(initial_tail(lam, policy, d), n_servers, state)
     else:
         q = np.zeros(n_servers, dtype=np.int64)
     cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
@@ -316,15 +280,43 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
 
 
 def run_task(task: dict) -> dict:
-    """Run one agent task (keys as in docs/results-schema.md) and return the result keys
-    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`).
+    """Run one agent task of the dispatch model (keys as in docs/results-schema.md) and return
+    :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`): the
+    runner of every ``agent`` entry.
 
-    With ``responses: true`` the response-time distribution is recorded and its columns
-    (:data:`sim.core.responses.RESPONSE_COLUMNS`) are added to the row."""
+    ``random``, ``jsq`` and ``pod`` with ``k = 1`` and no buffer run on the single-task engine
+    of this module (:func:`simulate`: faster, and it supports ``service_rates``; it reports
+    ``frac_within_h`` only for ``h = 1``); every other task (k-task jobs, a finite buffer
+    ``b``, the batch policies) on :func:`sim.dispatch.agent_jobs.simulate`.
+
+    With the run setting ``responses: true`` (task key ``responses``) the response-time
+    distribution is recorded and its columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) are
+    added to the row, by either engine (equal service rates only).
+    """
+    k = _as_int(task, "k", 1)
+    b = _as_int(task, "b")
+    responses = task.get("responses", False)
+    if not isinstance(responses, bool):
+        raise ValueError(f"responses={responses!r} must be true or false")
+    if responses and task.get("service_rates") is not None:
+        raise ValueError("responses: the response-time distribution is recorded for equal "
+                         "service rates only (service_rates must be null)")
+    if task.get("policy") in AGENT_POLICIES and k == 1 and b is None:
+        return _single_task_row(task)
+    return agent_jobs.run_jobs(task)
+
+
+def _as_int(task: dict, key: str, default=None):
+    """``task[key]``, an integer-valued float (e.g. from YAML formulas) as an int, as in
+    check_task."""
+    x = task.get(key, default)
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _single_task_row(task: dict) -> dict:
+    """The row of a single-task ``random`` / ``jsq`` / ``pod`` task without a buffer."""
     def as_int(key, default=None):
-        # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
+        return _as_int(task, key, default)
 
     res = simulate(
         n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"],

@@ -81,9 +81,9 @@ reproducible for a given seed and inputs (and independent of the internal array 
 Speed (benchmarks/bench_occupancy.py; 2 shared, loaded cores): 60-80 ns per event for
 power-of-2 and for batch-filling with k = 16, d = 4 at lam = 0.9, the same at N = 10**3 and
 N = 10**9; per job about 2x faster than the agent engine on power-of-2 at N = 10**6 and 3x
-faster than :mod:`sim.dispatch.parallel` on batch-filling (k = 16, d = 4) at N = 10**6. Slow case: random
-routing (or any policy leaving jobs at deep, varied positions) with k > 1 at high load, where
-each job's E[T] is a fresh quadrature (:mod:`sim.dispatch._occupancy_kernel`).
+faster than :mod:`sim.dispatch.agent_jobs` on batch-filling (k = 16, d = 4) at N = 10**6. Slow
+case: random routing (or any policy leaving jobs at deep, varied positions) with k > 1 at high
+load, where each job's E[T] is a fresh quadrature (:mod:`sim.dispatch._occupancy_kernel`).
 
 Caveat for large N: a run of ``events`` covers about ``events / (N * (lam + s_1))`` time units
 (~50 for 10**8 events at N = 10**6), so the within-run batch-means SE is honest only when that is
@@ -97,14 +97,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.output import ci_label
+from sim.core.jobdelay import GL_W, GL_X
+from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
 from sim.core.results import check_run_args, is_int, result_row
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
 from sim.dispatch.policies import BATCH_POLICIES, POLICY_CODES, messages_per_job
-from sim.core.jobdelay import GL_W, GL_X
-from sim.core.output import batch_means, tail_estimate, warmup_cut
 
 __all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail",
            "OCCUPANCY_POLICIES"]

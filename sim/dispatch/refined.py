@@ -59,16 +59,14 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg import solve, solve_continuous_lyapunov
 
-from sim.core.results import exact_row
-from sim.dispatch.meanfield import _check_d, _check_lam, _pod_tail_sum, pod_fixed_point_tail
+from sim.core.refined import probes_in_set, probes_in_set_1n, refined_expansion, single_task_row
+from sim.dispatch.meanfield._common import _check_d, _check_lam
+from sim.dispatch.meanfield.pod import fixed_point, pod_mean_queue
 from sim.dispatch.policies import messages_per_job
 
 __all__ = [
-    "single_task_row",
     "RefinedExpansion",
-    "refined_expansion",
     "pod_drift",
     "pod_drift_1n",
     "pod_h_exact",
@@ -87,8 +85,6 @@ TAIL_EPS = 1e-12
 #: levels kept beyond the TAIL_EPS level (V decays more slowly than x*)
 TRUNC_EXTRA = 4
 
-CI_METHOD = "refined mean field: x* + V/N to first order in 1/N (no estimate, no SE)"
-
 
 class RefinedExpansion(NamedTuple):
     """``E[X^N] = x + v / N + O(1/N^2)`` with the covariance ``w / N`` of the fluctuations."""
@@ -100,24 +96,6 @@ class RefinedExpansion(NamedTuple):
     f1: np.ndarray  #: the 1/N part of the drift at x*
     levels: int
     trunc_change: float  #: |sum V(L + TRUNC_EXTRA) - sum V(L)| (nan when not measured)
-
-
-def refined_expansion(x, a, hess_w, q, f1) -> tuple[np.ndarray, np.ndarray]:
-    """``(V, W)`` from ``x*``, ``A``, the map ``W -> (B : W)``, ``Q(x*)`` and ``f1(x*)``.
-
-    ``hess_w(W)`` returns the vector ``sum_{k,l} B_{j,kl} W_{kl}``.  ``A`` must be Hurwitz
-    (the fixed point exponentially stable): checked, ``ValueError`` otherwise.
-    """
-    a = np.asarray(a, dtype=float)
-    q = np.asarray(q, dtype=float)
-    eig = np.linalg.eigvals(a)
-    if not np.all(eig.real < 0):
-        raise ValueError(f"the Jacobian at the fixed point is not Hurwitz (max Re = {eig.real.max():.3g})")
-    w = solve_continuous_lyapunov(a, -q)  # A W + W A^T = -Q
-    w = 0.5 * (w + w.T)
-    rhs = 0.5 * np.asarray(hess_w(w), dtype=float) + np.asarray(f1, dtype=float)
-    v = -solve(a, rhs)
-    return v, w
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,15 +124,7 @@ def pod_h_exact(x, d: int, n: float | None, replacement: bool) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if replacement or n is None:
         return x**d
-    out = np.ones_like(x)
-    for j in range(d):
-        out = out * (x - j / n) / (1.0 - j / n)
-    return out
-
-
-def _g1(x: np.ndarray, d: int) -> np.ndarray:
-    """The 1/N part of ``h_N`` without replacement: ``-(d(d-1)/2) x**(d-1) (1 - x)``."""
-    return -0.5 * d * (d - 1) * x ** (d - 1) * (1.0 - x)
+    return probes_in_set(x, d, n)
 
 
 def pod_drift(s, lam: float, d: int, n: float | None = None, replacement: bool = True) -> np.ndarray:
@@ -170,7 +140,7 @@ def pod_drift_1n(s, lam: float, d: int, replacement: bool) -> np.ndarray:
     s = np.asarray(s, dtype=float)
     if replacement:
         return np.zeros_like(s)
-    g = _g1(s, d)
+    g = probes_in_set_1n(s, d)
     return lam * (_shift_down(g, 0.0) - g)
 
 
@@ -209,7 +179,7 @@ def pod_levels(lam: float, d: int, eps: float = TAIL_EPS) -> int:
     if lam == 0.0:
         return 1
     cap = 20_000
-    tail = pod_fixed_point_tail(lam, d, cap)
+    tail = fixed_point(lam, d, cap)
     below = np.nonzero(tail <= eps * tail[0])[0]
     if below.size == 0:
         raise ValueError(f"lam={lam}, d={d}: the tail stays above {eps} for {cap} levels")
@@ -217,7 +187,7 @@ def pod_levels(lam: float, d: int, eps: float = TAIL_EPS) -> int:
 
 
 def _pod_expansion(lam: float, d: int, replacement: bool, levels: int):
-    x = pod_fixed_point_tail(lam, d, levels)
+    x = fixed_point(lam, d, levels)
     a = pod_jacobian(x, lam, d)
     q = pod_noise(x, lam, d)
     f1 = pod_drift_1n(x, lam, d, replacement)
@@ -255,7 +225,7 @@ def _expect_h(e: RefinedExpansion, level: int, d: int, n: int, replacement: bool
     h = x**d
     dh = d * x ** (d - 1)
     d2h = d * (d - 1) * x ** (d - 2) if d >= 2 else 0.0
-    h1 = 0.0 if replacement else float(_g1(np.array([x]), d)[0])
+    h1 = 0.0 if replacement else float(probes_in_set_1n(np.array([x]), d)[0])
     return h + (dh * e.v[i] + 0.5 * d2h * e.w[i, i] + h1) / n
 
 
@@ -286,7 +256,7 @@ def run_task(task: dict) -> dict:
     m = min(max_level, e.levels)
     tail[:m] = tail_full[:m]
     v_sum = float(e.v.sum())
-    mean_queue = _pod_tail_sum(lam, d) + v_sum / n  # x* summed to 1e-300 (d = 1: lam/(1-lam))
+    mean_queue = pod_mean_queue(lam, d) + v_sum / n  # x* summed to 1e-300 (d = 1: lam/(1-lam))
     if lam > 0:
         mean_response = mean_queue / lam  # Little's law, exact for single-task jobs
         prob_wait = _expect_h(e, 1, d, n, replacement)
@@ -297,13 +267,3 @@ def run_task(task: dict) -> dict:
                            tail=tail, within=within, mean_queue_1n=v_sum,
                            messages_per_job=messages_per_job("pod", n, 1, d))
 
-
-def single_task_row(*, mean_response, prob_wait, mean_queue, tail, within, mean_queue_1n,
-                    **extra) -> dict:
-    """The result row of a refined single-task model (no SEs: nothing is estimated), with the
-    model's own columns ``extra`` (message rates, ``p0``, ...)."""
-    row = exact_row(mean_response=mean_response, mean_wait=mean_response - 1.0,
-                    prob_wait=prob_wait, mean_queue=mean_queue, tail=tail,
-                    queueing_ratio=mean_response - 1.0, drop_prob=0.0, frac_within_h=within,
-                    messages_per_job=extra.pop("messages_per_job"), ci_method=CI_METHOD)
-    return {**row, **extra, "mean_queue_1n": mean_queue_1n}

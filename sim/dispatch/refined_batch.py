@@ -1,7 +1,7 @@
 r"""Refined mean field of batch-filling at fixed k and d: ``E[s] = x* + V / N`` (docs/refined.md).
 
-Model (:mod:`sim.dispatch.batch_meanfield`): jobs of ``k`` tasks at rate ``N lam / k`` sample
-``m = k d`` distinct servers and water-fill: each task in turn joins a currently shortest
+Model (:mod:`sim.dispatch.meanfield.batch_filling`): jobs of ``k`` tasks at rate ``N lam / k``
+sample ``m = k d`` distinct servers and water-fill: each task in turn joins a currently shortest
 sampled queue (ties uniform, whether the job already used it or not).
 
 A job's effect depends only on the *histogram* ``n = (n_0, .., n_L)`` of the sampled queues'
@@ -26,7 +26,7 @@ Then (services as for ``pod``: ``-e_i`` at rate ``s_i - s_{i+1}``)::
 differences of ``f`` (Jacobian step 1e-6; Hessian along the eigenvectors of ``W``, Richardson
 on steps 1e-3 and 2e-3, exact for the polynomial degree ``m <= 5`` and O(h^4) above); the tests
 check them with other steps, check ``f`` against the dynamic program of
-:mod:`sim.dispatch.batch_meanfield`, ``f1`` against a difference in ``eps = 1/N`` of the
+:mod:`sim.dispatch.meanfield.batch_filling`, ``f1`` against a difference in ``eps = 1/N`` of the
 exact finite-N drift, and ``k = 1`` against :mod:`sim.dispatch.refined` (pod).
 
 Per-job quantities are smooth functions of the state, ``g(s) = E[G(n) | s]``, so by PASTA
@@ -46,10 +46,10 @@ import numpy as np
 from scipy.linalg import solve
 
 from sim.core.jobdelay import expected_job_delay, harmonic
+from sim.core.refined import CI_METHOD, refined_expansion
 from sim.core.results import exact_row
-from sim.dispatch import batch_meanfield as bmf
+from sim.dispatch.meanfield import batch_filling as bmf
 from sim.dispatch.policies import messages_per_job
-from sim.dispatch.refined import refined_expansion
 
 __all__ = ["BatchRefined", "Histograms", "histograms", "batch_refined", "drift", "drift_1n",
            "drift_exact", "noise", "run_task", "TAIL_EPS", "TRUNC_EXTRA", "MAX_SAMPLES"]
@@ -58,8 +58,6 @@ TAIL_EPS = 1e-12
 TRUNC_EXTRA = 4
 #: largest k d enumerated (the histograms number C(kd + L, kd))
 MAX_SAMPLES = 8
-
-CI_METHOD = "refined mean field: x* + V/N to first order in 1/N (no estimate, no SE)"
 
 
 class Histograms(NamedTuple):

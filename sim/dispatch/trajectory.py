@@ -4,13 +4,13 @@ What it records
 ---------------
 From a given initial state (``init = "empty"``: all servers idle; ``"meanfield"``: the counts of
 the policy's fixed point, ``round(N s_i)`` servers with at least ``i`` tasks; or a configured
-``init_tail = [s_1, s_2, ...]``, see :func:`check_init_tail`: ``round(N s_i)`` servers with at
+``init_tail = [s_1, s_2, ...]``, see :func:`sim.core.trajectory.check_init_tail`: ``round(N s_i)`` servers with at
 least ``i`` tasks, with ``init = "empty"``), the occupancy
 state ``x`` (servers per queue length) evolves with the *real* exponential clock
 (:mod:`sim.dispatch._trajectory_kernel`); at each grid time ``t_j = j T / (grid - 1)``,
 ``j = 0..grid-1`` (both ends included), the fractions ``s_1(t_j) .. s_L(t_j)`` of servers with at
-least ``i`` tasks are written, ``L = min(max_level, 8)`` (:data:`TRAJ_LEVELS`). Beside them, the
-supermarket ODE (:func:`sim.dispatch.meanfield.solve_pod_ode`, BDF with its exact Jacobian,
+least ``i`` tasks are written, ``L = min(max_level, 8)`` (:data:`sim.core.trajectory.TRAJ_LEVELS`). Beside them, the
+supermarket ODE (:func:`sim.dispatch.meanfield.pod.solve_pod_ode`, BDF with its exact Jacobian,
 ``rtol = 1e-10``, ``atol = 1e-14``) from the *same* start -- exact for ``empty``; for
 ``meanfield`` the ODE starts from the simulation's rounded counts divided by N -- evaluated on
 the same grid. ``traj_sup_dist`` is ``max_j max_{i <= L} |s_i(t_j) - ode_i(t_j)|`` of this path.
@@ -23,9 +23,9 @@ is the forward equation of one queue, so the mean over paths equals the ODE at e
 ``batch_filling`` (fixed ``k``, ``d``): jobs of ``k`` tasks at rate ``N lam / k``, ``k d``
 distinct queues sampled, the tasks water-filled one by one into a currently shortest sampled
 queue (the occupancy engine's placement); its ODE is the limit of
-:mod:`sim.dispatch.batch_meanfield` (``drift``, integrated here by BDF on the grid with
+:mod:`sim.dispatch.meanfield.batch_filling` (``drift``, integrated here by BDF on the grid with
 ``rtol = 1e-10``, ``atol = 1e-14``, truncated at a level doubled until the top level stays below
-1e-12 on [0, T]); ``init = "meanfield"`` rounds its :func:`~sim.dispatch.batch_meanfield.fixed_point`.
+1e-12 on [0, T]); ``init = "meanfield"`` rounds its :func:`~sim.dispatch.meanfield.batch_filling.fixed_point`.
 With ``k = 1`` it is power-of-d (the ODE too).
 
 Run length: the horizon ``time`` (T) is required; the engine runs until the first event after
@@ -44,32 +44,24 @@ start) per process and cached.
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from sim.core.results import INIT_CHOICES, is_int
+from sim.core import trajectory as paths
+from sim.core.results import is_int
 from sim.core.rng import seed_state
 from sim.dispatch import _trajectory_kernel as _k
-from sim.dispatch import batch_meanfield
-from sim.dispatch.meanfield import solve_pod_ode
-from sim.dispatch.occupancy import _initial_counts, meanfield_tail
+from sim.dispatch.meanfield import batch_filling
+from sim.dispatch.meanfield.pod import solve_pod_ode
+from sim.dispatch.occupancy import meanfield_tail
 
-__all__ = ["TrajectoryResult", "simulate", "ode_tail", "time_grid", "run_task", "TRAJ_LEVELS",
-           "TRAJECTORY_POLICIES", "check_size_and_load", "check_trajectory_args", "sup_distance",
-           "CI_METHOD", "events_bound", "check_init_tail", "counts_of_tail", "MAX_INIT_LEVELS",
+__all__ = ["TrajectoryResult", "simulate", "ode_tail", "run_task", "TRAJECTORY_POLICIES",
            "batch_ode_tail"]
 
-#: most levels recorded (s_1..s_L, L = min(max_level, TRAJ_LEVELS))
-TRAJ_LEVELS = 8
 #: policies of the dispatch model this engine serves
 TRAJECTORY_POLICIES = ("pod", "batch_filling")
-#: longest configured start ``init_tail`` (levels; zeros after)
-MAX_INIT_LEVELS = 4096
-CI_METHOD = ("one sample path (real exponential clock); bands from independent replications "
-             "(analysis/transients.py)")
 
 
 class TrajectoryResult(NamedTuple):
@@ -85,113 +77,17 @@ class TrajectoryResult(NamedTuple):
     start: np.ndarray  #: initial s_1, s_2, ... of both (fractions of N)
 
 
-def events_bound(rate_bound: float, time: float) -> float:
-    """Events per unit time to give a path of horizon ``time`` whose event rate never exceeds
-    ``rate_bound``: ``(B + 10 sqrt(B) + 1000) / time`` with ``B = rate_bound * time`` (the count
-    is below Poisson(B) stochastically; 10 of its SDs above the mean is never reached)."""
-    b = float(rate_bound) * float(time)
-    return (b + 10.0 * math.sqrt(b) + 1000.0) / float(time)
-
-
-def time_grid(time: float, grid: int) -> np.ndarray:
-    """``grid`` equally spaced times from 0 to ``time``, both included."""
-    return np.linspace(0.0, float(time), int(grid))
-
-
-def sup_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """``max |a - b|`` over every entry (grid times x levels); NaN if a path has a NaN (stopped
-    by its event cap before T)."""
-    diff = np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
-    return float("nan") if np.isnan(diff).any() else float(np.max(diff))
-
-
-def check_init_tail(init_tail, init: str = "empty"):
-    """The configured start ``init_tail = [s_1, s_2, ...]`` (None: none) as a float array, or
-    ``ValueError`` naming ``init_tail`` and its value: a non-empty list of at most
-    :data:`MAX_INIT_LEVELS` finite fractions in [0, 1], non-increasing (``s_i`` = fraction with
-    at least ``i`` tasks; levels after the list are 0), given with ``init = "empty"`` (the
-    default of the trajectory engine: a configured start replaces it; with ``"meanfield"`` the
-    two would contradict each other)."""
-    if init_tail is None:
-        return None
-    if isinstance(init_tail, np.ndarray):
-        init_tail = init_tail.tolist()
-    if (not isinstance(init_tail, (list, tuple)) or not init_tail
-            or not all(isinstance(v, (int, float, np.integer, np.floating))
-                       and not isinstance(v, (bool, np.bool_)) and math.isfinite(v)
-                       for v in init_tail)):
-        raise ValueError(f"init_tail={init_tail!r} must be a non-empty list of finite numbers "
-                         "s_1, s_2, ... (fractions of servers with at least i tasks)")
-    if len(init_tail) > MAX_INIT_LEVELS:
-        raise ValueError(f"init_tail has {len(init_tail)} levels, more than {MAX_INIT_LEVELS}")
-    s = np.asarray(init_tail, dtype=float)
-    if s.min() < 0.0 or s.max() > 1.0:
-        raise ValueError(f"init_tail={list(init_tail)!r} must hold fractions in [0, 1] "
-                         f"(s_i = fraction of servers with at least i tasks)")
-    if np.any(np.diff(s) > 0.0):
-        i = int(np.nonzero(np.diff(s) > 0.0)[0][0])
-        raise ValueError(f"init_tail={list(init_tail)!r} must be non-increasing "
-                         f"(s_{i + 2} = {float(s[i + 1])!r} > s_{i + 1} = {float(s[i])!r})")
-    if init != "empty":
-        raise ValueError(f"init_tail={list(init_tail)!r} is given with init={init!r}: a configured "
-                         "start replaces init, give init=empty with it (or drop init_tail)")
-    return s
-
-
-def counts_of_tail(tail, n_servers: int) -> np.ndarray:
-    """Counts ``x[l]`` with ``round(N s_i)`` servers with at least ``i`` tasks (as the
-    ``meanfield`` start of the occupancy engine)."""
-    return _initial_counts(np.asarray(tail, dtype=float), n_servers)
-
-
-def _cap(events) -> int:
-    return 2**62 if events is None else int(events)
-
-
-def check_size_and_load(n_servers, lam) -> None:
-    """``n_servers`` and ``lam`` of a trajectory (both models); ``ValueError`` naming the key."""
-    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
-    if (isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating))
-            or not math.isfinite(lam) or not 0.0 < lam < 1.0):
-        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
-
-
-def check_trajectory_args(*, time, grid, seed, init, max_level, events=None) -> None:
-    """The run settings of a trajectory; ``ValueError`` naming the key."""
-    if events is not None and (not is_int(events) or events < 1):
-        raise ValueError(f"events={events!r} must be None (no cap) or an integer >= 1 (a cap)")
-    if time is None:
-        raise ValueError("time=None: the trajectory engine needs time (the horizon T, in mean "
-                         "service times), a finite number > 0")
-    if (isinstance(time, bool) or not isinstance(time, (int, float, np.integer, np.floating))
-            or not math.isfinite(time) or not time > 0):
-        raise ValueError(f"time={time!r} must be a finite number > 0 (the horizon T)")
-    if not is_int(grid) or grid < 2:
-        raise ValueError(f"grid={grid!r} must be an integer >= 2 (grid points from 0 to T, "
-                         "both ends included)")
-    if grid > 100_000:
-        raise ValueError(f"grid={grid!r} must be at most 100000 (each row stores grid x levels "
-                         "floats)")
-    if not is_int(seed) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    if not is_int(max_level) or max_level < 1:
-        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
-
-
 @functools.lru_cache(maxsize=64)
 def _ode_cached(lam: float, d: int, time: float, grid: int, start: tuple) -> np.ndarray:
-    t = time_grid(time, grid)
+    t = paths.time_grid(time, grid)
     sol = solve_pod_ode(lam, d, time, s0=np.array(start) if start else None, t_eval=t)
     if not sol.success or sol.tail.shape[0] != t.size:
         raise RuntimeError(f"the power-of-d ODE failed (lam={lam}, d={d}, T={time}): {sol.message}")
     return sol.tail
 
 
-def ode_tail(lam: float, d: int, time: float, grid: int, start=None, levels: int = TRAJ_LEVELS) -> np.ndarray:
-    """The supermarket ODE's ``s_1..s_levels`` on :func:`time_grid` from ``start`` (``s_1, s_2,
+def ode_tail(lam: float, d: int, time: float, grid: int, start=None, levels: int = paths.TRAJ_LEVELS) -> np.ndarray:
+    """The supermarket ODE's ``s_1..s_levels`` on :func:`sim.core.trajectory.time_grid` from ``start`` (``s_1, s_2,
     ...``; None or empty: the empty system), shape ``(grid, levels)``."""
     key = tuple(float(v) for v in (start if start is not None else ()))
     tail = _ode_cached(float(lam), int(d), float(time), int(grid), key)
@@ -203,24 +99,24 @@ def ode_tail(lam: float, d: int, time: float, grid: int, start=None, levels: int
 
 @functools.lru_cache(maxsize=64)
 def _batch_ode_cached(lam: float, k: int, d: int, time: float, grid: int, start: tuple) -> np.ndarray:
-    t = time_grid(time, grid)
-    levels = max(batch_meanfield.fixed_point(lam, k, d).size, len(start)) + 8
+    t = paths.time_grid(time, grid)
+    levels = max(batch_filling.fixed_point(lam, k, d).size, len(start)) + 8
     while True:
         y0 = np.zeros(levels)
         y0[: len(start)] = start
-        sol = solve_ivp(lambda _t, y: batch_meanfield.drift(y, lam, k, d), (0.0, time), y0,
+        sol = solve_ivp(lambda _t, y: batch_filling.drift(y, lam, k, d), (0.0, time), y0,
                         method="BDF", rtol=1e-10, atol=1e-14, t_eval=t)
         if not sol.success or sol.y.shape[1] != t.size:
             raise RuntimeError(f"the batch-filling ODE failed (lam={lam}, k={k}, d={d}, T={time}): "
                                f"{sol.message}")
-        if np.max(sol.y[-1]) < 1e-12 or levels >= 4 * MAX_INIT_LEVELS:
+        if np.max(sol.y[-1]) < 1e-12 or levels >= 4 * paths.MAX_INIT_LEVELS:
             return np.clip(sol.y.T, 0.0, 1.0)
         levels *= 2  # the truncation level was reached: more levels
 
 
 def batch_ode_tail(lam: float, k: int, d: int, time: float, grid: int, start=None,
-                   levels: int = TRAJ_LEVELS) -> np.ndarray:
-    """The batch-filling ODE's ``s_1..s_levels`` on :func:`time_grid` from ``start`` (None or
+                   levels: int = paths.TRAJ_LEVELS) -> np.ndarray:
+    """The batch-filling ODE's ``s_1..s_levels`` on :func:`sim.core.trajectory.time_grid` from ``start`` (None or
     empty: the empty system), shape ``(grid, levels)``."""
     key = tuple(float(v) for v in (start if start is not None else ()))
     tail = _batch_ode_cached(float(lam), int(k), int(d), float(time), int(grid), key)
@@ -236,10 +132,10 @@ def _start_counts(policy: str, lam: float, k: int, d: int, n_servers: int, init:
         tail0 = init_tail
     elif init == "meanfield":
         tail0 = (meanfield_tail("pod", lam, 1, d) if policy == "pod"
-                 else batch_meanfield.fixed_point(lam, k, d))
+                 else batch_filling.fixed_point(lam, k, d))
     else:
         tail0 = np.zeros(0)
-    return _initial_counts(np.asarray(tail0, dtype=float), n_servers)
+    return paths.counts_of_tail(tail0, n_servers)
 
 
 def _tail_of_counts(x: np.ndarray, n_servers: int) -> np.ndarray:
@@ -250,7 +146,7 @@ def _tail_of_counts(x: np.ndarray, n_servers: int) -> np.ndarray:
 
 
 def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, seed: int = 0,
-             init: str = "empty", max_level: int = TRAJ_LEVELS, policy: str = "pod",
+             init: str = "empty", max_level: int = paths.TRAJ_LEVELS, policy: str = "pod",
              events: int | None = None, k: int = 1, init_tail=None) -> TrajectoryResult:
     """One path of power-of-d (``policy="pod"``) or batch-filling (``"batch_filling"``, ``k``
     tasks per job) from ``init`` or ``init_tail`` up to ``time``, recorded on ``grid`` points,
@@ -259,7 +155,7 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, s
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    check_size_and_load(n_servers, lam)
+    paths.check_size_and_load(n_servers, lam)
     if k is None:
         k = 1
     if not is_int(k) or k < 1 or (policy == "pod" and k != 1):
@@ -267,30 +163,26 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, s
     if not is_int(d) or d < 1 or k * d > n_servers:
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} "
                          f"(k={k})")
-    check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
+    paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
                           events=events)
-    init_tail = check_init_tail(init_tail, init)
+    init_tail = paths.check_init_tail(init_tail, init)
     n_servers, d, k, grid, seed = int(n_servers), int(d), int(k), int(grid), int(seed)
     lam, time = float(lam), float(time)
-    levels = min(int(max_level), TRAJ_LEVELS)
+    levels = min(int(max_level), paths.TRAJ_LEVELS)
     x0 = _start_counts(policy, lam, k, d, n_servers, init, init_tail)
     start = _tail_of_counts(x0, n_servers)
-    t = time_grid(time, grid)
+    t = paths.time_grid(time, grid)
     out = np.full((grid, levels), np.nan)
     if policy == "pod":
         _, n_events, t_last, _ = _k.pod_trajectory(n_servers, n_servers * lam, d, x0, t, out,
-                                                   seed_state(seed), _cap(events))
+                                                   seed_state(seed), paths.cap_events(events))
         ode = ode_tail(lam, d, time, grid, start, levels)
     else:
         _, n_events, t_last, _ = _k.batch_trajectory(n_servers, n_servers * lam / k, k, d, x0, t,
-                                                     out, seed_state(seed), _cap(events))
+                                                     out, seed_state(seed), paths.cap_events(events))
         ode = batch_ode_tail(lam, k, d, time, grid, start, levels)
-    return TrajectoryResult(t=t, tail=out, ode=ode, levels=levels, sup_dist=sup_distance(out, ode),
+    return TrajectoryResult(t=t, tail=out, ode=ode, levels=levels, sup_dist=paths.sup_distance(out, ode),
                             events_run=n_events, sim_time=t_last, start=start)
-
-
-def _none_if_nan(v: float):
-    return None if math.isnan(v) else float(v)
 
 
 def run_task(task: dict) -> dict:
@@ -301,16 +193,8 @@ def run_task(task: dict) -> dict:
 
     res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], d=as_int("d"),
                    time=task.get("time"), grid=as_int("grid", 200), seed=as_int("seed", 0),
-                   init=task.get("init", "empty"), max_level=as_int("max_level", TRAJ_LEVELS),
+                   init=task.get("init", "empty"), max_level=as_int("max_level", paths.TRAJ_LEVELS),
                    policy=task["policy"], events=as_int("events"), k=as_int("k", 1),
                    init_tail=task.get("init_tail"))
-    return {
-        "traj_time": [float(v) for v in res.t],  # NaN rows (a path cut by its cap) stay NaN
-        "traj_levels": int(res.levels),
-        "traj_tail": [float(v) for v in res.tail.T.ravel()],  # level-major
-        "traj_ode_tail": [float(v) for v in res.ode.T.ravel()],
-        "traj_sup_dist": _none_if_nan(res.sup_dist),
-        "events_run": int(res.events_run),
-        "sim_time": float(res.sim_time),
-        "ci_method": CI_METHOD,
-    }
+    return paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
+                          res.sim_time)

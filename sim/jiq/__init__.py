@@ -54,9 +54,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+from sim.core.declare import Entry, Model, Param
+from sim.core.results import is_number
+from sim.core.trajectory import INIT_TAIL, events_bound
 
-__all__ = ["POLICIES", "check_task", "n_schedulers", "events_per_time"]
+__all__ = ["MODEL", "POLICIES", "check_task", "n_schedulers", "events_per_time", "response_law"]
 
 #: the policies of this model
 POLICIES = ("jiq", "jiq_pod", "jiq_original", "jiq_threshold", "jiq_sqd")
@@ -67,29 +69,25 @@ def events_per_time(task: dict) -> float:
     uniformized at ``N (1 + lam)``; the occupancy engine counts arrivals ``lam N`` and
     completions ``busy = lam N`` in steady state, ``2 lam N``; the trajectory engine runs to its
     horizon ``time``, ``events`` being a cap it must not reach: the rate bound ``(1 + lam) N``
-    plus 10 SDs (:func:`sim.dispatch.trajectory.events_bound`)."""
+    plus 10 SDs (:func:`sim.core.trajectory.events_bound`)."""
     n, lam = task["n_servers"], task["lam"]
     if task["engine"] == "trajectory":
-        bound = (1.0 + lam) * n * task["time"]  # as sim.dispatch.trajectory.events_bound
-        return (bound + 10.0 * bound**0.5 + 1000.0) / task["time"]
+        return events_bound((1.0 + lam) * n, task["time"])
     return 2.0 * lam * n if task["engine"] == "occupancy" else (1.0 + lam) * n
 
 
-def _is_number(x) -> bool:
-    return (isinstance(x, (int, float, np.integer, np.floating))
-            and not isinstance(x, (bool, np.bool_)))
-
-
 def _integral(x) -> bool:
-    """An integer, or an integer-valued float (YAML formulas give floats)."""
-    return _is_number(x) and math.isfinite(float(x)) and float(x) == int(x)
+    """An integer, or an integer-valued float (YAML formulas give floats), whose float value is
+    exact (unlike :func:`sim.core.results.is_integral`, an integer that a float cannot hold,
+    above 2**53, is refused)."""
+    return is_number(x) and math.isfinite(float(x)) and float(x) == int(x)
 
 
 def n_schedulers(n_servers, r) -> int:
     """``M = N / r``; ``ValueError`` naming ``r`` unless it is a positive integer."""
     if r is None:
         raise ValueError("r=None: the JIQ model needs r (servers per scheduler), a number > 0")
-    if not _is_number(r) or not math.isfinite(float(r)) or not float(r) > 0:
+    if not is_number(r) or not math.isfinite(float(r)) or not float(r) > 0:
         raise ValueError(f"r={r!r} must be a finite number > 0 (servers per scheduler)")
     m_float = float(n_servers) / float(r)
     m = round(m_float)
@@ -117,7 +115,7 @@ def check_task(task: dict) -> None:
                          "(use the occupancy engine)")
     n = int(n)
     lam = task.get("lam")
-    if not _is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
+    if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
         raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
     m = n_schedulers(n, task.get("r"))
     if policy in ("jiq_pod", "jiq_sqd"):
@@ -137,3 +135,55 @@ def check_task(task: dict) -> None:
     if task.get("engine") == "meanfield" and float(lam) <= 0.0:
         raise ValueError(f"lam={lam!r}: the JIQ mean field needs 0 < lam < 1 (p0 is the root of "
                          "a normalisation that degenerates at lam = 0)")
+
+
+def response_law(policy: str, params: dict):
+    """The N = infinity response-time law of a point of jiq, jiq_pod or jiq_sqd (the policies
+    with a mean field), or None (another policy, a load outside (0, 1), r or d missing)."""
+    lam, r, d = params.get("lam"), params.get("r"), params.get("d")
+    if policy not in ("jiq", "jiq_pod", "jiq_sqd") or lam is None or not 0.0 < float(lam) < 1.0:
+        return None
+    if r is None or (policy != "jiq" and d is None):
+        return None
+    from sim.jiq.meanfield import response_law as jiq_law
+    return jiq_law(policy, float(lam), float(r), 1 if d is None else int(d))
+
+
+#: the parameters each policy needs, the same on every engine that serves it
+_NEEDS = {"jiq": ("r",), "jiq_pod": ("r", "d"), "jiq_original": ("r",), "jiq_threshold": ("r", "z"),
+          "jiq_sqd": ("r", "d")}
+#: engine -> the policies it serves: the agent engine all; the occupancy engine and the limits
+#: those whose counts are a Markov chain; trajectories for jiq and jiq_pod
+_MARKOV = ("jiq", "jiq_pod", "jiq_sqd")
+_SERVED = {"agent": POLICIES, "occupancy": _MARKOV, "meanfield": _MARKOV, "refined": _MARKOV,
+           "trajectory": ("jiq", "jiq_pod")}
+MODEL = Model(
+    name="jiq",
+    title="distributed Join-the-Idle-Queue (Wang, Feng & Cheng): M = N / r schedulers with I-queues",
+    entries=tuple(Entry(engine, policy, f"sim.jiq.{engine}:run_task", _NEEDS[policy],
+                        ("init_tail",) if engine == "trajectory" else ())
+                  for engine, policies in _SERVED.items() for policy in policies),
+    params={
+        "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
+        "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
+        "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks"),
+        "init_tail": INIT_TAIL,
+    },
+    results={
+        "mean_queue_1n": "float",  # refined engine: E[Q] = x* + mean_queue_1n / N + O(1/N^2)
+        # I-queues and message rates (per server per unit time, one-way messages)
+        "p0": "float", "p0_se": "float", "mean_iqueue": "float", "mean_iqueue_se": "float",
+        "join_rate": "float", "join_rate_se": "float", "delete_rate": "float",
+        "delete_rate_se": "float", "probe_rate": "float", "probe_rate_se": "float",
+        "messages_per_job_se": "float",
+        # trajectory engine: p0(t) of the path and of the ODE, their sup distance
+        "traj_p0": "floats", "traj_ode_p0": "floats", "traj_sup_dist_p0": "float",
+    },
+    main_estimate="mean_response",
+    events_per_time=events_per_time,
+    check_task=check_task,
+    labels={"jiq": "JIQ", "jiq_pod": "JIQ-Po2", "jiq_original": "JIQ-Original",
+            "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"},
+    responses=("agent", "occupancy", "meanfield"),
+    response_law=response_law,
+)

@@ -1,107 +1,51 @@
 """Compiled kernels of the JIQ agent engine (private; the public API is :mod:`sim.jiq.agent`).
 
-Everything here works on plain arrays and is ``@njit(cache=True)``, except the thin Python
-drivers (:func:`agent_kernel`, :func:`make_iqueues`, :func:`check_state`). Policies are integer
-codes (:data:`POLICY_CODES`); jitted functions are never passed as arguments.
+Everything here is ``@njit(cache=True)`` except the Python drivers (:func:`agent_kernel`,
+:func:`make_iqueues`, :func:`check_state`); policies are integer codes (:data:`POLICY_CODES`).
+The event loop is :func:`_make_run_span`; :func:`apply_arrival` and :func:`apply_completion`
+compose its per-event functions in its order on hand-built states, for tests. Servers as in the
+dispatch model (:mod:`sim.core.fifo`): ``q[n]`` tasks, a FIFO ring ``buf[n, :]`` of their
+arrival event indices (-1: present at time 0) from ``head[n]``; ``cnt[l]``: servers with >= l tasks.
 
-Hot loop (:func:`_make_run_span`): one compiled loop per (policy code, Fisher-Yates or rejection
-sampling of the jiq_pod probes, of the jiq_sqd I-queue samples), the codes being compile-time
-constants of a cached closure. The policies' rules are small ``@njit`` functions taking the
-policy code as an argument (:func:`_blind`, :func:`_on_task`, :func:`_is_listed`,
-:func:`_joins`, :func:`_join_target`, and the I-queue operations): called from the loop with a
-closure constant, LLVM inlines them and folds the untaken policy branches. The test helpers
-:func:`apply_arrival` and :func:`apply_completion` compose the same functions in the loop's
-order on hand-built states (as :func:`sim.dispatch._agent_kernel.choose_server` does for the
-dispatch policies). Arrays are never reassigned inside the loop (reference counting on every
-event); when a ring buffer or an I-queue row fills, the loop returns after that event and the
-driver grows the arrays and resumes.
+I-queues, O(1) per operation, ``4 M K + 8 (N + M)`` bytes: row ``m`` of ``iq`` (uint32, flat,
+``K = 2**kshift`` slots a row) lists I-queue ``m``'s servers in its first ``isize[m]`` slots, in
+no order; ``where[n]`` is server ``n``'s flat slot ``m*K + k``, or -1. Adding appends; removing
+moves the row's last member into the freed slot; a uniform draw is one bounded integer. ``K``
+(a power of two above the longest I-queue seen, at least 8) doubles when a row fills
+(:func:`grow_iqueues`), so memory follows the I-queue sizes, not ``M N`` (a linked list has no
+O(1) uniform draw; blocks of one permutation of the servers cannot grow in O(1)).
 
-Server bookkeeping (as in the dispatch model, using :mod:`sim.core.fifo`): ``q[n]`` tasks (in
-service included), a FIFO ring buffer ``buf[n, :]`` of their arrival times (event indices, -1
-for tasks present at time 0) from ``head[n]``; ``cnt[l]`` servers with at least ``l`` tasks.
+Under jiq, jiq_pod and jiq_sqd the listed servers are exactly the idle ones, and the loop uses
+it twice:
 
-I-queues (one row each, O(1) per operation, memory ``4 M K + 8 (N + M)`` bytes, and in the
-loop ``4 M K + 4 N + 8 M`` with its int32 copy of ``where``):
+- a task taken from its scheduler's I-queue goes to the row's *last* member, not a uniform one.
+  The aggregate state (I-queue lengths, queue lengths, each task's position) is a Markov chain
+  with the same rates under both rules: whichever member takes the task, one idle server
+  becomes busy and the I-queue shortens; a blind task reaches each idle server with the same
+  probability, so it deletes from I-queue ``m`` with probability proportional to its length;
+  service tokens are uniform. Only server identities differ, which no output reads. Checked by
+  tests/jiq/test_jiq_agent.py (jiq against jiq_threshold with z = 0, which draws uniformly);
+- an idle server's slot is kept coded as ``-2 - pos`` (:func:`_coded`) in slot 0 of its own
+  empty ring, not in ``where``: a join writes it, a task taken from the I-queue overwrites it
+  with its arrival stamp (no other member moves), only a delete reads it
+  (:func:`_iq_remove_coded`). A span writes the codes from ``where`` when it starts and reads
+  them back when it stops. Codes are below -1, so the branch-free start of service, which may
+  read a stale slot, never takes one for an arrival.
 
-- ``iq``: uint32, flat, ``M * K`` entries, ``K = 2**kshift`` a power of two; row ``m`` (entries
-  ``m*K .. m*K + K - 1``) holds the servers listed in I-queue ``m`` in its first ``isize[m]``
-  slots, in no particular order;
-- ``isize[m]``: its length;
-- ``where[n]``: flat index ``m*K + k`` of server ``n`` in ``iq``, or -1 if not listed (so the
-  I-queue of ``n`` is ``where[n] >> kshift``).
+Random draws: one raw xoshiro256+ draw ``r`` per event decides the kind (an arrival iff
+``r < p_arrival``, the whole word) and, by its low half (:func:`below` of ``r << 32``), the
+scheduler or the server. Given the kind, that index is uniform up to a bias below
+2**-32 / min(p, 1 - p) (``p = lam / (1 + lam)``) plus :func:`below`'s n / 2**32 (the bound,
+and the weak low bits of xoshiro256+: docs/performance.md).
 
-Adding appends to the row; removing a given server (a "delete", or a draw by its scheduler)
-moves the row's last member into its slot; a uniform draw is one bounded integer. ``K`` is the
-smallest power of two above the longest I-queue ever seen (at least 8) and doubles when a row
-fills (:func:`grow_iqueues`), so memory follows the actual I-queue sizes (``M K`` is a few
-times ``N`` for ``r`` = 10: K = 16 or 32, as the longest of 10**5 I-queues is 13-20), not
-``M N``; ``K > N`` only when ``M = 1``. (A linked list per I-queue would be as small but has no
-O(1) uniform draw; one permutation of the servers cut into per-I-queue blocks cannot grow a
-block in O(1).)
+Statistics: ``p0`` (the time-average fraction of empty I-queues) is sampled: every event reads,
+before it changes anything, the length of I-queue ``below(lo, M)``, an index independent of the
+state. In a uniformized chain the state before an event is a time-average sample, so the count
+of empty ones is unbiased (its noise raised the SE by at most about 3%). Under jiq, jiq_pod and
+jiq_sqd the joins, probes and listed count are derived per window from the queue counts; the
+other two count joins and keep the listed count with its lazy area (``ctr``, across stops).
 
-Under jiq, jiq_pod and jiq_sqd (the listed servers are exactly the idle ones) two things differ
-inside the loop:
-
-- the member that takes a task from its scheduler's I-queue is the row's *last* one, not a
-  uniformly drawn one. This does not change the law of anything measured: the aggregate state
-  (the I-queue lengths, the queue lengths, each task's position) is a Markov chain with the
-  same rates under both rules. A task taken from I-queue ``m`` makes one idle server busy and
-  shortens ``m``, whichever member it is; a blind task reaches each idle server with the same
-  probability (a uniform server, or the shortest of ``d`` uniform probes), and as every idle
-  server is listed exactly once it deletes from I-queue ``m`` with probability proportional to
-  its length, whoever is listed where; service tokens are uniform over the servers. Only the
-  servers' identities differ, which no output reads. (jiq_original and jiq_threshold list
-  servers in different states and draw uniformly.) Checked by tests/jiq/test_jiq_agent.py::
-  test_jiq_threshold_with_z_zero_equals_jiq_in_law_and_messages (jiq_threshold with z = 0 is
-  the same model and draws uniformly) and by the agreement with the occupancy engine and the
-  mean field;
-- ``where`` is not kept in its array but in the idle server's own (empty) ring, slot 0, coded
-  as ``-2 - pos`` (:func:`_coded`): a join writes it into the ring line the service has just
-  read, a task taken from the I-queue overwrites it with its arrival stamp (no other row
-  member moves, as the last one is taken), and only a delete (a blind task reaching an idle
-  server) reads it and moves the row's last member, whose code then moves too
-  (:func:`_iq_remove_coded`). The codes are written from ``where`` when a span starts and read
-  back when it stops (O(N) per span), so ``where`` is exact between spans, ring and row growth
-  and the ``check`` mode's per-window stops included. The coded values are below -1, so the
-  branch-free start of service, which may read a stale slot, never takes one for an arrival.
-
-Random draws per event (xoshiro256+, :mod:`sim.core.rng`): one raw draw ``r`` decides the
-kind (an arrival iff ``r < p_arrival``, the whole 64-bit word) and, by its low half
-(:func:`below` of ``r << 32``), the scheduler or the server; an arrival at a non-empty I-queue
-then makes no draw under jiq, jiq_pod, jiq_sqd (the last member) and one draw for a uniform
-member otherwise; a blind task makes one draw for a uniform server, or under jiq_pod ``d``
-probes (for ``d = 2`` both from one draw, :func:`_shorter_of_two`), and a service at a busy
-server one for the I-queue it would join (:func:`_join_draw`; jiq_sqd samples ``d`` I-queues
-when a server joins instead). Bias of the shared draw: given the kind, the low half
-is uniform except when the high half equals that of ``p_arrival`` (probability < 2**-32 /
-min(p, 1 - p) with ``p = lam / (1 + lam)``), and :func:`below` adds its usual bias < n / 2**32
-(2.3e-4 at n = 10**6). The index ``floor(lo * n / 2**32)`` of the low half ``lo`` depends on
-its 3 lowest bits, the weak ones of xoshiro256+ (low linear complexity), only for a fraction
-< 8 n / 2**32 of the draws (1.9e-3 at n = 10**6), and then by one.
-
-Statistics of the I-queues, per window:
-
-- ``p0`` (the time-average fraction of empty I-queues) by sampling: every event, whatever its
-  kind, reads the length of I-queue ``below(lo, M)`` (the scheduler of an arrival), an index
-  drawn independently of the state, before the event changes anything, and counts it if empty.
-  In a uniformized chain the state before an event is a time-average sample (the times between
-  events are i.i.d. and independent of the state), so the count over the events is unbiased
-  for the time average, and its sampling noise is small beside the process's own. Measured
-  in the same runs beside the exact time average (jiq, r = 10; N = 10**4 at lam = 0.9, 1000
-  at 0.5 and 0.98, 100 at 0.1; 6-8 seeds): the two differed by an SD of 0.00013-0.00028 over
-  seeds, 5-23% of the estimates' SE (0.0005-0.0027), so the SE grows by at most about 3%, and
-  the mean differences were within their SE. (The exact time average, a count of empty
-  I-queues with its lazily integrated area updated at every change, cost 1.1-1.3 ns per
-  event at N = 10**4.)
-- joins and probes are counted where they are not implied: under jiq, jiq_pod and jiq_sqd a
-  join is a server becoming idle, so the joins of a window are the change of the idle count
-  plus the arrivals at idle servers (``arrivals - waited``), the blind tasks of jiq_pod are
-  those sent to a busy server plus those that deleted an idle one (``waited + deletes``; a
-  member of the own I-queue is idle), each probing ``d`` servers, and jiq_sqd probes ``d``
-  I-queues per join. jiq_original and jiq_threshold count their joins and keep the number of
-  listed servers with its lazily integrated area (``ctr`` carries it across stops); under
-  the other three the listed servers are the idle ones, so their count and area come from
-  ``cnt[1]`` and ``acc[1]``.
+Measured history of this loop's speed work: docs/performance.md#jiq-agent-kernel-simjiq_agent_kernelpy
 """
 from __future__ import annotations
 
@@ -160,8 +104,7 @@ def _iq_add(n, m, iq, isize, where, kshift):
 
 @njit(cache=True)
 def _iq_remove(n, iq, isize, where, kshift):
-    """Unlist server ``n`` (listed): the last member of its row takes its slot. Returns the
-    new length of its I-queue."""
+    """Unlist server ``n`` (listed): the row's last member takes its slot; returns the new length."""
     pos = where[n]
     m = pos >> kshift
     sz = isize[m] - 1
@@ -189,11 +132,9 @@ def _iq_remove_at(pos, m, iq, isize, where, kshift):
 
 @njit(cache=True)
 def _take_last(m, sz, iq, isize, ks):
-    """Unlist and return the last member of I-queue ``m`` (length ``sz > 0``; ``ks`` the
-    row shift as uint64): the member that takes a task under jiq, jiq_pod and jiq_sqd, whose
-    members are all idle, so that which one takes it does not change the law of the system
-    (module docstring). ``where`` of the member is not touched (the loop keeps it coded in
-    the ring, which the task's stamp overwrites)."""
+    """Unlist and return the last member of I-queue ``m`` (length ``sz > 0``, ``ks`` the row
+    shift as uint64): the member that takes a task under jiq, jiq_pod and jiq_sqd (module
+    docstring). Its ``where`` is not touched: the loop keeps it coded in the ring."""
     left = sz - 1
     isize[m] = left
     return np.int64(iq[(np.uint64(m) << ks) + np.uint64(left)])
@@ -201,8 +142,7 @@ def _take_last(m, sz, iq, isize, ks):
 
 @njit(cache=True)
 def _draw_listed(m, sz, iq, kshift, s0, s1, s2, s3):
-    """A server drawn uniformly from I-queue ``m`` of length ``sz > 0``: ``(server, its flat
-    slot, s0..s3)``."""
+    """A server drawn uniformly from I-queue ``m`` (length ``sz > 0``): ``(server, slot, s0..s3)``."""
     r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
     pos = (np.int64(m) << kshift) + below(r, sz)
     return np.int64(iq[pos]), pos, s0, s1, s2, s3
@@ -210,12 +150,11 @@ def _draw_listed(m, sz, iq, kshift, s0, s1, s2, s3):
 
 @njit(cache=True)
 def _pick_shortest(vals, d, samp, use_fy, s0, s1, s2, s3):
-    """Index of the smallest of ``d`` distinct uniformly sampled entries of ``vals`` (servers'
-    queue lengths, or I-queue lengths), ties uniform: the sample comes out in uniformly random
-    order and the *first* minimum is kept. ``use_fy``: partial Fisher-Yates on the persistent
-    permutation ``samp`` (:func:`_shortest_fy`), else rejection of repeats
-    (:func:`_shortest_rej`). (Two functions, each small enough for LLVM to inline: one with
-    both bodies was left as a call, with reference counting around it.)"""
+    """Index of the smallest of ``d`` distinct uniformly sampled entries of ``vals`` (queue or
+    I-queue lengths), ties uniform: the sample is in uniformly random order and the *first*
+    minimum is kept. ``use_fy``: partial Fisher-Yates on ``samp`` (:func:`_shortest_fy`), else
+    rejection of repeats (:func:`_shortest_rej`): two functions, as one holding both bodies is
+    too large for LLVM to inline."""
     if use_fy:
         return _shortest_fy(vals, d, samp, s0, s1, s2, s3)
     return _shortest_rej(vals, d, samp, s0, s1, s2, s3)
@@ -262,9 +201,8 @@ def _shortest_rej(vals, d, samp, s0, s1, s2, s3):
 
 @njit(cache=True)
 def _coded(x):
-    """An I-queue slot ``pos >= 0`` as kept in the empty ring of an idle server, and back (an
-    involution): ``-2 - pos``, below the ``-1`` of unknown arrival stamps, so that a stale
-    slot read as an arrival (the branch-free start of service) is never taken as one."""
+    """An I-queue slot ``pos >= 0`` as kept in an idle server's empty ring, and back (an
+    involution): ``-2 - pos``, below the ``-1`` of unknown arrival stamps (module docstring)."""
     return np.int64(-2) - np.int64(x)
 
 
@@ -295,10 +233,9 @@ def _blind(policy, d, use_fy, q, samp, s0, s1, s2, s3):
 
 @njit(cache=True)
 def _shorter_of_two(q, r):
-    """:func:`_pick_shortest` for ``d = 2`` (``N >= 2``) from one raw draw ``r``: the first
-    server by its high half, the second uniform among the other ``N - 1`` by its low half; the
-    pair comes out in uniformly random order, so keeping the first on a tie breaks ties
-    uniformly."""
+    """:func:`_pick_shortest` for ``d = 2`` (``N >= 2``) from one raw draw ``r``: the first server
+    by its high half, the second uniform among the other ``N - 1`` by its low half; the pair is
+    in uniformly random order, so keeping the first on a tie breaks ties uniformly."""
     n_servers = q.size
     c1 = below(r, n_servers)
     c2 = below(r << _U32, n_servers - 1)
@@ -357,10 +294,9 @@ def _join_target(policy, d, use_fy, isize, ssamp, rj, s0, s1, s2, s3):
 
 @njit(cache=True)
 def _join_draw(policy, s0, s1, s2, s3):
-    """The raw draw of the I-queue that a server would join, made at every service of a busy
-    server, whether it then joins or not (so that the join can be branch-free, and the random
-    stream does not depend on the branch); none under jiq_sqd, which samples ``d`` I-queues
-    only when a server joins."""
+    """The raw draw of the I-queue a server would join, made at every service of a busy server
+    whether it joins or not (so the join can be branch-free); none under jiq_sqd, which samples
+    ``d`` I-queues only when a server joins."""
     if policy == JIQ_SQD:
         return np.uint64(0), s0, s1, s2, s3
     return next_raw(s0, s1, s2, s3)
@@ -368,9 +304,8 @@ def _join_draw(policy, s0, s1, s2, s3):
 
 @njit(cache=True)
 def _lists_idle_only(policy):
-    """Whether the policy's I-queues list exactly the idle servers (jiq, jiq_pod, jiq_sqd):
-    then a member of an I-queue is idle, the loop takes the row's last one and keeps the slots
-    coded in the rings (module docstring); jiq_original and jiq_threshold keep ``where``."""
+    """Whether the policy's I-queues list exactly the idle servers (jiq, jiq_pod, jiq_sqd): the
+    loop then takes a row's last member and keeps the slots coded in the rings (module docstring)."""
     return policy == JIQ or policy == JIQ_POD or policy == JIQ_SQD
 
 
@@ -379,10 +314,9 @@ def _lists_idle_only(policy):
 # --------------------------------------------------------------------------------------------
 @njit(cache=True)
 def apply_arrival(policy, d, z, m, q, iq, isize, where, kshift, state):
-    """One task arriving at scheduler ``m``, routed by the kernel's own functions in the
-    loop's order (test helper). ``q``, the I-queue arrays (:func:`make_iqueues`) and ``state``
-    (uint64[4]) are updated in place; returns ``(server, joins, deletes, probes)`` (the
-    messages this event causes)."""
+    """One task arriving at scheduler ``m``, routed by the loop's functions in its order (test
+    helper). ``q``, the I-queue arrays (:func:`make_iqueues`) and ``state`` (uint64[4]) are
+    updated in place; returns ``(server, joins, deletes, probes)`` (the event's messages)."""
     use_fy = 2 * d > q.size
     samp = np.arange(q.size) if use_fy else np.zeros(max(d, 1), dtype=np.int64)
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
@@ -512,13 +446,10 @@ def initial_joins(isize, n_joins, d, sqd, state):
 
 
 def check_state(policy: int, z: int, q, iq, isize, where, kshift, ctr=None) -> list[str]:
-    """Violated invariants of a state (empty list if none). O(N + M K), numpy.
-
-    Structure: each listed server sits in exactly one slot of its row and ``where`` points to
-    it; ``ctr`` (if given) holds the number of listed servers. Policy:
-    jiq, jiq_pod, jiq_sqd list exactly the idle servers; jiq_original lists every idle server
-    (and maybe busy ones); jiq_threshold lists exactly the servers with at most ``z`` tasks.
-    """
+    """Violated invariants of a state (empty list if none), O(N + M K): each listed server in
+    exactly one slot, ``where`` pointing to it, ``ctr`` (if given) the listed count; jiq, jiq_pod,
+    jiq_sqd list exactly the idle servers, jiq_original every idle one (maybe busy ones too),
+    jiq_threshold exactly those with at most ``z`` tasks."""
     bad = []
     q = np.asarray(q)
     n_sched = isize.size
@@ -563,150 +494,34 @@ def check_state(policy: int, z: int, q, iq, isize, where, kshift, ctr=None) -> l
 @functools.cache
 def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False,
                    ahead: bool = True):
-    """The event loop compiled for one policy code and sampling methods (closure constants:
-    numba compiles them as constants and LLVM removes the untaken branches, as in
-    :func:`sim.dispatch._agent_kernel._make_run_span`; cached on disk, keyed on their values).
+    """The event loop compiled for one policy code and sampling methods (closure constants, so
+    LLVM removes the untaken branches; cached on disk, keyed on their values). Its steps are the
+    small ``@njit`` functions above, in the order of :func:`apply_arrival` and
+    :func:`apply_completion`, small enough for LLVM to inline them and prune their arrays'
+    reference counts (numba's ``inline="always"`` leaves those counts in the loop; larger
+    functions stay calls). An arrival's own / blind choice stays a branch (reading both
+    candidates costs more than its mispredictions); the join of jiq and jiq_pod is branch-free
+    (a server is idle after about half the services, a branch hard to predict).
 
-    The per-event steps are the small functions above, in the order of :func:`apply_arrival`
-    and :func:`apply_completion`; they are plain ``@njit`` functions, which LLVM inlines with
-    the reference counts of their array arguments pruned. Measured (jiq, N = 10**4, lam = 0.9,
-    CPU time): numba-level inlining (``inline="always"``) of two larger per-event functions
-    left an atomic incref/decref of every array argument in the loop, 32 ns/event; as plain
-    calls LLVM did not inline them, 68 ns/event; split into the small functions above, 20
-    ns/event. Counters are local scalars.
+    Look-ahead (``ahead``, from :data:`AHEAD_MIN_SERVERS` servers on): each event's draw is made
+    one event ahead and both possible first reads of the next event (its scheduler's I-queue
+    length and row; its server's queue, head and first ring line) are prefetched, without a
+    branch on its kind; ``look`` keeps the draw across stops, so stops do not change the random
+    stream. Below that size the arrays are cache-resident and the look-ahead only costs; the
+    two variants consume the stream in different orders (one seed, equally distributed runs).
 
-    Structure of one event (see the module docstring, "Random draws", for the draws):
+    Data layout: a ring restarts at slot 0 when its queue empties, so a short busy period touches
+    one cache line of it, the one prefetched; ``q``, ``head`` and ``iq`` are unsigned (numba's
+    negative-index wraparound code compiles away) and as narrow as they fit (:func:`_queue_dtype`,
+    :func:`_where_dtype`); the rings are one flat array addressed by a shift, ``rows[(n << cs) + k]``.
 
-    - look-ahead (``ahead``, a closure constant: from :data:`AHEAD_MIN_SERVERS` servers on):
-      the event's draw ``r`` was made one event ahead; the next event's is drawn now, and both
-      of its possible first reads (its scheduler's I-queue length and row, or its server's
-      queue, head and first ring line) are prefetched without a branch on its kind, so that
-      the misses overlap this event's work (the law is unchanged: draws do not depend on the
-      state). ``look`` keeps the draw across stops, so that where the loop stops (ring or row
-      growth, ``check`` mode) does not change the random stream. Below that size the arrays
-      are cache-resident and the look-ahead only costs (measured below), so the draw is made
-      at the start of the event: the two variants consume the stream in different orders, so
-      the same seed gives different (equally distributed) runs on either side of the bound;
-    - the p0 sample: the length of I-queue ``below(lo, M)`` is read and counted if empty
-      (module docstring); it is the scheduler of an arrival;
-    - arrival (``r < p_arrival``) at scheduler ``m``: a member of its own I-queue, else a blind
-      choice (:func:`_blind`; jiq_pod with ``d = 2``: :func:`_shorter_of_two`). Under jiq,
-      jiq_pod and jiq_sqd the member is the row's last (:func:`_take_last`), idle with its ring
-      at slot 0, so that path writes ``q[n] = 1`` and ``buf[n, 0]`` without reading the
-      server's queue or head, and a blind task that reaches an idle server deletes it through
-      the slot coded in its ring (:func:`_iq_remove_coded`); otherwise (a policy whose listed
-      servers may be busy) the general path reads ``q[n]`` and ``head[n]`` and applies
-      :func:`_is_listed` / :func:`_on_task` with ``where``;
-    - service token at server ``n``: wasted if idle; else the head task leaves, the next one
-      starts (branch-free), the join draw is made (:func:`_join_draw`) and, if the server is
-      now idle, it joins an I-queue. Under jiq and jiq_pod the join is branch-free (the server
-      is idle after about half of the services, a hard branch to predict): the drawn row's
-      next slot and its length are written in any case, and the head slot of the server's
-      ring gets the coded I-queue slot if it is now idle or keeps its value otherwise.
+    ``record`` (a separately compiled variant) records each arrival's queue position in the
+    unpacked :class:`sim.core.responses.Recorder` arrays ``r_*`` (``k = 1``): position 1 as
+    ``arrivals - waited`` once per window, so the idle-member path gets nothing; a task sent to
+    a busy server inline (deep ones: :func:`sim.core.responses.record_job`). No random number.
 
-    Measured (AMD EPYC Zen 4, 2 cores shared with other jobs, lam = 0.9, r = 10, marginal CPU
-    time, each variant timed interleaved in one process, best of 8-12 runs; pod agent 7.8-8.4
-    ns/event): the previous loop (two draws ahead, a fresh draw for the member, the blind
-    server and the join, a branch on the join and on the look-ahead's kind) took 14.4-15.0
-    ns/event for jiq and 14.9-15.6 for jiq_pod at N = 10**4, this one 12.8-13.3 and 14.5-14.8;
-    at N = 10**6 (best of 3) 111 -> 95 and 107 -> 74; ``benchmarks/bench_jiq.py`` run back to
-    back, N = 10**4: jiq 14.7 -> 13.4, jiq_pod 15.6 -> 14.4 (pod 7.9 and 8.3), results of the
-    same law but a different random stream. Tried without gain (N = 10**4): the
-    general arrival path made branch-free (both candidates computed, the removal a no-op when
-    the server is busy: +3.5 ns, the longer chain of dependent loads costs more than the
-    mispredicted branch), the secondary indices taken from a second draw made ahead with its
-    targets prefetched (+0.5 to +1.5 ns: more live registers and instructions), ``q`` and
-    ``head`` packed in one uint64 per server, unsigned I-queue positions (no wraparound code),
-    a join counter derived from ``cnt[1]``, a d = 2 special case of the probes, and dropping
-    any one of the prefetches (each +0 to +1 ns); without the look-ahead the loop takes +1.6
-    ns/event even at N = 10**4. Where the rest of the gap to the pod agent goes (the pod model,
-    power-of-2 routing without I-queues, run inside this loop, N = 10**4): 11.8 ns/event, 10.5
-    without the prefetches, 8.5 without also the test of the scheduler's I-queue length (never
-    true there: its load, branch and code), 8.1 without also the draw ahead; the I-queue work
-    itself adds about 1.5 ns to that.
-
-    Ring buffers: a server's ring restarts at slot 0 whenever its queue empties (``head[n] =
-    0``; the FIFO order is unchanged), so a busy period shorter than a cache line's worth of
-    slots touches one line of the ring, and the look-ahead of a service token also prefetches
-    that first line. Profiled (perf cpu-clock samples on the compiled loop, jiq and jiq_pod,
-    N = 10**4): a third of the loop's samples sat on the ring buffer accesses (the service's
-    read of the head's arrival, the arrival's write at the tail), at the end of the arrival's
-    dependency chain (I-queue length, row, the server's queue and head); with jiq's rings of
-    C = 32 int32 (1.3 MB for 10**4 servers, above the 1 MB L2 of the measuring machine) every
-    line of a ring was in use. Measured (AMD EPYC Zen 4, 2 shared cores, best of 10, marginal
-    CPU time): jiq 15.2 -> 14.3 ns/event at N = 10**4 and 100 -> 93 at N = 10**6 (best of 3);
-    jiq_pod 15.3 -> 15.0 and 107 -> 91; results bitwise unchanged.
-
-    Techniques of the dispatch kernel, adopted for the same measured reasons: ``q`` and
-    ``head`` are unsigned (non-negative to LLVM, so numba's negative-index wraparound of
-    ``cnt[lvl + 1]``, ... compiles away; ``iq`` is uint32 for the same reason), arrival stamps
-    are int32 with -1 for unknown (half the cache footprint of float64), the start of service
-    of the next task is recorded branch-free, and the total queue length and its lazy area are
-    summed from ``cnt`` and ``acc`` at the window's end instead of per event.
-
-    Narrow working copies (:func:`agent_kernel`): ``q`` and ``head`` are held in the smallest
-    unsigned type that holds the ring capacity (:func:`_queue_dtype`: uint8 up to C = 128,
-    then uint16; converted when a ring grows past it), ``where`` in int32 while every position
-    fits (:func:`_where_dtype`), and the rings are addressed as one flat array with a shift
-    (``rows[(n << cs) + k]``, unsigned) instead of ``buf[n, k]``'s multiply by the row stride.
-    At N = 10**4 that shrinks ``q`` and ``head`` from 40 kB each to 10 kB and ``where`` from 80
-    to 40 kB (L1 is 32 kB per core), at N = 10**6 from 4 MB each to 1 MB and 8 to 4 MB. Results
-    bitwise unchanged (same random stream; checked on every policy, with ring and row growth).
-    Measured (AMD EPYC Zen 4, 2 cores shared with other jobs, lam = 0.9, r = 10, marginal CPU
-    time, old and new interleaved in one process in random order, best of 12-14; three
-    sessions): at N = 10**4 jiq 12.95-14.08 -> 12.55-13.29 ns/event (0.3-0.8 less), jiq_pod
-    14.43-14.66 -> 13.25-13.32 (1.1-1.4 less), pod agent 7.7-7.9; at N = 10**6 (best of 3) jiq
-    91 -> 69, jiq_pod 115 -> 85 (pod agent 86 and 101 in the same two runs).
-    ``benchmarks/bench_jiq.py --baseline``: docs/jiq.md.
-
-    Tried on top without gain at N = 10**4 (same measurement): the own / blind choice made
-    branch-free (both candidates read, the removal a no-op into a sink slot of ``where`` when
-    the server is busy, the same random stream): +1.5 ns for jiq, +2.7 for jiq_pod -- the
-    branch is mispredicted about half the time (p0 = 0.47 at lam = 0.9, r = 10) but the extra
-    loads and the probes on every arrival cost more; taking the member, the blind server and
-    the join target from the high half of the event's draw (one xoshiro step per event
-    instead of about two; a different stream): jiq +0 to +0.9 ns, jiq_pod -0.3 to -0.5; a
-    prefetch of the join target's row (known one event ahead from that draw): +0.6 to +1.0
-    ns; the four per-window response and wait sums fused in one int64 array, the counters
-    kept in a local array, ``isize`` as uint16, fewer prefetches (ring line only, or without
-    ``q`` / ``head`` now that they are small): each within -0.5 to +0.6 ns, both signs
-    between repetitions (noise level).
-
-    The loop of 2026-12-01 (timed as below but one process per variant and policy, shuffled,
-    medians of 4-5 processes: a process's memory placement alone moved the same loop by up to
-    10%, the pod agent too; AMD EPYC Zen 4, idle machine): against the loop above (jiq 12.9,
-    jiq_pod 13.4 ns/event at N = 10**4, pod agent 7.8-8.0) the p0 statistic sampled at every
-    event instead of the exact count of empty I-queues with its lazy area, the joins and
-    probes derived per window instead of counted, the member taken from the row's end and
-    ``where`` kept in the idle servers' rings, unsigned I-queue indices (numba's wraparound
-    code was left on ``iq[(m << kshift) + k]``), one draw for jiq_pod's two probes, and no
-    look-ahead below :data:`AHEAD_MIN_SERVERS`: jiq 11.4-11.8, jiq_pod 10.8-11.1 ns/event,
-    1.42-1.50x and 1.35-1.40x the pod agent. At N = 10**6 (look-ahead on) jiq 52-53, jiq_pod
-    45-47 ns/event against 57-66 for the pod agent. Each change measured alone moved the
-    figures by 0.1-0.5 ns, within the spread of the processes for some. Without the
-    look-ahead at N = 10**6: jiq 49 -> 56, jiq_pod 45 -> 61 ns/event. Tried without gain
-    (same measurement): the own / blind choice made branch-free again (the blind server from
-    the high half of the arrival's draw, so no draw of its own): jiq 11.7 -> 12.9; the blind
-    server and jiq's join target scaled from the high half of the event's draw (given its
-    kind that half is uniform on a sub-range; an exact scaling needs a 128-bit product, and a
-    32-bit one starved the last I-queue: a third of its joins at N = 1000, lam = 0.5, visible
-    as a 12-SE p0 bias, caught by the mean-field test): within the spread; ``cnt`` and ``acc``
-    interleaved in one array, ``q`` and ``head`` in one array, the ring restarted at slot 0
-    whenever one task is left, the prefetch of the ring line of the head slot instead of the
-    first: within the spread, and some of them faster for one policy and slower for the other
-    by 0.3-0.5 ns (code placement). What is left of the gap, measured on a stripped-down loop
-    with the same data structures (N = 10**4): the I-queue test of an arrival, a branch taken
-    about half the time (p0 = 0.48), about 1.2 ns, and the join at a service about 1.3 ns; an
-    extra unpredictable branch in the pod agent's loop costs it 1.0 ns per event.
-
-    ``record`` (a closure constant too: a separately compiled variant, so the loop of a run that
-    does not record is the one above) records each arrival's queue position for the
-    response-time distribution (:mod:`sim.core.responses`, docs/responses.md) in the recorder
-    arrays ``r_*`` (a :class:`sim.core.responses.Recorder` for ``k = 1``, unpacked; ignored when
-    ``record`` is false). Nothing is added to the idle-member path: the arrivals at position 1
-    of a window are ``arrivals - waited``, added once per window; a task sent to a busy server
-    (the general path, ``lvl > 0``) adds one to its position ``lvl + 1`` inline (deeper than
-    ``r_sig.shape[1]``: on the grid, :func:`sim.core.responses.record_job`). No random number.
+    Measured history of this loop (timings, what was tried without gain):
+    docs/performance.md#jiq-agent-kernel-simjiq_agent_kernelpy
     """
     policy, pod_fy, sqd_fy, record = int(policy), bool(pod_fy), bool(sqd_fy), bool(record)
     ahead = bool(ahead)
@@ -724,13 +539,10 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                  r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps,
                  r_cs, r_key):
         """Process events from ``e_first`` (inside window ``w_first``) until window ``w_stop``
-        starts, or until a ring buffer or an I-queue row fills (then stop after that event so
-        that the caller can grow the arrays). Returns ``(window, next event)``; ``ctr`` holds
-        the number of listed servers on entry and on return.
-
-        Window outputs are added with ``+=`` (a window may be split by a stop; ``cnt`` and
-        ``acc`` carry over a stop, and the counts and areas of the pieces add up).
-        """
+        starts, or until a ring buffer or an I-queue row fills (then stop after that event, for
+        the caller to grow the arrays). Returns ``(window, next event)``; ``ctr`` holds the
+        number of listed servers on entry and on return. Window outputs are added with ``+=``
+        (a stop may split a window; ``cnt`` and ``acc`` carry over it)."""
         n_servers = q.size
         n_sched = isize.size
         pod2 = d == 2 and not pod_fy
@@ -974,9 +786,8 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
 
 
 def _queue_dtype(cap: int):
-    """dtype of the loop's working copies of ``q`` and ``head`` for ring capacity ``cap``: the
-    smallest unsigned type holding ``cap`` (a queue reaches ``cap`` when the loop stops to grow
-    its ring; a head is below it)."""
+    """dtype of the loop's copies of ``q`` and ``head`` for ring capacity ``cap``: the smallest
+    unsigned type holding ``cap`` (a queue reaches it when the loop stops to grow its ring)."""
     if cap <= 255:
         return np.uint8
     if cap <= 65535:
@@ -1007,25 +818,21 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     d, z : int               probes (jiq_pod: servers; jiq_sqd: I-queues), threshold.
     p_arrival : uint64       an event is an arrival iff the raw draw is below it.
     q, buf, head :           initial queues (int64[N]), ring buffers (int32 or int64 [N, C], C
-                             a power of two > max q, filled with -1: every slot must hold -1 or
-                             a past arrival), heads (int64[N], zeros). ``q`` and ``head`` are
-                             updated in place; ``buf`` is reallocated when a queue fills it.
-    iq, isize, where, kshift: the I-queues (module docstring: ``iq`` uint32), consistent with
-                             ``q``; updated in place, ``iq`` reallocated when a row fills.
+                             a power of two > max q, every slot -1 or a past arrival), heads
+                             (int64[N], zeros); ``buf`` is reallocated when a queue fills it.
+    iq, isize, where, kshift: the I-queues (module docstring), consistent with ``q``; ``iq`` is
+                             reallocated when a row fills.
     bounds : int64[W+1]      event index where each window starts.
     state : uint64[4]        xoshiro256+ state, advanced in place.
-    w_* : outputs (zero-initialised), one entry per window: jobs completed, sum of their
-          responses and waits (events), service starts, arrivals, arrivals that waited, queue
-          area, tail areas, empty I-queues seen by the events' samples (p0), area of listed servers, join,
-          delete and probe messages (one-way messages: a probe counts 2).
-    check : bool             stop after every window and verify :func:`check_state`
-                             (RuntimeError on a violation): for tests.
-    rec : :class:`sim.core.responses.Recorder` (``k = 1``) or None
-                             if given, each arrival's queue position is recorded there (window
-                             of its arrival) by the compiled variant that records; None: the
-                             plain loop.
+    w_* : outputs (zeros), per window: jobs completed, sum of their responses and waits
+          (events), service starts, arrivals, arrivals that waited, queue area, tail areas,
+          empty I-queues seen by the events' samples (p0), area of listed servers, join,
+          delete and probe messages (one-way: a probe counts 2).
+    check : bool             stop after every window, verify :func:`check_state` (RuntimeError).
+    rec : :class:`sim.core.responses.Recorder` (``k = 1``) or None: record each arrival's
+                             queue position (window of its arrival) in the variant that records.
 
-    Returns ``(buf, iq, kshift, ctr)`` (the final arrays and counters).
+    Updates ``q``, ``head``, ``isize``, ``where``; returns ``(buf, iq, kshift, ctr)`` (final).
     """
     n_servers = q.size
     n_sched = isize.size

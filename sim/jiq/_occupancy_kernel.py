@@ -65,6 +65,7 @@ from numba import njit
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
+from sim.core.windows import flush_occupancy_window
 
 #: kernel codes of the policies this engine serves
 JIQ, JIQ_POD, JIQ_SQD = 0, 1, 2
@@ -218,7 +219,6 @@ def _make_run_span(policy: int, record: bool = False):
         ``(window, next event)``."""
         cap = x.size
         ycap = y.size
-        max_level = w_tail.shape[1]
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
         total = np.int64(0)
@@ -339,14 +339,7 @@ def _make_run_span(policy: int, record: bool = False):
             if grow:
                 break
             # ---- window end: flush the lazy areas (area = count_end * T - sum delta * t)
-            w_time[w] = t_w
-            c = np.int64(0)
-            for i in range(cap - 1, 0, -1):
-                c += x[i]
-                if i <= max_level:
-                    w_tail[w, i - 1] = c * t_w - acc[i]
-                acc[i] = 0.0
-            w_qarea[w] = total * t_w - qacc
+            flush_occupancy_window(w, t_w, x, acc, total, qacc, w_time, w_tail, w_qarea)
             w_y0area[w] = y[0] * t_w - y0acc
             w_listarea[w] = listed * t_w - lacc
             t_w = 0.0

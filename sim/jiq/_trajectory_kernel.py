@@ -16,20 +16,17 @@ import math
 import numpy as np
 from numba import njit
 
+from sim.core._trajectory_kernel import record_tail, top_level
 from sim.core.rng import next_raw, u01
 from sim.core.sampling import lowest_occupied
-from sim.dispatch._trajectory_kernel import top_level
 from sim.jiq._occupancy_kernel import _min_of_sample, _pick, _size_biased
 
 
 @njit(cache=True)
 def _record(x, y, n_servers, n_iq, out, p0_out, j):
-    levels = out.shape[1]
-    c = np.int64(0)
-    for i in range(x.size - 1, 0, -1):
-        c += x[i]
-        if i <= levels:
-            out[j, i - 1] = c / n_servers
+    """The tail ``s_i`` (:func:`sim.core._trajectory_kernel.record_tail`) and ``p0 = y[0] / M``
+    at grid row ``j``."""
+    record_tail(x, n_servers, out, j)
     p0_out[j] = y[0] / n_iq
 
 

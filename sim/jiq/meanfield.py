@@ -167,6 +167,7 @@ from scipy.sparse.linalg import spsolve
 from scipy.special import erfcx, gammainc, logsumexp
 
 from sim.core.responses import exact_response_columns
+from sim.core.results import is_number
 
 __all__ = [
     "POLICIES",
@@ -182,7 +183,7 @@ __all__ = [
     "large_r_limit",
     "p0_root",
     "root_function",
-    "response_mixture",
+    "response_law",
     "run_task",
     "server_chain_stationary",
     "solve_ode",
@@ -250,10 +251,6 @@ class JiqOdeFixedPoint(NamedTuple):
 # checks: ValueError naming the parameter and its value
 
 
-def _is_number(v) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
-
-
 def _check_policy(policy) -> str:
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} must be one of {', '.join(POLICIES)}")
@@ -261,7 +258,7 @@ def _check_policy(policy) -> str:
 
 
 def _check_lam(lam) -> float:
-    if not _is_number(lam):
+    if not is_number(lam):
         raise ValueError(f"lam={lam!r} must be a number in (0, 1)")
     v = float(lam)
     if not (math.isfinite(v) and 0.0 < v < 1.0):
@@ -270,7 +267,7 @@ def _check_lam(lam) -> float:
 
 
 def _check_r(r) -> float:
-    if not _is_number(r):
+    if not is_number(r):
         raise ValueError(f"r={r!r} must be a number > 0")
     v = float(r)
     if not math.isfinite(v):
@@ -281,7 +278,7 @@ def _check_r(r) -> float:
 
 
 def _check_int(name: str, v, low: int = 1) -> int:
-    if not _is_number(v) or not math.isfinite(float(v)) or float(v) != int(v) or int(v) < low:
+    if not is_number(v) or not math.isfinite(float(v)) or float(v) != int(v) or int(v) < low:
         raise ValueError(f"{name}={v!r} must be an integer >= {low}")
     return int(v)
 
@@ -641,7 +638,7 @@ def solve_ode(policy: str, lam: float, r: float, d: int = 1, t_end: float | None
     K = _default_iqueue_levels(r) if iqueue_levels is None else _check_int("iqueue_levels", iqueue_levels)
     if t_end is None:
         t_end = T_END
-    if not (_is_number(t_end) and t_end > 0):
+    if not (is_number(t_end) and t_end > 0):
         raise ValueError(f"t_end={t_end!r} must be > 0")
     x0 = initial_state(r, L, K, start) if x0 is None else np.asarray(x0, dtype=float)
     _split(x0, L, K)
@@ -810,7 +807,7 @@ def large_r_limit(policy: str, lam: float, d: int = 1) -> float:
 # response-time distribution (docs/responses.md)
 
 
-def response_mixture(policy: str, lam: float, r: float, d: int = 1, eps: float = 1e-17):
+def response_law(policy: str, lam: float, r: float, d: int = 1, eps: float = 1e-17):
     """The mean-field law of the response time, a :class:`sim.core.responses.Mixture` of
     ``Gamma(p, 1)`` over the position ``p`` an arriving task takes: with probability ``1 - p0``
     its scheduler's I-queue is non-empty and it joins an idle server (position 1); otherwise it
@@ -886,7 +883,7 @@ def run_task(task: dict) -> dict:
         "ci_method": CI_METHOD,
     }
     if task.get("responses"):  # docs/responses.md: the exact position law at the fixed point
-        out.update(exact_response_columns(response_mixture(policy, lam, task.get("r"), d)))
+        out.update(exact_response_columns(response_law(policy, lam, task.get("r"), d)))
         out["ci_method"] += "; response law exact (mean field)"
     return out
 

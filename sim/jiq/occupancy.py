@@ -87,7 +87,7 @@ import numpy as np
 
 from sim.core.output import batch_means, ci_label, mser5, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, result_row
+from sim.core.results import check_run_args, is_int, is_number, result_row
 from sim.core.windows import window_bounds
 from sim.jiq import _occupancy_kernel as _k
 from sim.jiq import n_schedulers
@@ -218,13 +218,6 @@ def _padded(c: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# checks
-# --------------------------------------------------------------------------------------------
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
-# --------------------------------------------------------------------------------------------
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
@@ -277,7 +270,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     if not is_int(n_servers) or not 1 <= n_servers < 2**62:
         raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
     n_servers = int(n_servers)
-    if not _is_number(lam) or not math.isfinite(float(lam)) or not 0.0 < float(lam) < 1.0:
+    if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 < float(lam) < 1.0:
         raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
     n_iq = n_schedulers(n_servers, r)  # ValueError naming r unless N / r is a positive integer
     if float(r) > MAX_R:

@@ -1,6 +1,6 @@
 r"""Refined mean field of distributed JIQ: ``E[X^N] = x* + V / N + O(1/N^2)`` (docs/refined.md).
 
-The expansion of Gast & Van Houdt (SIGMETRICS 2018; :func:`sim.dispatch.refined.refined_expansion`)
+The expansion of Gast & Van Houdt (SIGMETRICS 2018; :func:`sim.core.refined.refined_expansion`)
 for the JIQ model of :mod:`sim.jiq.meanfield`, policies ``jiq``, ``jiq_pod`` and ``jiq_sqd``.
 
 State and jumps
@@ -37,8 +37,8 @@ The 1/N part of the drift, ``f1``
 ---------------------------------
 * ``jiq``: none (a blind task picks one uniform server; joins a uniform I-queue): ``f1 = 0``.
 * ``jiq_pod``: the ``d`` probes are distinct servers, so ``h`` is ``h_N(x) = C(N x, d) / C(N, d)
-  = x^d + g(x) / N + O(1/N^2)`` with ``g(x) = -(d (d-1)/2) x^{d-1} (1 - x)`` (as for ``pod``,
-  :mod:`sim.dispatch.refined`): ``f1_{s_i} = lam p0 (g(s_{i-1}) - g(s_i))`` and, through
+  = x^d + g(x) / N + O(1/N^2)`` with ``g(x) = -(d (d-1)/2) x^{d-1} (1 - x)``
+  (:func:`sim.core.refined.probes_in_set_1n`, as for ``pod``): ``f1_{s_i} = lam p0 (g(s_{i-1}) - g(s_i))`` and, through
   ``beta``, ``f1_{P_j} = -j p_j lam p0 (-g(s_1)) / (1 - s_1) = -j p_j lam p0 (d(d-1)/2) s_1^{d-1}``.
 * ``jiq_sqd``: the ``d`` sampled I-queues are distinct among ``M = N / r``, so ``H`` is
   ``H_M(x) = x^d + r g(x) / N + O(1/N^2)``: ``f1_{P_j} = J r (g(P_{j-1}) - g(P_j))``.
@@ -70,7 +70,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve
 
-from sim.dispatch.refined import refined_expansion, single_task_row
+from sim.core.refined import probes_in_set, probes_in_set_1n, refined_expansion, single_task_row
 from sim.jiq import meanfield as mf
 
 __all__ = [
@@ -112,12 +112,6 @@ class JiqRefined(NamedTuple):
 
 def _exponents(policy: str, d: int) -> tuple[int, int]:
     return (d if policy == "jiq_pod" else 1), (d if policy == "jiq_sqd" else 1)
-
-
-def _g(x, d: int):
-    """The 1/N part of ``C(N x, d) / C(N, d)``: ``-(d(d-1)/2) x^(d-1) (1 - x)``."""
-    x = np.asarray(x, dtype=float)
-    return -0.5 * d * (d - 1) * x ** (d - 1) * (1.0 - x)
 
 
 def _ext(x, L, K):
@@ -226,7 +220,7 @@ def drift_1n(x, policy, lam, r, d, levels, iqueue_levels) -> np.ndarray:
     out = np.zeros(L + K)
     p0 = 1.0 - P[0]
     if policy == "jiq_pod" and d >= 2:
-        g = _g(se, d)
+        g = probes_in_set_1n(se, d)
         g[0] = 0.0  # s_0 = 1 exactly
         g[-1] = 0.0
         out[:L] = lam * p0 * (g[:L] - g[1 : L + 1])
@@ -234,17 +228,10 @@ def drift_1n(x, policy, lam, r, d, levels, iqueue_levels) -> np.ndarray:
         beta1 = lam * p0 * 0.5 * d * (d - 1) * s[0] ** (d - 1)
         out[L:] = -j * (Pe[1 : K + 1] - Pe[2:]) * beta1
     elif policy == "jiq_sqd" and d >= 2:
-        g = _g(Pe, d)
+        g = probes_in_set_1n(Pe, d)
         g[0] = 0.0
         g[-1] = 0.0
         out[L:] = r * (s[0] - s[1]) * r * (g[:K] - g[1 : K + 1])
-    return out
-
-
-def _h_exact(x, d: int, n: float):
-    out = np.ones_like(np.asarray(x, dtype=float))
-    for k in range(d):
-        out = out * (x - k / n) / (1.0 - k / n)
     return out
 
 
@@ -256,12 +243,12 @@ def drift_exact(x, policy, lam, r, d, levels, iqueue_levels, n: float) -> np.nda
     dp, dq = _exponents(policy, d)
     s, P, se, Pe = _ext(x, L, K)
     p0 = 1.0 - P[0]
-    hs = _h_exact(se, dp, n) if dp >= 2 else se.copy()
+    hs = probes_in_set(se, dp, n) if dp >= 2 else se.copy()
     hs[0], hs[-1] = 1.0, 0.0
     fs = lam * p0 * (hs[:L] - hs[1 : L + 1]) - (se[1 : L + 1] - se[2:])
     fs[0] += lam * (1.0 - p0)
     beta = lam * p0 * (1.0 - hs[1]) / (1.0 - s[0])
-    HP = _h_exact(Pe, dq, n / r) if dq >= 2 else Pe.copy()
+    HP = probes_in_set(Pe, dq, n / r) if dq >= 2 else Pe.copy()
     HP[0], HP[-1] = 1.0, 0.0
     J = r * (s[0] - s[1])
     j = np.arange(1, K + 1)
@@ -343,7 +330,7 @@ def _expect_blind_busy(e: JiqRefined, level: int, policy: str, d: int, n: int) -
     d2h = dp * (dp - 1) * s ** (dp - 2) if dp >= 2 else 0.0
     lin = -h * e.v[iP] + p0 * dh * e.v[i]
     quad = 0.5 * p0 * d2h * e.w[i, i] - dh * e.w[i, iP]
-    g1 = p0 * float(_g(s, dp)) if dp >= 2 else 0.0
+    g1 = p0 * float(probes_in_set_1n(s, dp)) if dp >= 2 else 0.0
     return p0 * h + (lin + quad + g1) / n
 
 

@@ -21,8 +21,8 @@ Row: ``traj_tail`` / ``traj_ode_tail`` (level-major), ``traj_p0`` / ``traj_ode_p
 times that of the ``s_i``).
 
 Run length: ``time`` (T) is required; the engine runs to T; ``events`` is a cap that the plan sets
-from :func:`sim.jiq.events_per_time` as an upper bound never reached in practice (as in
-:mod:`sim.dispatch.trajectory`: rate at most ``N (1 + lam)``, plus 10 SDs).
+from :func:`sim.jiq.events_per_time` as an upper bound never reached in practice (rate at most
+``N (1 + lam)``, plus 10 SDs: :func:`sim.core.trajectory.events_bound`).
 """
 from __future__ import annotations
 
@@ -31,12 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.core import trajectory as paths
 from sim.core.results import is_int
 from sim.core.rng import seed_state
-from sim.dispatch.trajectory import (
-    CI_METHOD, TRAJ_LEVELS, _cap, _none_if_nan, check_init_tail, check_size_and_load,
-    check_trajectory_args, counts_of_tail, sup_distance, time_grid,
-)
 from sim.jiq import _trajectory_kernel as _k
 from sim.jiq import n_schedulers
 from sim.jiq.meanfield import _default_iqueue_levels, fixed_point, solve_ode
@@ -80,12 +77,12 @@ def start_counts(policy: str, lam: float, r: float, d: int, n_servers: int, init
     the fixed point: ``#{I-queues of size >= j} = round(M P_j)`` gives ``y`` and the idle servers
     ``x[0] = sum_j j y[j]`` (the invariant), the busy ones are ``#{>= i tasks} = round(N s_i)``
     for ``i >= 2`` (capped by ``N - x[0]``); ``init_tail`` (checked by
-    :func:`sim.dispatch.trajectory.check_init_tail`) -- ``round(N s_i)`` servers with at least
+    :func:`sim.core.trajectory.check_init_tail`) -- ``round(N s_i)`` servers with at least
     ``i`` tasks, every idle server listed (the invariant ``sum_j j y[j] = x[0]``), spread over
     the M I-queues as evenly as possible (:func:`_even_iqueues`)."""
     m = n_schedulers(n_servers, r)
     if init_tail is not None:
-        x = counts_of_tail(init_tail, n_servers)
+        x = paths.counts_of_tail(init_tail, n_servers)
         y = _even_iqueues(x[0], m)
     elif init == "empty":
         x, y = _empty_counts(n_servers, m)
@@ -124,7 +121,7 @@ def start_counts(policy: str, lam: float, r: float, d: int, n_servers: int, init
 
 @functools.lru_cache(maxsize=64)
 def _ode_cached(policy, lam, r, d, time, grid, x0: tuple, big_l: int, big_k: int):
-    t = time_grid(time, grid)
+    t = paths.time_grid(time, grid)
     sol = solve_ode(policy, lam, r, d, t_end=time, levels=big_l, iqueue_levels=big_k,
                     x0=np.array(x0), tol=1e-300, rtol=1e-10, atol=1e-13, t_eval=t)
     if not sol.success or sol.tail.shape[0] != t.size:
@@ -133,7 +130,7 @@ def _ode_cached(policy, lam, r, d, time, grid, x0: tuple, big_l: int, big_k: int
     return sol.tail, sol.p0
 
 
-def ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels=TRAJ_LEVELS):
+def ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels=paths.TRAJ_LEVELS):
     """The JIQ ODE's ``s_1..s_levels`` (shape ``(grid, levels)``) and ``p0`` on the grid."""
     tail, p0 = _ode_cached(policy, float(lam), float(r), int(d), float(time), int(grid),
                            tuple(float(v) for v in x0), int(big_l), int(big_k))
@@ -142,36 +139,36 @@ def ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels=TRAJ_LEVELS
 
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time: float = 50.0,
              grid: int = 200, seed: int = 0, init: str = "empty",
-             max_level: int = TRAJ_LEVELS, events: int | None = None,
+             max_level: int = paths.TRAJ_LEVELS, events: int | None = None,
              init_tail=None) -> JiqTrajectoryResult:
     """One JIQ path from ``init`` up to ``time`` on ``grid`` points, and the ODE from the same
     start. ``ValueError`` naming the parameter on bad input."""
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    check_size_and_load(n_servers, lam)
+    paths.check_size_and_load(n_servers, lam)
     m = n_schedulers(n_servers, r)
     if policy == "jiq_pod":
         if not is_int(d) or not 1 <= d <= n_servers:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
     else:
         d = 1
-    check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
+    paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
                           events=events)
-    init_tail = check_init_tail(init_tail, init)
+    init_tail = paths.check_init_tail(init_tail, init)
     n_servers, d, grid, seed = int(n_servers), int(d), int(grid), int(seed)
     lam, time, r = float(lam), float(time), float(r)
-    levels = min(int(max_level), TRAJ_LEVELS)
+    levels = min(int(max_level), paths.TRAJ_LEVELS)
     x, y, x0, big_l, big_k = start_counts(policy, lam, r, d, n_servers, init, init_tail)
-    t = time_grid(time, grid)
+    t = paths.time_grid(time, grid)
     out = np.full((grid, levels), np.nan)
     p0_out = np.full(grid, np.nan)
     _, _, n_events, t_last, _ = _k.jiq_trajectory(policy == "jiq_pod", n_servers, m, lam * n_servers,
                                                   d, x, y, t, out, p0_out, seed_state(seed),
-                                                  _cap(events))
+                                                  paths.cap_events(events))
     ode, ode_p0 = ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels)
     return JiqTrajectoryResult(t=t, tail=out, p0=p0_out, ode=ode, ode_p0=ode_p0, levels=levels,
-                               sup_dist=sup_distance(out, ode), sup_dist_p0=sup_distance(p0_out, ode_p0),
+                               sup_dist=paths.sup_distance(out, ode), sup_dist_p0=paths.sup_distance(p0_out, ode_p0),
                                events_run=n_events, sim_time=t_last)
 
 
@@ -184,18 +181,10 @@ def run_task(task: dict) -> dict:
     res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"],
                    r=task.get("r"), d=as_int("d", 1), time=task.get("time"),
                    grid=as_int("grid", 200), seed=as_int("seed", 0),
-                   init=task.get("init", "empty"), max_level=as_int("max_level", TRAJ_LEVELS),
+                   init=task.get("init", "empty"), max_level=as_int("max_level", paths.TRAJ_LEVELS),
                    events=as_int("events"), init_tail=task.get("init_tail"))
-    return {
-        "traj_time": [float(v) for v in res.t],
-        "traj_levels": int(res.levels),
-        "traj_tail": [float(v) for v in res.tail.T.ravel()],
-        "traj_ode_tail": [float(v) for v in res.ode.T.ravel()],
-        "traj_p0": [float(v) for v in res.p0],
-        "traj_ode_p0": [float(v) for v in res.ode_p0],
-        "traj_sup_dist": _none_if_nan(res.sup_dist),
-        "traj_sup_dist_p0": _none_if_nan(res.sup_dist_p0),
-        "events_run": int(res.events_run),
-        "sim_time": float(res.sim_time),
-        "ci_method": CI_METHOD,
-    }
+    row = paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
+                         res.sim_time)
+    row.update(traj_p0=[float(v) for v in res.p0], traj_ode_p0=[float(v) for v in res.ode_p0],
+               traj_sup_dist_p0=paths.none_if_nan(res.sup_dist_p0))
+    return row

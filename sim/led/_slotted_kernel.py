@@ -20,9 +20,8 @@ Why not the bucket sort of :mod:`sim.core.buckets` for L-JSQ: it moves a server 
 O(1) swap, which suits queues that change by one task, but estimates jump (an update sets an
 estimate to the true length, a Pull report of an empty server to 0): a jump across ``k`` levels
 costs ``k`` swaps, and with batches of ``A_m`` tasks per decision the jumps are of order
-``A_m`` (measured at (N, M) = (10**4, 100), load 0.9, Pull: 2.1 us per server and slot with the
-buckets, 0.6 with a tree rescanning every level, see benchmarks/bench_led.py for the incremental
-tree). The tree costs at most O(B log_B N) per change whatever the jump.
+``A_m``. The tree costs at most O(B log_B N) per change whatever the jump (measured comparison:
+docs/performance.md#led-slotted-kernel-simled_slotted_kernelpy).
 
 Costs: the service step is O(N) per slot (every server draws its service). Decisions: ``l_jsq``
 O(B log_B N) (a uniform rank among the root's minima, descended by the counts: ties uniform,

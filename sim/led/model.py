@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.core.results import is_int, is_number
 from sim.led.distributions import Law, make_law
 
 __all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "DEFAULTS", "ModelSpec",
@@ -60,22 +61,14 @@ class ModelSpec(NamedTuple):
     budget_pod_d: int | None = None  #: the d of ``msg_budget_pod_d`` (None otherwise)
 
 
-def _is_number(x) -> bool:
-    return (isinstance(x, (int, float, np.integer, np.floating))
-            and not isinstance(x, (bool, np.bool_)))
-
-
 def _as_int(x):
-    """Integer-valued floats (YAML formulas) become ints; anything else is returned as is."""
+    """Integer-valued floats (YAML formulas) and numpy integers become ints; anything else is
+    returned as is (then :func:`~sim.core.results.is_int` is the check)."""
     if isinstance(x, (float, np.floating)) and math.isfinite(float(x)) and float(x).is_integer():
         return int(x)
     if isinstance(x, np.integer):
         return int(x)
     return x
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _float_list(name: str, values, length: int, length_what: str) -> np.ndarray:
@@ -86,7 +79,7 @@ def _float_list(name: str, values, length: int, length_what: str) -> np.ndarray:
         raise ValueError(f"{name} has {len(vals)} entries; it needs one per {length_what} "
                          f"({length})")
     for i, v in enumerate(vals):
-        if not _is_number(v) or not math.isfinite(float(v)):
+        if not is_number(v) or not math.isfinite(float(v)):
             raise ValueError(f"{name}[{i}]={v!r} must be a finite number")
     return np.array([float(v) for v in vals], dtype=np.float64)
 
@@ -110,16 +103,16 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         raise ValueError(f"policy={policy!r} is unknown to the slotted engine; valid: "
                          f"{', '.join(POLICIES)}")
     n = _as_int(n_servers)
-    if not _is_int(n) or n < 1:
+    if not is_int(n) or n < 1:
         raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
     if n >= 2**31:
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
     m = _as_int(m_dispatchers if m_dispatchers is not None else 1)
-    if not _is_int(m) or m < 1:
+    if not is_int(m) or m < 1:
         raise ValueError(f"m_dispatchers={m_dispatchers!r} must be an integer >= 1")
     if m >= 2**31:
         raise ValueError(f"m_dispatchers={m_dispatchers!r} must be < 2**31")
-    if not _is_number(lam) or not math.isfinite(float(lam)):
+    if not is_number(lam) or not math.isfinite(float(lam)):
         raise ValueError(f"lam={lam!r} must be a finite number (the load rho)")
     rho = float(lam)
     if rho < 0:
@@ -139,13 +132,13 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         if upd not in UPDATES:
             raise ValueError(f"update={update!r} is unknown; valid: {', '.join(UPDATES)}")
         if p_hat is not None:
-            if (not _is_number(p_hat) or not math.isfinite(float(p_hat))
+            if (not is_number(p_hat) or not math.isfinite(float(p_hat))
                     or not 0.0 <= float(p_hat) <= 1.0):
                 raise ValueError(f"p_hat={p_hat!r} must be a probability in [0, 1]")
             ph = float(p_hat)
         if upd == "push" and d_u is not None:
             du = _as_int(d_u)
-            if not _is_int(du) or du < 1:
+            if not is_int(du) or du < 1:
                 raise ValueError(f"d_u={d_u!r} must be an integer >= 1 (servers sampled per "
                                  "push update)")
             if du > n:
@@ -161,7 +154,7 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
     if policy in ("l_pod", "pod"):
         if d is not None:
             dd = _as_int(d)
-            if not _is_int(dd) or dd < 1:
+            if not is_int(dd) or dd < 1:
                 raise ValueError(f"d={d!r} must be an integer >= 1 (servers sampled per decision)")
             if dd > n:
                 raise ValueError(f"d={d!r} must not exceed n_servers={n} (distinct servers "
@@ -243,13 +236,13 @@ def _check_budget(msg_budget, msg_budget_pod_d, p_hat, n) -> None:
         raise ValueError(f"{key}={val!r} and p_hat={p_hat!r} are both given: the message budget "
                          "sets p_hat (give one of them)")
     if msg_budget is not None:
-        if (not _is_number(msg_budget) or not math.isfinite(float(msg_budget))
+        if (not is_number(msg_budget) or not math.isfinite(float(msg_budget))
                 or float(msg_budget) < 0):
             raise ValueError(f"msg_budget={msg_budget!r} must be a finite number >= 0 (one-way "
                              "messages per arriving task)")
         return
     bd = _as_int(msg_budget_pod_d)
-    if not _is_int(bd) or not 1 <= bd <= n:
+    if not is_int(bd) or not 1 <= bd <= n:
         raise ValueError(f"msg_budget_pod_d={msg_budget_pod_d!r} must be an integer in [1, "
                          f"n_servers={n}] (the d of the Power-of-d budget)")
 

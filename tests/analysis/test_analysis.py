@@ -9,15 +9,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from analysis import (
-    aggregate,
-    analyze,
-    arm_columns,
-    compare_to_meanfield,
-    count_tasks,
-    fit_gap_rate,
-    wls_loglog,
-)
+from analysis import aggregate, analyze, arm_columns, compare_to_meanfield, count_tasks, fit_gap_rate, wls_loglog
 from analysis.aggregate import METHOD_BATCH, METHOD_EXACT, METHOD_T
 
 PARAMS = ["n_servers", "lam", "d"]

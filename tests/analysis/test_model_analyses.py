@@ -2,13 +2,12 @@
 run of a shipped sweep of each, end to end without Ray or MLflow."""
 from __future__ import annotations
 
-import pytest
-
 import numpy as np
 import polars as pl
+import pytest
 
-from analysis.jiq import CONSISTENT, CONVERGES, _verdict
-from analysis.led import INCONCLUSIVE, heavy_traffic_table
+from analysis.fit import CONSISTENT, CONVERGES, gap_rate_verdict
+from analysis.models.led import INCONCLUSIVE, heavy_traffic_table
 from pipeline.run import run_sweep, to_plain
 from tests.helpers import compose
 
@@ -18,10 +17,10 @@ def test_jiq_rule_fits_a_1_over_n_gap():
     ns = np.array([100, 200, 400, 1000, 2000, 10**4, 10**5, 10**6], float)
     se = np.full(ns.size, 2e-4)
     gaps = 2.0 / ns + rng.normal(0.0, se)  # beyond 4 SE up to N = 2000: five points to fit
-    out = _verdict(ns, gaps, se)
+    out = gap_rate_verdict(ns, gaps, se)
     assert out["verdict"] == CONVERGES
     assert out["slope_lo"] <= -1.0 <= out["slope_hi"]
-    noise = _verdict(ns, rng.normal(0.0, se), se)  # no gap at all: nothing to fit
+    noise = gap_rate_verdict(ns, rng.normal(0.0, se), se)  # no gap at all: nothing to fit
     assert noise["verdict"] == CONSISTENT and noise["slope"] is None
 
 

@@ -12,14 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
-from analysis import (
-    aggregate,
-    compare_to_meanfield,
-    fit_gap_rate,
-    make_plots,
-    plots,
-    style,
-)
+from analysis import aggregate, compare_to_meanfield, fit_gap_rate, make_plots, plots, style
 from tests.analysis.test_analysis import PARAMS, _frame, _row, _sweep
 
 

@@ -39,7 +39,7 @@ def test_fallback_computes_where_no_row_has_the_columns(tmp_path):
     out = analyze_response_times(frame, ["n_servers", "lam", "d", "k"], tmp_path, "t")
     text = out["report"].read_text()
     assert "(computed) |" in text
-    from sim.dispatch.task_meanfield import response_law
+    from sim.dispatch.meanfield.tasks import response_law
 
     p99 = response_law("batch_sampling", 0.8, 2, 2).quantile(0.99)
     assert f"{p99:.4g}" in text

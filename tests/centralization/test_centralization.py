@@ -1,4 +1,5 @@
-"""Partial centralization (sim.centralization, sim.centralization._kernel): closed forms, the fluid model
+"""Partial centralization (sim.centralization: meanfield, agent, occupancy and their kernels): closed
+forms, the fluid model
 with its discontinuous drift, and both simulators against exact values.
 
 Statistical assertions are ``|estimate - truth| <= Z * SE`` with the standard error estimated by
@@ -15,29 +16,26 @@ from scipy import sparse
 from scipy import stats as sps
 from scipy.sparse.linalg import spsolve
 
-from sim.centralization import _kernel as K
-from sim.core.results import RESULT_KEYS
-from sim.centralization.simulate import (
-    run_agent_task,
-    run_meanfield_task,
-    run_occupancy_task,
-    simulate_agent,
-    simulate_occupancy,
-)
-from sim.centralization.theory import (
+from sim.centralization import _agent_kernel as K
+from sim.centralization.agent import run_task as run_agent_task
+from sim.centralization.agent import simulate as simulate_agent
+from sim.centralization.meanfield import (
     asymptotic_mean_queue,
+    fixed_point,
     fluid_drift_v,
     fluid_fixed_point,
     invariant_mean_queue,
     invariant_mean_response,
-    invariant_tail,
     predicted_slope,
     solve_fluid,
     tail_distance,
     top_level,
 )
+from sim.centralization.meanfield import run_task as run_meanfield_task
+from sim.centralization.occupancy import run_task as run_occupancy_task
+from sim.centralization.occupancy import simulate as simulate_occupancy
+from sim.core.results import RESULT_KEYS
 from tests.helpers import ALPHA, assert_within_se
-
 
 #: (lam, p) covering the four cases of Theorem 2; (0.8, 0.2) is lam = 1 - p with (1-p)/p an
 #: integer, i.e. the degenerate case s_{i*} = 0 exactly; (0.7, 0.3) is lam = 1 - p without it
@@ -55,16 +53,16 @@ def assert_uncorrelated(res):
 def test_figure_3_1_support_ends_near_40():
     # p = 0.05 at lam = 0.99: s_i reaches 0 after i* = 39 ("at around i = 40" in the paper)
     assert top_level(0.99, 0.05) == 39
-    tail = invariant_tail(0.99, 0.05, 64)
+    tail = fixed_point(0.99, 0.05, 64)
     assert tail[38] > 0 and np.all(tail[39:] == 0)
-    assert np.allclose(invariant_tail(0.99, 0.0, 64), 0.99 ** np.arange(1, 65))
+    assert np.allclose(fixed_point(0.99, 0.0, 64), 0.99 ** np.arange(1, 65))
 
 
 @pytest.mark.parametrize("lam, p", [(0.9, 0.05), (0.99, 0.05), (0.95, 0.2), (0.3, 0.1),
                                     (0.999, 0.01), (0.6, 0.3)])
 def test_explicit_formula_and_top_level(lam, p):
-    # recurrence (used by invariant_tail) == explicit formula for lam != 1-p, up to i*
-    tail = invariant_tail(lam, p)
+    # recurrence (used by fixed_point) == explicit formula for lam != 1-p, up to i*
+    tail = fixed_point(lam, p)
     i_star = top_level(lam, p)
     i = np.arange(1, tail.size + 1)
     explicit = (1 - lam) / (1 - p - lam) * (lam / (1 - p)) ** i - p / (1 - p - lam)
@@ -78,7 +76,7 @@ def test_lam_equals_one_minus_p():
     # s_i = 1 - i p / (1 - p): linear, i* = floor((1-p)/p)
     for p in (0.3, 0.2, 0.15):
         lam = 1 - p
-        tail = invariant_tail(lam, p, 20)
+        tail = fixed_point(lam, p, 20)
         i = np.arange(1, 21)
         expect = np.clip(1 - i * p / (1 - p), 0, None)
         assert np.allclose(tail, expect, atol=1e-12)
@@ -86,7 +84,7 @@ def test_lam_equals_one_minus_p():
 
 
 def test_trivial_cases():
-    assert np.all(invariant_tail(0.5, 0.5, 10) == 0) and np.all(invariant_tail(0.3, 1.0, 10) == 0)
+    assert np.all(fixed_point(0.5, 0.5, 10) == 0) and np.all(fixed_point(0.3, 1.0, 10) == 0)
     assert top_level(0.5, 0.6) == 0 and top_level(0.5, 0.0) == math.inf
     assert invariant_mean_queue(0.5, 0.0) == pytest.approx(1.0)
     assert invariant_mean_response(0.5, 0.0) == pytest.approx(2.0)
@@ -114,7 +112,7 @@ def test_corollary_3_slope():
 def test_fixed_point_of_drift_is_closed_form(lam, p):
     fp = fluid_fixed_point(lam, p)
     n = max(fp.tail.size, 1)
-    closed = invariant_tail(lam, p, n)
+    closed = fixed_point(lam, p, n)
     if p == 0.0:  # truncated at L with lam**(L+1) <= 1e-16: loss boundary error of that size
         assert np.max(np.abs(fp.tail - closed)) < 1e-15
     else:
@@ -122,7 +120,7 @@ def test_fixed_point_of_drift_is_closed_form(lam, p):
         assert np.all(closed[fp.tail.size:] < 1e-12)
         assert fp.top == fp.tail.size
     # the paper's drift (eq. 3.6, in v coordinates, exact case analysis of g) vanishes there
-    tail = invariant_tail(lam, p, max(n, 1) + 2)
+    tail = fixed_point(lam, p, max(n, 1) + 2)
     v = np.cumsum(tail[::-1])[::-1]
     assert np.max(np.abs(fluid_drift_v(v, lam, p))) < 1e-12
 
@@ -150,7 +148,7 @@ STARTS = {
                                            (0.95, 0.2, 2000.0), (0.8, 0.2, 400.0),
                                            (0.7, 0.3, 400.0)])
 def test_fluid_converges_from_any_start(lam, p, t_end):
-    inv = invariant_tail(lam, p, 4096)
+    inv = fixed_point(lam, p, 4096)
     for name, s0 in STARTS.items():
         sol = solve_fluid(lam, p, t_end, s0)
         assert sol.success, (name, sol.message)
@@ -306,7 +304,7 @@ def test_large_n_matches_invariant_state():
     lam, p = 0.8, 0.1
     res = simulate_occupancy(100_000, lam, p, events=100_000_000, seed=5)
     assert_uncorrelated(res)
-    inv = invariant_tail(lam, p, 8)
+    inv = fixed_point(lam, p, 8)
     assert_within_se(res.mean_queue, invariant_mean_queue(lam, p), res.mean_queue_se, "v_1")
     assert_within_se(res.mean_response, invariant_mean_response(lam, p), res.mean_response_se, "T")
     assert_within_se(res.prob_wait, inv[0], res.prob_wait_se, "prob_wait")
@@ -319,7 +317,7 @@ def test_large_n_matches_invariant_state():
 def test_million_stations_match_invariant_state():
     lam, p = 0.9, 0.2
     res = simulate_occupancy(1_000_000, lam, p, events=1_000_000_000, seed=6)
-    inv = invariant_tail(lam, p, 8)
+    inv = fixed_point(lam, p, 8)
     assert_within_se(res.mean_queue, invariant_mean_queue(lam, p), res.mean_queue_se, "v_1")
     for i in range(top_level(lam, p)):
         assert_within_se(res.tail[i], inv[i], res.tail_se[i], f"s_{i + 1}")
@@ -368,7 +366,7 @@ def test_frac_within_h_meanfield():
     base = dict(n_servers=200, lam=0.9, p=0.05, policy="central", engine="meanfield")
     for h in (1, 3):
         mf = run_meanfield_task({**base, "h": h})
-        assert mf["frac_within_h"] == pytest.approx(1 - invariant_tail(0.9, 0.05, 3)[h - 1])
+        assert mf["frac_within_h"] == pytest.approx(1 - fixed_point(0.9, 0.05, 3)[h - 1])
     assert run_meanfield_task({**base, "h": 1})["prob_wait"] == pytest.approx((0.9 - 0.05) / 0.95)
 
 
@@ -409,10 +407,10 @@ def test_task_through_sim_run():
 
 
 BAD = [
-    (lambda: invariant_tail(0.9, 1.2), "p=1.2"),
-    (lambda: invariant_tail(0.9, -0.1), "p=-0.1"),
-    (lambda: invariant_tail(1.0, 0.1), "lam=1.0"),
-    (lambda: invariant_tail(-0.2, 0.1), "lam=-0.2"),
+    (lambda: fixed_point(0.9, 1.2), "p=1.2"),
+    (lambda: fixed_point(0.9, -0.1), "p=-0.1"),
+    (lambda: fixed_point(1.0, 0.1), "lam=1.0"),
+    (lambda: fixed_point(-0.2, 0.1), "lam=-0.2"),
     (lambda: top_level(0.5, float("nan")), "p=nan"),
     (lambda: solve_fluid(0.9, 1.5, 10.0), "p=1.5"),
     (lambda: solve_fluid(1.2, 0.1, 10.0), "lam=1.2"),

@@ -8,19 +8,10 @@ import polars as pl
 import pytest
 
 from analysis import ANALYSES
-from analysis.centralization import (
-    LAM_TABLE,
-    P_TABLE,
-    analyze_centralization,
-    distance_table,
-    istar_table,
-    point_table,
-    slope_table,
-)
+from analysis.models.centralization import LAM_TABLE, P_TABLE, analyze_centralization, distance_table, istar_table, point_table, slope_table
 from pipeline.plan import make_plan
 from pipeline.run import run_sweep, to_plain
-from sim.centralization.theory import invariant_mean_queue, invariant_tail, predicted_slope, top_level
-
+from sim.centralization.meanfield import fixed_point, invariant_mean_queue, predicted_slope, top_level
 from tests.helpers import compose
 
 NS = [100, 316, 1000, 3162, 10000, 31623, 100000]
@@ -46,7 +37,7 @@ def _frame(rng, lam=0.9, ps=(0.0, 0.05), ns=NS, reps=4, noise=3e-4, gap_c=0.3, g
     rows = []
     for lam_ in (lams or [lam]):
         for p in ps:
-            inv = invariant_tail(lam_, p, K)
+            inv = fixed_point(lam_, p, K)
             i_star = top_level(lam_, p)
             for n in ns:
                 rows.append(_row("meanfield", n, lam_, p, 0, inv, invariant_mean_queue(lam_, p)))

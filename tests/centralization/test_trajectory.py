@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sim
-from sim.centralization.theory import invariant_tail
+from sim.centralization.meanfield import fixed_point
 from sim.centralization.trajectory import fluid_path, simulate
 from tests.helpers import assert_within_se
 
@@ -37,7 +37,7 @@ def test_fluid_reaches_the_invariant_state():
     tail of Theorem 2 by t = 800 (measured gap 2.2e-12; 5.9e-7 at t = 400), in its regime
     m = 7 = the invariant top level."""
     ode, top = fluid_path(0.9, 0.15, 800.0, 3)
-    inv = invariant_tail(0.9, 0.15)
+    inv = fixed_point(0.9, 0.15)
     np.testing.assert_allclose(ode[-1, : inv.size], inv, rtol=0, atol=1e-9)
     assert top[-1] == inv.size == 7
 
@@ -60,7 +60,7 @@ def test_starts_are_shared_and_exact():
     assert r.top[0] == 9 and r.ode_top[0] == 9  # s_9 = 0.001: one station with 9 tasks
     m = simulate(1000, 0.9, 0.15, 3.0, grid=7, seed=1, init="meanfield")
     np.testing.assert_allclose(m.tail[0], m.ode[0], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(m.start, invariant_tail(0.9, 0.15), rtol=0, atol=0.5e-3)
+    np.testing.assert_allclose(m.start, fixed_point(0.9, 0.15), rtol=0, atol=0.5e-3)
 
 
 def test_row_and_refusals():

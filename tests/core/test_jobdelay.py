@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from sim.core.jobdelay import expected_job_delay, harmonic
+from sim.core.jobdelay import GL_W, GL_X, expected_job_delay, expected_max_gamma_wide, harmonic, log_cdf_product
+from tests.helpers import assert_within_se
 
 
 @pytest.mark.parametrize("m", [1, 2, 5, 40, 400])
@@ -35,3 +36,38 @@ def test_bad_positions():
         expected_job_delay([0, 1])
     assert expected_job_delay([]) == 0.0
     assert harmonic(0) == 0.0
+
+
+def test_wide_expected_max_gamma_agrees_with_jobdelay():
+    # the end-of-run correction of the k-task agent engine uses a windowed quadrature for high
+    # positions; it must equal expected_max_gamma (itself checked against closed forms and Monte Carlo)
+    rng = np.random.default_rng(9)
+    for _ in range(150):
+        top = int(rng.integers(1, 60))
+        pos = rng.integers(1, top + 1, size=int(rng.integers(1, 17)))
+        ps, cs = np.unique(pos, return_counts=True)
+        got = expected_max_gamma_wide(ps.astype(np.int64), cs.astype(np.int64), GL_X, GL_W)
+        assert got == pytest.approx(expected_job_delay(pos), rel=1e-12, abs=1e-12), pos
+    # far out (where jobdelay is too slow): a single queue is its position, and Monte Carlo
+    assert expected_max_gamma_wide(np.array([3000]), np.array([1]), GL_X, GL_W) == \
+        pytest.approx(3000.0, rel=1e-12)
+    pos = np.array([400, 380, 380, 300, 5])
+    x = np.maximum.reduce([rng.gamma(p, 1.0, size=100_000) for p in pos])
+    ps, cs = np.unique(pos, return_counts=True)
+    assert_within_se(expected_max_gamma_wide(ps, cs, GL_X, GL_W), x.mean(),
+                  x.std(ddof=1) / np.sqrt(x.size), what="Monte Carlo")
+
+
+def test_log_cdf_product_against_scipy():
+    # (sum_i c_i log P(Gamma(p_i) <= x), sum_i c_i P(Gamma(p_i) > x)) over the first nd shapes
+    from scipy.special import gammainc, gammaincc
+
+    ps = np.array([1, 3, 7, 12, 0], dtype=np.int64)  # the last entry is beyond nd
+    cs = np.array([2, 1, 3, 1, 5], dtype=np.int64)
+    for x in (2.0, 9.5, 35.0, 80.0):
+        logp, tail = log_cdf_product(ps, cs, 4, x)
+        assert logp == pytest.approx(float(np.dot(cs[:4], np.log(gammainc(ps[:4], x)))),
+                                     rel=1e-9, abs=1e-14)
+        assert tail == pytest.approx(float(np.dot(cs[:4], gammaincc(ps[:4], x))), rel=1e-9,
+                                     abs=1e-14)
+    assert log_cdf_product(ps, cs, 4, 0.0) == (-np.inf, 7.0)

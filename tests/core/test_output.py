@@ -11,7 +11,6 @@ from sim.core.output import batch_means, contiguous_batches, mser, mser5
 from tests.helpers import ALPHA, Z
 
 
-
 def test_step_transient_is_cut_and_its_bias_removed():
     # the first 200 of 1000 points are shifted by 3 sigma (6.7 sigma of a 5-point batch mean):
     # MSER-5 must drop all of them, and the kept mean must be unbiased within 4 SE

@@ -13,12 +13,11 @@ import pytest
 from scipy import stats as sps
 
 from sim.core import buckets
-from sim.dispatch import _agent_kernel as K
 from sim.core.results import RESULT_KEYS
-from sim.dispatch.agent import _fixed_point_tail, run_task, simulate
-from sim.dispatch.meanfield import pod_mean_response
+from sim.dispatch import _agent_kernel as K
+from sim.dispatch.agent import run_task, simulate
+from sim.dispatch.meanfield.pod import initial_tail, pod_mean_response
 from tests.helpers import ALPHA, Z, assert_within_se
-
 
 
 def new_state(seed):
@@ -144,7 +143,7 @@ def test_pod_large_n_matches_mean_field():
     # engine measures T_N - T_inf = c / N with c = 3.3 at N = 20 and c = 3.1 at N = 100, so the
     # allowance 5 / N (= 5e-4 at N = 1e4) bounds the bias; it is a tenth of the 4-SE band here.
     n, lam, d = 10_000, 0.9, 2
-    s = _fixed_point_tail(lam, "pod", d)
+    s = initial_tail(lam, "pod", d)
     r = simulate(n, lam, "pod", d=d, events=100_000_000, seed=12)
     assert_within_se(r.mean_response, s.sum() / lam, r.mean_response_se, allowance=5 / n,
                   what="pod mean_response")
@@ -186,7 +185,7 @@ def test_jsq_moderate_n_close_to_one_from_above():
     n, lam = 50, 0.8
     r = simulate(n, lam, "jsq", events=20_000_000, seed=14)
     lower = erlang_c_response(n, n * lam)
-    upper = _fixed_point_tail(lam, "pod", 2).sum() / lam
+    upper = initial_tail(lam, "pod", 2).sum() / lam
     assert 1.0 <= lower < 1.01
     assert r.mean_response >= lower - Z * r.mean_response_se
     assert r.mean_response <= upper - Z * r.mean_response_se

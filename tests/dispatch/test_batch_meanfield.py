@@ -2,14 +2,15 @@
 import numpy as np
 import pytest
 
-from sim.dispatch import batch_meanfield as bm
-from sim.dispatch.meanfield import pod_fixed_point_tail, pod_mean_response
+from sim.dispatch.meanfield import batch_filling as bm
+from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
+from sim.dispatch.meanfield.pod import pod_mean_response
 
 
 @pytest.mark.parametrize("lam,d", [(0.7, 2), (0.9, 2), (0.9, 3)])
 def test_k1_is_power_of_d(lam, d):
     s = bm.fixed_point(lam, 1, d)
-    assert np.max(np.abs(s - pod_fixed_point_tail(lam, d, s.size))) < 1e-8
+    assert np.max(np.abs(s - pod_fixed_point(lam, d, s.size))) < 1e-8
     out = bm.run_task({"lam": lam, "k": 1, "d": d})
     assert out["mean_response"] == pytest.approx(pod_mean_response(lam, d), abs=1e-8)
     assert out["prob_wait"] == pytest.approx(lam**d, abs=1e-8)

@@ -1,4 +1,4 @@
-"""The buffered mean field (sim/dispatch/buffer_meanfield.py) against closed forms, its own ODE,
+"""The buffered mean field (sim/dispatch/meanfield/buffer.py) against closed forms, its own ODE,
 the unbuffered limit and the occupancy simulator."""
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import sim
-from sim.dispatch.buffer_meanfield import buffer_tail, buffer_values
-from sim.dispatch.meanfield import pod_fixed_point_tail, pod_mean_response
+from sim.dispatch.meanfield.buffer import buffer_values
+from sim.dispatch.meanfield.buffer import fixed_point as buffer_fixed_point
+from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
+from sim.dispatch.meanfield.pod import pod_mean_response
 
 
 @pytest.mark.parametrize("lam,b", [(0.7, 5), (1.5, 3), (1.0, 4), (0.2, 1)])
@@ -34,12 +36,12 @@ def _ode_fixed_point(lam, d, b):
 @pytest.mark.parametrize("lam,d,b", [(0.9, 2, 3), (1.3, 2, 4), (0.5, 3, 1), (0.95, 3, 8)])
 def test_fixed_point_is_the_odes(lam, d, b):
     """The root of the flow balance equals the truncated supermarket ODE's state at a long time."""
-    np.testing.assert_allclose(buffer_tail("pod", lam, d, b), _ode_fixed_point(lam, d, b), atol=1e-9)
+    np.testing.assert_allclose(buffer_fixed_point("pod", lam, d, b), _ode_fixed_point(lam, d, b), atol=1e-9)
 
 
 def test_large_buffer_is_the_unbuffered_limit():
     v = buffer_values("pod", 0.9, 2, 40)
-    np.testing.assert_allclose(v["tail"][:10], pod_fixed_point_tail(0.9, 2, 10), atol=1e-13)
+    np.testing.assert_allclose(v["tail"][:10], pod_fixed_point(0.9, 2, 10), atol=1e-13)
     assert v["mean_response"] == pytest.approx(pod_mean_response(0.9, 2), rel=1e-12)
     assert v["drop_prob"] < 1e-300
 

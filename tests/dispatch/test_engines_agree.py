@@ -9,7 +9,8 @@ compared with the relaxation time) and asserts |difference| <= 4 combined standa
 import numpy as np
 import pytest
 
-from sim.dispatch import batch_meanfield, occupancy, parallel
+from sim.dispatch import agent_jobs, occupancy
+from sim.dispatch.meanfield import batch_filling
 from tests.helpers import assert_engines_agree
 
 REPS = 8
@@ -43,14 +44,14 @@ def assert_agree(a, b, key):
 ])
 def test_agent_and_occupancy_agree(policy, k, n, lam):
     d = 2
-    a = reps(parallel, n, lam, policy, k, d)
+    a = reps(agent_jobs, n, lam, policy, k, d)
     o = reps(occupancy, n, lam, policy, k, d)
     for key in ("queueing_ratio", "mean_queue", "prob_wait", "mean_wait"):
         assert_agree(a, o, key)
 
 
 def test_agent_and_occupancy_agree_with_a_buffer():
-    a = reps(parallel, 400, 0.95, "batch_filling", 4, 2, b=3)
+    a = reps(agent_jobs, 400, 0.95, "batch_filling", 4, 2, b=3)
     o = reps(occupancy, 400, 0.95, "batch_filling", 4, 2, b=3)
     for key in ("drop_prob", "queueing_ratio", "mean_queue"):
         assert_agree(a, o, key)
@@ -62,7 +63,7 @@ def test_agent_and_occupancy_agree_with_a_buffer():
 def test_occupancy_at_large_n_meets_the_batch_filling_mean_field(k, d, lam):
     # sampling k*d of N = 10^5 without replacement vs i.i.d. in the limit: an O(kd/N) bias,
     # far below the standard errors here
-    mf = batch_meanfield.run_task({"lam": lam, "k": k, "d": d})
+    mf = batch_filling.run_task({"lam": lam, "k": k, "d": d})
     o = reps(occupancy, 100_000, lam, "batch_filling", k, d, events=3_000_000)
     for key, se_mf in (("queueing_ratio", mf["queueing_ratio_se"]), ("mean_queue", 0.0),
                        ("prob_wait", 0.0), ("mean_wait", 0.0)):

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.dispatch import meanfield as mf
+from sim.dispatch.meanfield import pod as mf
 
 LAMS = (0.5, 0.9, 0.95)
 DS = (1, 2, 3)
@@ -28,7 +28,7 @@ def test_ode_converges_to_closed_form(lam, d):
         sol = mf.solve_pod_ode(lam, d, t_end=1e5, s0=s0)
         assert sol.success, sol.message
         assert sol.tail.shape == (len(sol.t), sol.levels)
-        closed = mf.pod_fixed_point_tail(lam, d, sol.levels)
+        closed = mf.fixed_point(lam, d, sol.levels)
         err = np.max(np.abs(sol.tail[-1] - closed))
         assert err < AGREE, f"{name}: max |ode - closed form| = {err:.3g}"
         if s0 is None:
@@ -42,7 +42,7 @@ def test_ode_converges_to_closed_form(lam, d):
 def test_numeric_fixed_point_matches_closed_form(lam, d):
     fp = mf.pod_fixed_point_numeric(lam, d)
     assert fp.max_residual < 1e-13
-    closed = mf.pod_fixed_point_tail(lam, d, fp.levels)
+    closed = mf.fixed_point(lam, d, fp.levels)
     assert np.max(np.abs(fp.tail - closed)) < AGREE
 
 
@@ -71,20 +71,20 @@ def test_rhs_and_jacobian_on_hand_built_state():
 @pytest.mark.parametrize("lam", (0.3, 0.9, 0.99))
 def test_truncation_level(lam, d):
     L = mf.truncation_level(lam, d)
-    tail = mf.pod_fixed_point_tail(lam, d, L + 1)
+    tail = mf.fixed_point(lam, d, L + 1)
     assert tail[L] <= 1e-16  # s_{L+1}: the first neglected level
     assert L == 1 or tail[L - 1] > 1e-16  # and L is the smallest such level
 
 
 def test_closed_form_values_and_overflow_safety():
-    np.testing.assert_allclose(mf.pod_fixed_point_tail(0.9, 1, 4), 0.9 ** np.arange(1, 5), rtol=1e-14)
+    np.testing.assert_allclose(mf.fixed_point(0.9, 1, 4), 0.9 ** np.arange(1, 5), rtol=1e-14)
     np.testing.assert_allclose(
-        mf.pod_fixed_point_tail(0.9, 2, 4), [0.9, 0.9**3, 0.9**7, 0.9**15], rtol=1e-14
+        mf.fixed_point(0.9, 2, 4), [0.9, 0.9**3, 0.9**7, 0.9**15], rtol=1e-14
     )
     for d in (2, 3, 10, 1000):
-        t = mf.pod_fixed_point_tail(0.99, d, 5000)  # d**5000 would overflow any float
+        t = mf.fixed_point(0.99, d, 5000)  # d**5000 would overflow any float
         assert np.all(np.isfinite(t)) and t[-1] == 0.0 and np.all(np.diff(t) <= 0)
-    assert np.all(mf.pod_fixed_point_tail(0.0, 2, 5) == 0.0)
+    assert np.all(mf.fixed_point(0.0, 2, 5) == 0.0)
 
 
 def test_known_mean_responses():
@@ -103,9 +103,9 @@ def test_bad_inputs_refused():
     with pytest.raises(ValueError, match="lam"):
         mf.pod_mean_response(1.0, 2)
     with pytest.raises(ValueError, match="d="):
-        mf.pod_fixed_point_tail(0.5, 0, 3)
+        mf.fixed_point(0.5, 0, 3)
     with pytest.raises(ValueError, match="max_level"):
-        mf.pod_fixed_point_tail(0.5, 2, 0)
+        mf.fixed_point(0.5, 2, 0)
     with pytest.raises(ValueError, match="non-increasing"):
         mf.solve_pod_ode(0.5, 2, 1.0, s0=[0.1, 0.5])
 

@@ -1,5 +1,5 @@
 """Mean-field rows with the response columns (docs/responses.md), and the mean-field laws of
-pod_per_task and batch_sampling (sim/dispatch/task_meanfield.py)."""
+pod_per_task and batch_sampling (sim/dispatch/meanfield/tasks.py)."""
 from __future__ import annotations
 
 import math
@@ -10,14 +10,10 @@ from scipy.special import gammainc
 
 import sim
 from sim.core.jobdelay import GL_W, GL_X, expected_max_gamma
-from sim.core.responses import (
-    QUANTILE_NAMES,
-    QUANTILES,
-    RESPONSE_COLUMNS,
-    RESPONSE_GRID,
-)
-from sim.dispatch import task_meanfield as tm
-from sim.dispatch.meanfield import pod_fixed_point_tail, pod_response_mixture
+from sim.core.responses import QUANTILE_NAMES, QUANTILES, RESPONSE_COLUMNS, RESPONSE_GRID
+from sim.dispatch.meanfield import tasks as tm
+from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
+from sim.dispatch.meanfield.pod import response_law as pod_response_law
 from tests.helpers import assert_within_se
 
 MF_TASKS = [
@@ -73,14 +69,14 @@ def test_mm1_meanfield_row_is_exponential():
     row = _run({"policy": "random", "lam": lam}, responses=True)
     for name, q in zip(QUANTILE_NAMES, QUANTILES):
         assert row[f"response_{name}"] == pytest.approx(-math.log(1 - q) / (1 - lam), rel=1e-9)
-    # (the mixture drops positions of total mass below 1e-17: pod_response_mixture)
+    # (the mixture drops positions of total mass below 1e-17: sim.dispatch.meanfield.pod.response_law)
     np.testing.assert_allclose(row["response_ccdf"], np.exp(-(1 - lam) * RESPONSE_GRID),
                                rtol=1e-9, atol=1e-16)
 
 
 def test_pod_row_quantiles_are_the_mixture_quantiles():
     row = _run({"policy": "pod", "lam": 0.9, "d": 2}, responses=True)
-    mix = pod_response_mixture(0.9, 2)
+    mix = pod_response_law("pod", 0.9, 2)
     for name, q in zip(QUANTILE_NAMES, QUANTILES):
         assert row[f"response_{name}"] == pytest.approx(mix.quantile(q), rel=1e-9)
     np.testing.assert_allclose(row["response_ccdf"], mix.ccdf(RESPONSE_GRID), rtol=1e-12)
@@ -93,7 +89,7 @@ def test_pod_row_quantiles_are_the_mixture_quantiles():
 def test_pod_per_task_is_the_max_of_k_pod_kd_tasks():
     lam, k, d = 0.8, 3, 1
     law = tm.ppt_response_law(lam, k, d)
-    base = pod_response_mixture(lam, k * d)
+    base = pod_response_law("pod", lam, k * d)
     t = np.array([0.3, 1.0, 3.0, 8.0, 20.0])
     np.testing.assert_allclose(1 - law.ccdf(t), (1 - base.ccdf(t)) ** k, rtol=1e-12)
     # E[max] by the quadrature of the law against the exact sum over the multinomial
@@ -116,7 +112,7 @@ def test_pod_per_task_is_the_max_of_k_pod_kd_tasks():
 
 def test_pod_per_task_row_and_k1():
     row = _run({"policy": "pod_per_task", "lam": 0.9, "d": 2, "k": 4}, responses=True)
-    np.testing.assert_allclose(row["tail"], pod_fixed_point_tail(0.9, 8, 64), rtol=1e-12)
+    np.testing.assert_allclose(row["tail"], pod_fixed_point(0.9, 8, 64), rtol=1e-12)
     assert row["prob_wait"] == pytest.approx(1 - (1 - 0.9**8) ** 4)
     pod = _run({"policy": "pod", "lam": 0.9, "d": 2}, responses=True)
     one = _run({"policy": "pod_per_task", "lam": 0.9, "d": 2, "k": 1}, responses=True)
@@ -150,7 +146,7 @@ def test_batch_sampling_summed_program_equals_enumerated_signatures(k, d, lam):
 
 def test_batch_sampling_special_cases():
     # k = 1: power-of-d
-    pod = pod_response_mixture(0.9, 2)
+    pod = pod_response_law("pod", 0.9, 2)
     one = tm.bs_response_mixture(0.9, 1, 2)
     t = np.array([0.5, 3.0, 10.0, 25.0])
     np.testing.assert_allclose(one.ccdf(t), pod.ccdf(t), rtol=1e-10)
@@ -199,4 +195,4 @@ def test_registry_pairs_the_new_meanfield_rows():
 
     for policy in ("pod_per_task", "batch_sampling"):
         e = entry("meanfield", policy)
-        assert e.required == ("d", "k") and e.runner.endswith("task_meanfield:run_task")
+        assert e.required == ("d", "k") and e.runner == "sim.dispatch.meanfield:run_task"

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from sim.dispatch import _occupancy_kernel as K
 from sim.core.jobdelay import GL_W, GL_X, expected_job_delay
-from sim.dispatch.meanfield import pod_fixed_point_tail, pod_mean_response
 from sim.core.results import RESULT_KEYS
+from sim.dispatch import _occupancy_kernel as K
+from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
+from sim.dispatch.meanfield.pod import pod_mean_response
 from sim.dispatch.occupancy import meanfield_tail, run_task, simulate
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
 
@@ -255,7 +256,7 @@ def test_pod_large_n_matches_mean_field():
     # Finite-N bias is O(1/N) (about 3/N for the agent engine at lam = 0.9, d = 2): allowance 5/N
     n, lam, d = 10**4, 0.9, 2
     r = simulate(n, lam, "pod", d=d, events=100_000_000, seed=25)
-    s = pod_fixed_point_tail(lam, d, 6)
+    s = pod_fixed_point(lam, d, 6)
     assert_within_se(r.mean_response, pod_mean_response(lam, d), r.mean_response_se,
                   allowance=5 / n, what="pod mean_response")
     for i in range(1, 5):
@@ -361,10 +362,10 @@ def test_meanfield_tail_reduces_to_known_fixed_points():
         assert np.all(exact[ours.size:] < 1e-12)
 
     lam, d = 0.85, 3
-    pod = pod_fixed_point_tail(lam, d, 8)
+    pod = pod_fixed_point(lam, d, 8)
     for policy in ("pod", "batch_filling", "batch_sampling", "pod_per_task"):
         same(meanfield_tail(policy, lam, 1, d), pod)
-    same(meanfield_tail("pod_per_task", lam, 4, 2), pod_fixed_point_tail(lam, 8, 8))
+    same(meanfield_tail("pod_per_task", lam, 4, 2), pod_fixed_point(lam, 8, 8))
     assert np.allclose(meanfield_tail("random", lam, 5)[:10], lam ** np.arange(1, 11))
     assert list(meanfield_tail("jsq", lam, 7)) == [lam]
     for policy in ("batch_filling", "batch_sampling"):

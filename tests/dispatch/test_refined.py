@@ -20,6 +20,7 @@ from scipy import sparse
 from scipy.sparse.linalg import LinearOperator, gmres
 
 import sim
+from sim.core.refined import refined_expansion
 from sim.dispatch import refined as rf
 from tests.helpers import assert_within_se
 
@@ -113,7 +114,7 @@ def test_coefficient_against_finite_differences(lam, d):
           - rf.pod_drift(x, lam, d, n=-1 / eps, replacement=False)) / (2 * eps)
     assert np.max(np.abs(f1 - rf.pod_drift_1n(x, lam, d, False))) < 1e-7
     q = _noise_from_transitions(x, lam, d)
-    v_fd, _ = rf.refined_expansion(x, a, lambda w: _fd_hessian_contract(f, x, w), q, f1)
+    v_fd, _ = refined_expansion(x, a, lambda w: _fd_hessian_contract(f, x, w), q, f1)
     # steps h = 1e-6 (Jacobian), 1e-4 (Hessian), eps = 1e-5 (f1): measured, halving or doubling
     # all three keeps V within 5e-7 relative of the analytic V at these three points; 1e-5
     # leaves room and still rejects a wrong term (dropping f1 moves V by about 30%)

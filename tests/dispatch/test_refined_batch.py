@@ -1,7 +1,7 @@
 """The refined mean field of batch-filling at fixed k, d (sim/dispatch/refined_batch.py).
 
 Checks: k = 1 is pod (sim/dispatch/refined.py, analytic derivatives: an independent code path);
-the enumerated drift is sim.dispatch.batch_meanfield's dynamic program; f1 against a difference
+the enumerated drift is sim.dispatch.meanfield.batch_filling's dynamic program; f1 against a difference
 in eps = 1/N of the exact hypergeometric drift; the finite-difference derivatives against other
 steps; the N = infinity limits of the per-job quantities against the mean-field row; long
 occupancy simulations.
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import sim
-from sim.dispatch import batch_meanfield as bmf
+from sim.core.refined import refined_expansion
 from sim.dispatch import refined as rf
 from sim.dispatch import refined_batch as rb
-from sim.dispatch.refined import refined_expansion
+from sim.dispatch.meanfield import batch_filling as bmf
 from tests.helpers import assert_within_se
 
 
@@ -35,7 +35,7 @@ def test_drift_derivatives_and_f1(lam, k, d):
     e = rb.batch_refined(lam, k, d, check_truncation=False)
     x, L = e.x, e.levels
     hist = rb.histograms(k, d, L)
-    # the enumeration is the dynamic program of batch_meanfield (another code), at x* and off it
+    # the enumeration is the dynamic program of meanfield.batch_filling (another code), at x* and off it
     rng = np.random.default_rng(5)
     for y in (x, np.clip(x * (1 + 0.05 * rng.normal(size=L)), 0, 1)):
         y = np.minimum.accumulate(y)
@@ -45,7 +45,7 @@ def test_drift_derivatives_and_f1(lam, k, d):
     f1 = (rb.drift_exact(x, lam, k, d, 1 / eps, hist) - rb.drift_exact(x, lam, k, d, -1 / eps, hist)) / (2 * eps)
     assert np.max(np.abs(f1 - e.f1)) < 1e-7
     # the FD derivatives with other steps (Jacobian 1e-5, Hessian 5e-4 without Richardson);
-    # batch_meanfield.drift clips s to [0, 1], so its differences are used only where x* > 1e-3
+    # batch_filling.drift clips s to [0, 1], so its differences are used only where x* > 1e-3
     def f(y):
         return rb.drift(y, lam, k, d, hist)
 

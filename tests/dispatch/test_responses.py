@@ -1,5 +1,5 @@
 """Response-time distributions (sim/core/responses.py, docs/responses.md): the mixture maths,
-the recording in the agent (sim.dispatch.agent for single-task jobs, sim.dispatch.parallel) and
+the recording in the agent (sim.dispatch.agent for single-task jobs, sim.dispatch.agent_jobs) and
 occupancy engines, and the mean field.
 
 Statistical checks use ``assert_within_se`` (4 estimated SEs). No finite-N allowance is needed
@@ -16,7 +16,7 @@ from scipy import stats
 
 import sim
 from sim.core import responses as R
-from sim.dispatch import agent, occupancy, parallel
+from sim.dispatch import agent, agent_jobs, occupancy
 from tests.helpers import assert_engines_agree, assert_within_se
 
 Q = np.array(R.QUANTILES)
@@ -79,7 +79,7 @@ def test_mm1_response_is_exponential(engine):
     if engine == "single":
         r = agent.simulate(50, lam, "pod", d=1, events=400_000, seed=3, responses=True)
     else:
-        f = occupancy.simulate if engine == "occupancy" else parallel.simulate
+        f = occupancy.simulate if engine == "occupancy" else agent_jobs.simulate
         r = f(50, lam, "random", k=1, events=400_000, seed=3, responses=True)
     d = r.responses
     truth = -np.log(1 - Q) / (1 - lam)
@@ -103,7 +103,7 @@ def test_mean_of_distribution_is_the_measured_mean(policy, k):
     # expectation given the positions, so Var(measured - mixture) <= Var(measured): the
     # measured mean's SE bounds the SE of the difference
     pol = "batch_filling"  # pod is batch-filling with k = 1 in this engine
-    a = parallel.simulate(100, 0.9, pol, k=k, d=2, events=600_000, seed=5, responses=True)
+    a = agent_jobs.simulate(100, 0.9, pol, k=k, d=2, events=600_000, seed=5, responses=True)
     assert a.responses.n_jobs == a.n_jobs
     assert_within_se(a.responses.mixture.mean(), a.mean_response, a.mean_response_se,
                      f"agent {policy}: mean of the distribution vs measured mean")
@@ -117,7 +117,7 @@ def test_mean_of_distribution_is_the_measured_mean(policy, k):
 @pytest.mark.parametrize("policy,k", [("pod", 1), ("batch_filling", 4)])
 def test_agent_and_occupancy_agree(policy, k):
     o = occupancy.simulate(50, 0.85, policy, k=k, d=2, events=600_000, seed=11, responses=True)
-    a = parallel.simulate(50, 0.85, "batch_filling", k=k, d=2, events=1_000_000, seed=12,
+    a = agent_jobs.simulate(50, 0.85, "batch_filling", k=k, d=2, events=1_000_000, seed=12,
                           responses=True)
     for name, x, sx, y, sy in zip(R.QUANTILE_NAMES, a.responses.quantiles,
                                   a.responses.quantiles_se, o.responses.quantiles,
@@ -207,7 +207,7 @@ def test_single_task_kernel_deep_positions_go_to_the_grid():
 def test_recording_changes_no_other_estimate(engine, policy, lam):
     # random at lam = 0.9 grows the agent engine's rings mid-commit (queues beyond 12 tasks)
     # and puts jobs on the grid-only path (positions beyond 32)
-    f = occupancy.simulate if engine == "occupancy" else parallel.simulate
+    f = occupancy.simulate if engine == "occupancy" else agent_jobs.simulate
     off = f(40, lam, policy, k=3, d=2, events=100_000, seed=2)
     on = f(40, lam, policy, k=3, d=2, events=100_000, seed=2, responses=True)
     assert off.responses is None and on.responses is not None
@@ -277,27 +277,27 @@ def test_plan_passes_run_responses_to_the_simulations_and_the_mean_field():
 # mean field
 # ---------------------------------------------------------------------------------------------
 def test_meanfield_pod_and_random():
-    from sim.dispatch.meanfield import pod_mean_response, pod_response_mixture, response_mixture
+    from sim.dispatch.meanfield.pod import pod_mean_response, response_law
 
-    m = response_mixture("random", 0.6)
+    m = response_law("random", 0.6)
     for q, est in zip(R.QUANTILES, [m.quantile(q) for q in R.QUANTILES]):
         assert est == pytest.approx(-math.log(1 - q) / 0.4, rel=1e-9)
-    pod = pod_response_mixture(0.9, 3)
+    pod = response_law("pod", 0.9, 3)
     assert pod.total == pytest.approx(1.0, abs=1e-15)
     assert pod.mean() == pytest.approx(pod_mean_response(0.9, 3), rel=1e-12)
-    assert response_mixture("jsq", 0.9).quantile(0.5) == pytest.approx(math.log(2), rel=1e-9)
+    assert response_law("jsq", 0.9).quantile(0.5) == pytest.approx(math.log(2), rel=1e-9)
 
 
 def test_meanfield_batch_filling_law():
-    from sim.dispatch import batch_meanfield as bm
-    from sim.dispatch.meanfield import pod_response_mixture
+    from sim.dispatch.meanfield import batch_filling as bm
+    from sim.dispatch.meanfield.pod import response_law as pod_response_law
 
-    one = bm.response_mixture(0.8, 1, 2)  # k = 1: power-of-2
-    ref = pod_response_mixture(0.8, 2)
+    one = bm.response_law(0.8, 1, 2)  # k = 1: power-of-2
+    ref = pod_response_law("pod", 0.8, 2)
     for q in R.QUANTILES:
         assert one.quantile(q) == pytest.approx(ref.quantile(q), rel=1e-8)
     s = bm.fixed_point(0.7, 3, 2)
-    mix = bm.response_mixture(0.7, 3, 2, s)
+    mix = bm.response_law(0.7, 3, 2, s)
     assert mix.total == pytest.approx(1.0, abs=1e-12)
     mc, mc_se = bm.mean_job_delay(s, 3, 2, n_jobs=20_000, seed=3)  # water-filling by sampling
     assert_within_se(mix.mean(), mc, mc_se, "exact mean-field E[T] vs Monte Carlo")
@@ -362,9 +362,9 @@ def test_jiq_occupancy_records_positions():
 
 @pytest.mark.parametrize("policy,d", [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2)])
 def test_jiq_meanfield_law(policy, d):
-    from sim.jiq.meanfield import fixed_point, response_mixture
+    from sim.jiq.meanfield import fixed_point, response_law
 
-    mix = response_mixture(policy, 0.9, 10.0, d)
+    mix = response_law(policy, 0.9, 10.0, d)
     fp = fixed_point(policy, 0.9, 10.0, d)
     assert mix.total == pytest.approx(1.0, abs=1e-14)
     assert mix.mean() == pytest.approx(fp.mean_response, rel=1e-10)

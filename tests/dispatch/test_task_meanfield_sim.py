@@ -1,4 +1,4 @@
-"""The mean-field limits of pod_per_task and batch_sampling (sim/dispatch/task_meanfield.py)
+"""The mean-field limits of pod_per_task and batch_sampling (sim/dispatch/meanfield/tasks.py)
 against one long occupancy run at N = 10^4.
 
 Allowances: the finite-N gap (simulation - mean field) measured at N = 10^4 by 8 runs of 10^7

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import sim
-from sim.dispatch.meanfield import pod_fixed_point_tail
-from sim.dispatch.trajectory import ode_tail, simulate, time_grid
+from sim.core.trajectory import time_grid
+from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
+from sim.dispatch.trajectory import ode_tail, simulate
 from tests.helpers import assert_within_se
 
 #: ODE accuracy, measured: solve_pod_ode at rtol 1e-10 (the engine's) and at rtol 1e-12 differ
@@ -40,7 +41,7 @@ def test_ode_settles_to_the_fixed_point():
     """From empty, power-of-2 at lam = 0.9 relaxes on a scale of about 13: by t = 300 the ODE
     is at the closed-form fixed point lam^(2^i - 1) (measured gap 4e-11)."""
     ode = ode_tail(0.9, 2, 300.0, 3)
-    np.testing.assert_allclose(ode[-1], pod_fixed_point_tail(0.9, 2, 8), rtol=0, atol=1e-8)
+    np.testing.assert_allclose(ode[-1], pod_fixed_point(0.9, 2, 8), rtol=0, atol=1e-8)
 
 
 def test_sup_distance_shrinks_with_n():
@@ -93,10 +94,11 @@ def test_bad_input_is_refused_naming_it(bad, word):
 
 
 def test_plan_passes_the_grid():
+    from omegaconf import OmegaConf
+
     from pipeline.config import RunConfig
     from pipeline.errors import ConfigError
     from pipeline.plan import make_plan
-    from omegaconf import OmegaConf
     from tests.helpers import compose
 
     assert RunConfig().grid == 200
@@ -149,7 +151,7 @@ def test_batch_filling_k1_is_pod():
 
 def test_batch_filling_mean_path_matches_its_ode():
     """k = d = 2 at lam = 0.9: the mean of 30 paths of N = 2000 against the batch-filling ODE
-    of sim.dispatch.batch_meanfield from empty, within 4 SE plus the measured finite-N gap."""
+    of sim.dispatch.meanfield.batch_filling from empty, within 4 SE plus the measured finite-N gap."""
     n, reps = 2000, 30
     res = [simulate(n, 0.9, 2, 10.0, grid=21, seed=4000 + s, policy="batch_filling", k=2)
            for s in range(reps)]
@@ -163,9 +165,9 @@ def test_batch_filling_mean_path_matches_its_ode():
 
 
 def test_batch_ode_settles_to_its_fixed_point():
-    """From empty the batch-filling ODE (k = d = 2, lam = 0.9) reaches batch_meanfield's
+    """From empty the batch-filling ODE (k = d = 2, lam = 0.9) reaches meanfield.batch_filling's
     fixed point: measured gap 1.6e-12 at t = 300."""
-    from sim.dispatch.batch_meanfield import fixed_point
+    from sim.dispatch.meanfield.batch_filling import fixed_point
     from sim.dispatch.trajectory import batch_ode_tail
 
     fp = fixed_point(0.9, 2, 2)
@@ -183,7 +185,7 @@ def test_batch_filling_sup_distance_shrinks_with_n():
 
 
 def test_batch_filling_meanfield_start_is_its_fixed_point_rounded():
-    from sim.dispatch.batch_meanfield import fixed_point
+    from sim.dispatch.meanfield.batch_filling import fixed_point
 
     r = simulate(1000, 0.9, 2, 2.0, grid=5, seed=1, init="meanfield", policy="batch_filling", k=2)
     np.testing.assert_array_equal(r.tail[0], r.ode[0])

@@ -2,7 +2,7 @@
 import numpy as np
 import polars as pl
 
-from analysis.zero_queueing import NOT_VANISHING, VANISHING, analyze_zero_queueing
+from analysis.models.zero_queueing import NOT_VANISHING, VANISHING, analyze_zero_queueing
 
 NS = [100, 1000, 10_000, 100_000]
 

@@ -15,12 +15,10 @@ import tarfile
 import time
 
 import polars as pl
-
-from tests.helpers import REPO
 import pytest
 
-from tests.integration.conftest import (SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap,
-                                        serial_reference, start_driver, wait_for)
+from tests.helpers import REPO
+from tests.integration.conftest import SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap, serial_reference, start_driver, wait_for
 
 #: the sweep of the `ray job stop` test: its simulations (3e8 events, about 3 s each here) must
 #: outlast the stop's latency (the CLI starts in 2-3 s); with SWEEP's 2e7 events a quiet machine

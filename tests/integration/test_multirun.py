@@ -8,10 +8,9 @@ import sys
 import polars as pl
 from mlflow.tracking import MlflowClient
 
+from pipeline.multirun import MULTIRUN_TAG, job_overrides
 from tests.helpers import REPO
 from tests.integration.conftest import driver_env
-
-from pipeline.multirun import MULTIRUN_TAG, job_overrides
 
 
 def _multirun(tmp_path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -16,8 +16,7 @@ import polars as pl
 
 from pipeline.run import PARTIAL_MARKER
 from tests.helpers import REPO
-from tests.integration.conftest import (SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap,
-                                        start_driver, wait_for)
+from tests.integration.conftest import SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap, start_driver, wait_for
 
 
 def mlflow_status(db, run_id: str) -> str:

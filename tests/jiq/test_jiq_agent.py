@@ -19,10 +19,9 @@ from scipy import stats as sps
 from sim.core.results import RESULT_KEYS
 from sim.jiq import _agent_kernel as K
 from sim.jiq import check_task
+from sim.jiq import meanfield as mf
 from sim.jiq.agent import EXTRA_KEYS, _simulate, run_task, simulate
 from tests.helpers import ALPHA, assert_engines_agree, assert_within_se
-
-from sim.jiq import meanfield as mf
 
 
 def new_state(seed):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import sim
-from sim.jiq.meanfield import response_mixture
+from sim.jiq.meanfield import response_law
 from tests.helpers import assert_within_se
 
 JIQ = {"policy": "jiq", "lam": 0.9, "r": 10.0}
@@ -23,7 +23,7 @@ def test_meanfield_row_quantiles_are_the_law(policy, d):
     if d is not None:
         task["d"] = d
     row = sim.run({**task, "responses": True})
-    law = response_mixture(policy, 0.9, 10.0, 1 if d is None else d)
+    law = response_law(policy, 0.9, 10.0, 1 if d is None else d)
     for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
         assert row[f"response_{name}"] == pytest.approx(law.quantile(q), rel=1e-9)
         assert row[f"response_{name}_se"] is None

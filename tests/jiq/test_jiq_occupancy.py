@@ -19,7 +19,6 @@ from sim.jiq.occupancy import EXTRA_KEYS, run_task, simulate
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
 
 
-
 def new_state(seed):
     return np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
 

@@ -19,7 +19,7 @@ from scipy import sparse
 from scipy.sparse.linalg import LinearOperator, gmres, spilu
 
 import sim
-from sim.dispatch.refined import refined_expansion
+from sim.core.refined import refined_expansion
 from sim.jiq import meanfield as mf
 from sim.jiq import refined as jr
 from tests.helpers import assert_within_se

@@ -26,7 +26,6 @@ from pipeline.__main__ import run_cli
 from pipeline.config import compose
 from pipeline.errors import ConfigError
 from pipeline.run import EXIT_CONFIG, run_sweep
-
 from tests.helpers import REPO
 
 CORPUS = Path(__file__).with_name("bad_input_corpus.txt")

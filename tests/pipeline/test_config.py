@@ -6,7 +6,6 @@ import pytest
 from pipeline.errors import ConfigError
 from pipeline.plan import make_plan, seed_for
 from pipeline.run import run_sweep, to_plain
-
 from tests.helpers import compose, sweep_names
 
 
@@ -57,9 +56,9 @@ def test_seeds_are_keyed_not_ordered():
 
 
 def test_valid_lists_are_shown():
-    with pytest.raises(ConfigError, match="valid policies: random, jsq, pod"):
+    with pytest.raises(ConfigError, match="valid policies: central, random, jsq, pod"):
         plan_for(["policies=[nope]"])
-    with pytest.raises(ConfigError, match="valid engines: agent, meanfield"):
+    with pytest.raises(ConfigError, match="valid engines: agent, occupancy, meanfield"):
         plan_for(["engines=[nope]"])
 
 

@@ -14,7 +14,6 @@ from pipeline.execute import estimated_seconds, group_tasks
 from pipeline.reproduce import reproduce
 from pipeline.run import run_sweep, to_plain
 from pipeline.store import FIXED_SCHEMA, read_results, schema_for, write_row
-
 from tests.helpers import REPO, compose
 
 
@@ -121,7 +120,7 @@ def test_reproduce_refuses_unsafe_archives(tmp_path, name, kind, needle):
 
 
 def test_grouping_follows_the_cpus_and_balances_cost():
-    tasks = [{"engine": "agent", "events": 2_000_000, "i": i} for i in range(25)] + \
+    tasks = [{"engine": "agent", "policy": "pod", "events": 2_000_000, "i": i} for i in range(25)] + \
         [{"engine": "meanfield", "i": 25 + i} for i in range(10)]
     for cpus in (1, 2, 8):
         groups = group_tasks(tasks, cpus=cpus, tasks_per_cpu=4, events_per_second=2e7)
@@ -131,7 +130,7 @@ def test_grouping_follows_the_cpus_and_balances_cost():
         assert costs == sorted(costs, reverse=True)  # the most expensive first
         assert max(costs) <= 2 * sum(costs) / len(groups) + 0.1  # no group far above the mean
     # tiny sweeps spread over the CPUs too (one task per Ray task)
-    tiny = [{"engine": "agent", "events": 1000}] * 6
+    tiny = [{"engine": "agent", "policy": "pod", "events": 1000}] * 6
     assert [len(g) for g in group_tasks(tiny, cpus=4, tasks_per_cpu=4, events_per_second=5e7)] == [1] * 6
     assert group_tasks([], cpus=2, tasks_per_cpu=4, events_per_second=5e7) == []
 

@@ -335,7 +335,9 @@ def test_no_temporary_folder_is_left(archive, tmp_path, capsys, monkeypatch):
     tmpdir = tmp_path / "tmpd"
     tmpdir.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
-    left = lambda: sorted(p.name for p in tmpdir.glob("lbsweep-reproduce-*"))
+
+    def left():
+        return sorted(p.name for p in tmpdir.glob("lbsweep-reproduce-*"))
 
     assert run_main([archive, "--out", tmp_path / "ok", "--no-progress"], capsys)[0] == 0
     assert left() == []

@@ -9,7 +9,6 @@ from scipy.stats import t as student_t
 import sim
 from pipeline.plan import make_plan
 from pipeline.run import to_plain
-
 from tests.helpers import compose
 
 # (task, uniformized): a uniformized engine covers exactly events / rate; a jump chain (the
@@ -126,12 +125,13 @@ def test_headline_sweep_reaches_a_million_servers_by_time():
 def test_console_leads_with_the_models_own_verdicts_and_names_each_quantity(tmp_path, capsys):
     import polars as pl
 
-    from pipeline.run import model_verdicts, print_summary
+    from analysis.models.centralization import _verdict_lines
+    from pipeline.run import print_summary
 
-    extra = {"distance_arms": [{"engine": "occupancy", "lam": 0.9, "p": 0.05,
-                                "sup_verdict": "converges (rate N^-0.88)", "v1_verdict": "no significant gap"}],
-             "slopes": [{"engine": "occupancy", "p": 0.05, "verdict": "not enough loads: 1"}]}
-    lines = model_verdicts("centralization", extra)
+    lines = _verdict_lines([{"engine": "occupancy", "lam": 0.9, "p": 0.05,
+                             "sup_verdict": "converges (rate N^-0.88)", "v1_verdict": "no significant gap"}],
+                           [{"engine": "occupancy", "p": 0.05, "verdict": "not enough loads: 1"}])
+    extra = {"verdict_lines": lines}
     assert lines == [
         "central [occupancy] lam=0.9 p=0.05: sup distance of the simulated tails to the invariant "
         "state: converges (rate N^-0.88)",

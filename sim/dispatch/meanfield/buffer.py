@@ -38,7 +38,12 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-__all__ = ["buffer_tail", "buffer_values", "buffer_positions", "BUFFER_POLICIES"]
+from sim.core.responses import Mixture, exact_response_columns
+from sim.core.results import exact_row
+from sim.dispatch.meanfield._common import CI_METHOD
+from sim.dispatch.policies import messages_per_job
+
+__all__ = ["fixed_point", "buffer_values", "buffer_positions", "BUFFER_POLICIES", "run_task"]
 
 #: the single-task policies with a buffered mean field here
 BUFFER_POLICIES = ("random", "pod", "jsq")
@@ -66,7 +71,7 @@ def _pod_recursion(lam: float, d: int, b: int, x: float) -> np.ndarray:
     return s
 
 
-def buffer_tail(policy: str, lam: float, d: int | None, b: int) -> np.ndarray:
+def fixed_point(policy: str, lam: float, d: int | None, b: int) -> np.ndarray:
     """Fixed point ``s_1..s_b`` (levels above ``b`` are 0)."""
     lam, d, b = _check(policy, lam, d, b)
     if lam == 0.0:
@@ -88,7 +93,7 @@ def buffer_tail(policy: str, lam: float, d: int | None, b: int) -> np.ndarray:
 def buffer_positions(policy: str, lam: float, d: int | None, b: int) -> np.ndarray:
     """``w[p - 1]``: probability that an admitted task joins at position ``p = 1..b``."""
     lam, d, b = _check(policy, lam, d, b)
-    s = buffer_tail(policy, lam, d, b)
+    s = fixed_point(policy, lam, d, b)
     w = np.zeros(b)
     if policy == "jsq":
         w[b - 1 if lam > 1.0 else 0] = 1.0
@@ -101,7 +106,7 @@ def buffer_positions(policy: str, lam: float, d: int | None, b: int) -> np.ndarr
 def buffer_values(policy: str, lam: float, d: int | None, b: int, h: int = 1) -> dict:
     """The mean-field estimates of a buffered single-task system (the row's keys)."""
     lam, d, b = _check(policy, lam, d, b)
-    s = buffer_tail(policy, lam, d, b)
+    s = fixed_point(policy, lam, d, b)
     if policy == "jsq":
         drop = max(0.0, 1.0 - 1.0 / lam) if lam > 0 else 0.0
     else:
@@ -129,11 +134,6 @@ def run_task(task: dict) -> dict:
     of the other meanfield rows; with ``responses: true`` also the exact response columns of
     the admitted tasks' law). ``k > 1`` with a buffer is refused: a job is dropped when any
     of its tasks would exceed the buffer, which this limit does not model."""
-    from sim.core.responses import Mixture, exact_response_columns
-    from sim.core.results import exact_row
-    from sim.dispatch.meanfield import CI_METHOD
-    from sim.dispatch.policies import messages_per_job
-
     policy = task["policy"]
     if (task.get("k") or 1) != 1:
         raise ValueError(f"k={task['k']!r} with b={task['b']!r}: the buffered mean field has "
@@ -154,6 +154,7 @@ def run_task(task: dict) -> dict:
         queueing_ratio=v["mean_response"] - 1.0,  # H_1 = 1
         drop_prob=v["drop_prob"], frac_within_h=v["frac_within_h"],
         messages_per_job=messages_per_job(policy, n, 1, 1 if d is None else int(d)),
+        # (the old path of this module, kept: archived rows carry this text)
         ci_method=CI_METHOD + "; finite buffer b (flow-balance root, sim/dispatch/buffer_meanfield.py)",
     )
     if task.get("responses"):

@@ -1,10 +1,10 @@
-"""Compiled kernels of the parallel-job agent engine (private; the public API is
-:mod:`sim.dispatch.parallel`).
+"""Compiled kernels of the agent engine for k-task jobs (private; the public API is
+:mod:`sim.dispatch.agent_jobs`).
 
 Building blocks shared with :mod:`sim.dispatch._agent_kernel` are imported, not copied: the xoshiro256+
 step ``next_raw``, the bounded draw ``below``, the JSQ bucket moves and ``build_buckets``, and the
 window arithmetic. Everything here is ``@njit(cache=True)`` except the thin Python driver
-:func:`parallel_kernel`; policies are integer codes (:mod:`sim.dispatch.policies`) and no jitted
+:func:`agent_jobs_kernel`; policies are integer codes (:mod:`sim.dispatch.policies`) and no jitted
 function is ever passed as an argument.
 
 State
@@ -18,8 +18,8 @@ placement each touch one line (separate ``q``, ``head``, ring and stamp arrays c
 misses). Two more measures against latency: the event stream is drawn ``LOOKAHEAD`` events
 ahead (it does not depend on the state) so the records of upcoming service tokens, and the
 job-table lines of their head tasks, are prefetched; and samples are drawn in two passes
-(:func:`sample_rej`). Measured on batch-filling, N = 10**6, k = 16, d = 2, lam = 0.9, event
-loop alone: 2.7 million events/s with separate arrays -> about 11 million with the three.
+(:func:`sample_rej`). Measured effect of the three:
+docs/performance.md#parallel-job-agent-kernel-simdispatch_agent_jobs_kernelpy
 
 Job slot ``-1`` marks a task present at time 0 (warm start), whose job is unknown and is not
 measured. ``srv[n, Q] <= C`` always; rings wrap by comparison, so ``C`` need not be a power of
@@ -69,19 +69,18 @@ shortest already holds ``b`` tasks.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 from numba import njit
 
-from sim.core.buckets import build_buckets, bucket_down, bucket_up
-from sim.core.jobdelay import expected_max_gamma
+from sim.core.buckets import bucket_down, bucket_up, build_buckets
+from sim.core.jobdelay import expected_max_gamma, expected_max_gamma_wide
 from sim.core.responses import dummy_recorder, grid_add, sig_id
 from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, sample_fy, sample_rej
 from sim.core.windows import flush_window, window_shift
-
 from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD_PER_TASK, RANDOM  # noqa: F401
+
 SAMPLING_POLICIES = (BATCH_FILLING, BATCH_SAMPLING, POD_PER_TASK)
 
 #: ``b`` when there is no buffer (never reached)
@@ -693,12 +692,12 @@ def _fill_ahead(ahead, p_arrival, n_servers, state):
     state[3] = a3
 
 
-def parallel_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
-                    w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
-                    w_starts, w_wait, w_qarea, w_tail, rec=None):
+def agent_jobs_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
+                      w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
+                      w_starts, w_wait, w_qarea, w_tail, rec=None):
     """Run ``bounds[-1]`` uniformized events and fill the per-window accumulators.
 
-    Parameters (prepared and validated by :func:`sim.dispatch.parallel.simulate`)
+    Parameters (prepared and validated by :func:`sim.dispatch.agent_jobs.simulate`)
     ----------
     policy : int          RANDOM, JSQ, BATCH_FILLING, BATCH_SAMPLING or POD_PER_TASK.
     k, m, b, h : int      tasks per job, sample size (k*d; per task for POD_PER_TASK), buffer
@@ -779,78 +778,6 @@ def parallel_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
 # end of run
 # --------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _log_cdf_product(ps, cs, x):
-    """``(sum_i cs[i] * log P(Gamma(ps[i], 1) <= x), sum_i cs[i] * P(Gamma(ps[i], 1) > x))``
-    for sorted distinct integer shapes ``ps``, with one upward sweep of the Poisson(x) pmf:
-    ``P(Gamma(p, 1) > x) = P(Poisson(x) < p) = S_p``. The sweep starts 12 standard deviations
-    (and 20) below the mean, where the left tail is below e**-70: O(sqrt(x)) per shape range
-    instead of O(p) per shape."""
-    if x <= 0.0:
-        return -np.inf, float(cs.sum())
-    j0 = max(0, int(x - 12.0 * math.sqrt(x) - 20.0))
-    pmf = math.exp(-x + j0 * math.log(x) - math.lgamma(j0 + 1.0))
-    surv = 0.0  # sum of pmf_j, j0 <= j < current j
-    j = j0
-    logp = 0.0
-    tail = 0.0
-    for i in range(ps.size):
-        p = ps[i]
-        if p <= j0:
-            continue  # S_p below e**-70: log F = 0
-        while j < p:
-            surv += pmf
-            pmf *= x / (j + 1)
-            j += 1
-        tail += cs[i] * surv
-        if surv >= 1.0:
-            logp = -np.inf
-        else:
-            logp += cs[i] * math.log1p(-surv)
-    return logp, tail
-
-
-@njit(cache=True)
-def _gamma_upper_below(p, x):
-    """P(Poisson(x) >= p) = P(Gamma(p, 1) <= x) for x < p, summed directly (no cancellation)."""
-    term = math.exp(-x + p * math.log(x) - math.lgamma(p + 1.0)) if x > 0.0 else 0.0
-    total = term
-    j = p
-    while term > 1e-20 * total and term > 0.0:
-        j += 1
-        term *= x / j
-        total += term
-    return total
-
-
-@njit(cache=True)
-def expected_max_gamma_wide(ps, cs, gl_x, gl_w):
-    """E[max] over independent Gamma(ps[i], 1), ``cs[i]`` of each (``ps`` sorted, distinct,
-    >= 1): the integral of ``1 - prod_i F_{p_i}(t)``, as :func:`sim.core.jobdelay.expected_max_gamma`
-    but fast for high positions (jobs at the end of a run under heavy load). The integrand is
-    1 up to ``t_lo`` (where ``F_top < 1e-17``) and below 1e-17 beyond ``t_hi``; in between it
-    varies on the scale sqrt(t) (and is analytic), so 16-point Gauss-Legendre panels of width
-    max(3, 1.5 sqrt(t)) suffice: relative agreement with :func:`sim.core.jobdelay.expected_max_gamma`
-    about 1e-14 (checked in tests), at ~40 us for 16 queues with positions up to 80."""
-    top = ps[ps.size - 1]
-    step = 2.0 * math.sqrt(top) + 1.0  # bracket the window in steps of ~2 standard deviations
-    t_hi = float(top)
-    while _log_cdf_product(ps, cs, t_hi)[1] >= 1e-17:
-        t_hi += step
-    t_lo = float(top)
-    while t_lo > 0.0 and _gamma_upper_below(top, t_lo) >= 1e-17:
-        t_lo = max(0.0, t_lo - step)
-    acc = t_lo  # integrand 1 on [0, t_lo]
-    t = t_lo
-    while t < t_hi:
-        h = min(max(3.0, 1.5 * math.sqrt(t)), t_hi - t)
-        for i in range(gl_x.size):
-            logp = _log_cdf_product(ps, cs, t + h * gl_x[i])[0]
-            acc += h * gl_w[i] * -math.expm1(logp)
-        t += h
-    return acc
-
-
-@njit(cache=True)
 def _counts_key(counts, hi):
     """An int64 key of a position-count vector with hi <= 4 and counts < 2**15 (else -1)."""
     if hi > 4:
@@ -876,9 +803,10 @@ def close_censored(srv, jobtab, rate, bounds, w_jobs, w_resp, w_tasks, w_tresp,
     of its queues does: after ``max`` over those queues of independent Gamma(p_last, 1), whose
     mean is :func:`sim.core.jobdelay.expected_max_gamma` of the counts of those last positions
     (memoized on the count vector: with positions <= 4 the same few vectors recur across jobs),
-    or for higher positions the equal but much faster :func:`expected_max_gamma_wide` (the
-    former costs O(sum of positions) per quadrature node: minutes for thousands of jobs with
-    queues of ~100 tasks, e.g. random routing at lam = 0.9).
+    or for higher positions the equal but much faster
+    :func:`sim.core.jobdelay.expected_max_gamma_wide` (the former costs O(sum of positions) per
+    quadrature node: minutes for thousands of jobs with queues of ~100 tasks, e.g. random
+    routing at lam = 0.9).
     Units are events: one time unit is ``rate`` events; the last event is ``bounds[-1] - 1``.
     """
     n_slots = jobtab.size // 2

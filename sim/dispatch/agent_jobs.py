@@ -1,4 +1,6 @@
-"""Agent engine for parallel jobs: N FIFO servers, jobs of k tasks, one entry per server.
+"""Agent engine for jobs of k tasks: N FIFO servers, one entry per server (the ``agent``
+engine's runner is :func:`sim.dispatch.agent.run_task`, which sends every task but single-task
+``random`` / ``jsq`` / ``pod`` without a buffer here).
 
 Model (Weng & Wang, "Achieving zero asymptotic queueing delay for parallel jobs", 2020)
 -------------------------------------------------------------------------------------
@@ -18,8 +20,8 @@ Policies (each is power-of-d when ``k = 1``; ``m = k * d`` queues sampled withou
 - ``random``: each task to a uniform server, independently (tasks may share a server).
 - ``jsq``: each task, one after another, to a currently shortest queue (O(1) per task).
 
-Ties are broken uniformly at random (see :mod:`sim.dispatch._parallel_kernel`). Probe messages per job:
-batch policies ``k*d``, pod_per_task ``k*k*d``, random 0, jsq ``N*k``.
+Ties are broken uniformly at random (see :mod:`sim.dispatch._agent_jobs_kernel`). Probe messages
+per job: batch policies ``k*d``, pod_per_task ``k*k*d``, random 0, jsq ``N*k``.
 
 Simulation
 ----------
@@ -57,7 +59,7 @@ Initial state (``init``): with ``k = 1`` and no buffer, ``"meanfield"`` draws th
 from the mean-field fixed point of the policy (power-of-d with ``d`` for the batch policies);
 tasks present at time 0 have no known arrival and are not measured. For ``k > 1`` or a finite
 buffer there is no fixed point available here, so ``"meanfield"`` starts empty (reported as
-``init_used`` in :class:`ParallelResult`) and the transient is left to the MSER-5 cut: use runs
+``init_used`` in :class:`JobsResult`) and the transient is left to the MSER-5 cut: use runs
 long compared with the relaxation time.
 
 Random numbers: two xoshiro256+ streams (events; samples and routing) seeded by
@@ -67,15 +69,15 @@ the internal array capacities (growth never changes the random streams).
 Speed (batch-filling, d = 2, lam = 0.9, process CPU time on a shared 2-core machine, whole
 ``simulate`` call): 24-28 million events/s at N = 10**4 (k = 16: 1.3-1.4 million jobs/s) and
 11-14 million at N = 10**6 (k = 16: 0.6 million jobs/s; k = 191: 55-67 thousand jobs/s), where
-the loop is bound by memory latency (see :mod:`sim.dispatch._parallel_kernel` for the record layout and
-prefetching that get it there). A job costs O(k*d) for the batch policies but O(k*k*d) for
+the loop is bound by memory latency (see :mod:`sim.dispatch._agent_jobs_kernel` for the record
+layout and prefetching that get it there). A job costs O(k*d) for the batch policies but O(k*k*d) for
 pod_per_task. The end-of-run correction costs ~30 us per job left in the system when its tasks
 sit deep in queues (random routing near lam = 1: seconds at N = 10**5), and is negligible
 otherwise.
 
 A law worth knowing when testing: under ``random`` routing with k > 1 the tasks of a job may
 share a server, so each server is an M^X/M/1 queue (batches Binomial(k, 1/N)), with mean length
-``lam (1 + (k - 1) / (2 N)) / (1 - lam)``, not the M/M/1 value (tests/test_parallel.py).
+``lam (1 + (k - 1) / (2 N)) / (1 - lam)``, not the M/M/1 value (tests/dispatch/test_agent_jobs.py).
 """
 from __future__ import annotations
 
@@ -88,24 +90,24 @@ from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, result_row
+from sim.core.results import check_run_args, is_int, is_number, result_row
 from sim.core.rng import threshold
 from sim.core.windows import window_bounds
-from sim.dispatch import _parallel_kernel as _k
-from sim.dispatch.agent import _fixed_point_tail
+from sim.dispatch import _agent_jobs_kernel as _k
+from sim.dispatch.meanfield.pod import initial_tail
 from sim.dispatch.policies import POLICY_CODES, messages_per_job
 
-__all__ = ["ParallelResult", "simulate", "run_task", "place_job", "assign_tasks",
-           "PARALLEL_POLICIES"]
+__all__ = ["JobsResult", "simulate", "run_jobs", "place_job", "assign_tasks",
+           "JOBS_POLICIES"]
 
 #: policies this engine serves
-PARALLEL_POLICIES: tuple[str, ...] = ("random", "jsq", "batch_filling", "batch_sampling",
-                                      "pod_per_task")
+JOBS_POLICIES: tuple[str, ...] = ("random", "jsq", "batch_filling", "batch_sampling",
+                                  "pod_per_task")
 _SAMPLING = ("batch_filling", "batch_sampling", "pod_per_task")
 
 
-class ParallelResult(NamedTuple):
-    """Estimates of one parallel-job agent run (times in the model's time unit)."""
+class JobsResult(NamedTuple):
+    """Estimates of one k-task-job agent run (times in the model's time unit)."""
 
     mean_response: float  #: job response (until its last task completes)
     mean_response_se: float
@@ -144,15 +146,10 @@ class ParallelResult(NamedTuple):
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def _is_number(x) -> bool:
-    return (isinstance(x, (int, float, np.integer, np.floating))
-            and not isinstance(x, (bool, np.bool_)) and math.isfinite(x))
-
-
 def _check_policy(policy) -> None:
-    if policy not in PARALLEL_POLICIES:
-        raise ValueError(f"policy={policy!r} is not served by sim.dispatch.parallel; valid: "
-                         f"{', '.join(PARALLEL_POLICIES)} (pod: sim.dispatch.agent)")
+    if policy not in JOBS_POLICIES:
+        raise ValueError(f"policy={policy!r} is not served by sim.dispatch.agent_jobs; valid: "
+                         f"{', '.join(JOBS_POLICIES)} (pod: sim.dispatch.agent)")
 
 
 def _check_b(b) -> int:
@@ -215,7 +212,7 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
              b: int | None = None, h: int = 1, events: int = 10**6, seed: int = 0,
              init: str = "meanfield", n_batches: int = 20, max_level: int = 64, *,
-             n_windows: int = 1000, responses: bool = False) -> ParallelResult:
+             n_windows: int = 1000, responses: bool = False) -> JobsResult:
     """Simulate parallel jobs and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -281,7 +278,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     else:
         d = 1
     bb = _check_b(b)
-    if not _is_number(lam) or lam <= 0.0:
+    if not (is_number(lam) and math.isfinite(lam)) or lam <= 0.0:
         raise ValueError(f"lam={lam!r} must be a finite number > 0")
     if b is None and lam >= 1.0:
         raise ValueError(f"lam={lam!r} must be < 1 without a buffer b")
@@ -307,8 +304,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     init_used = "meanfield" if (init == "meanfield" and k == 1 and b is None) else "empty"
     if init_used == "meanfield":
         fp_policy = policy if policy in ("random", "jsq") else "pod"
-        q = draw_initial_queues(_fixed_point_tail(lam, fp_policy, d), n_servers,
-                                    state[4:])
+        q = draw_initial_queues(initial_tail(lam, fp_policy, d), n_servers, state[4:])
     else:
         q = np.zeros(n_servers, dtype=np.int64)
     width = _k.RECORD  # server record width: ring capacity width - RING0, grown as needed
@@ -330,7 +326,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
     rec = new_recorder(n_windows, k) if responses else None
 
-    srv, jobtab = _k.parallel_kernel(
+    srv, jobtab = _k.agent_jobs_kernel(
         code, k, m, bb, h, p_arrival, srv, jobtab, bounds, state,
         w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
         w_starts, w_wait, w_qarea, w_tail, rec)
@@ -354,7 +350,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     ci = ci_label(n_batches, resp.batch_values)
     if dist is not None:
         ci += "; " + dist.method()
-    return ParallelResult(
+    return JobsResult(
         mean_response=resp.estimate, mean_response_se=resp.se,
         mean_wait=wait.estimate, mean_wait_se=wait.se,
         mean_task_response=tresp.estimate, mean_task_response_se=tresp.se,
@@ -372,19 +368,12 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     )
 
 
-def run_task(task: dict) -> dict:
-    """Run one agent task of a parallel-job policy (keys as in docs/results-schema.md) and
-    return :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by sim.run).
-
-    ``random``, ``jsq`` and ``pod`` with ``k = 1`` and no buffer go to the single-task engine
-    :func:`sim.dispatch.agent.run_task` (faster, and it supports ``service_rates``; it reports
-    ``frac_within_h`` only for ``h = 1``); everything else runs here.
-
-    With the run setting ``responses: true`` (task key ``responses``) the response-time
-    distribution is recorded and its columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) are
-    added to the row, by this engine or by the single-task engine (which records too; equal
-    service rates only).
-    """
+def run_jobs(task: dict) -> dict:
+    """Run one agent task of k-task jobs, a finite buffer or a batch policy (keys as in
+    docs/results-schema.md; reached through :func:`sim.dispatch.agent.run_task`, which checks
+    the ``responses`` setting first) and return :data:`RESULT_KEYS` as plain Python values, with
+    the response columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) if ``responses`` is set.
+    ``pod`` with a finite buffer runs as batch-filling with ``k = 1`` (the same model)."""
     def as_int(key, default=None):
         # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
         x = task.get(key, default)
@@ -394,19 +383,11 @@ def run_task(task: dict) -> dict:
     k = as_int("k", 1)
     b = as_int("b")
     responses = task.get("responses", False)
-    if not isinstance(responses, bool):
-        raise ValueError(f"responses={responses!r} must be true or false")
-    if responses and task.get("service_rates") is not None:
-        raise ValueError("responses: the response-time distribution is recorded for equal "
-                         "service rates only (service_rates must be null)")
-    if policy in ("random", "jsq", "pod") and k == 1 and b is None:
-        from sim.dispatch import agent
-        return agent.run_task(task)
     if policy == "pod":  # with a finite buffer: batch-filling with k = 1 is the same model
         policy = "batch_filling"
     if task.get("service_rates") is not None:
         raise ValueError("service_rates: unequal service rates are not supported for k-task "
-                         "jobs or a finite buffer b (sim.dispatch.parallel); use null")
+                         "jobs or a finite buffer b (sim.dispatch.agent_jobs); use null")
     res = simulate(
         n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=k,
         d=as_int("d", 1) if policy in _SAMPLING else 1, b=b, h=as_int("h", 1),

@@ -69,13 +69,8 @@ from scipy import stats
 
 from analysis import style
 from analysis.fit import point_significant, wls_loglog
-from sim.centralization.theory import (
-    invariant_mean_queue,
-    invariant_tail,
-    predicted_slope,
-    relaxation_time,
-    top_level,
-)
+from sim.centralization.meanfield import fixed_point as invariant_tail
+from sim.centralization.meanfield import invariant_mean_queue, predicted_slope, relaxation_time, top_level
 
 __all__ = ["analyze_centralization", "point_table", "distance_table", "slope_table",
            "istar_table", "P_TABLE", "LAM_TABLE", "LAM_FIT_MIN"]
@@ -688,7 +683,28 @@ def analyze_centralization(frame, params, outdir, sweep_name: str) -> dict:
     report = _write_report(outdir, sweep_name, points, dist_rows, arms, slopes, table, plots, notes)
     return {"report": report, "plots": plots, "metrics": metrics,
             "slopes": [{k: v for k, v in s.items()} for s in slopes],
-            "distance_arms": arms, "notes": notes}
+            "distance_arms": arms, "notes": notes, "verdict_lines": _verdict_lines(arms, slopes)}
+
+
+def _g(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _verdict_lines(arms: list[dict], slopes: list[dict]) -> list[str]:
+    """The console lines of the verdicts (pipeline.run prints them): per arm the distance of
+    the tails and of v_1 to the invariant state, per (engine, p) the slope of v_1 where the
+    sweep has the loads to fit it."""
+    lines = []
+    for a in arms:
+        arm = f"central [{a['engine']}] lam={_g(a['lam'])} p={_g(a['p'])}"
+        lines.append(f"{arm}: sup distance of the simulated tails to the invariant state: {a['sup_verdict']}")
+        lines.append(f"{arm}: gap of v_1 (mean queue) to the invariant state: {a['v1_verdict']}")
+    for s in slopes:
+        if str(s.get("verdict", "")).startswith("not enough loads"):
+            continue
+        lines.append(f"central [{s['engine']}] p={_g(s['p'])}: slope of v_1 against log 1/(1 - lam): "
+                     f"{s['verdict']}")
+    return lines
 
 
 def _write_report(outdir, sweep_name, points, dist_rows, arms, slopes, table, plots, notes) -> Path:
@@ -782,3 +798,7 @@ def _write_report(outdir, sweep_name, points, dist_rows, arms, slopes, table, pl
     path = outdir / "report.md"
     path.write_text("\n".join(L))
     return path
+
+
+#: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
+ANALYSES = {"centralization": analyze_centralization}

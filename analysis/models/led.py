@@ -43,8 +43,6 @@ __all__ = ["analyze_led", "heavy_traffic_table"]
 METRICS = ("mean_response", "mean_total_queue", "unused_service", "imbalance", "ht_ratio")
 APPROACHES, NOT_APPROACHING, INCONCLUSIVE, UNSTABLE = (
     "falling toward 1", "not falling toward 1", "inconclusive", "unstable")
-NAMES = {"l_jsq": "L-JSQ", "l_jba": "L-JBA", "l_pod": "L-Pod", "jsq": "JSQ", "pod": "Po2",
-         "jiq": "JIQ", "random": "random", "weighted_random": "mu-weighted random"}
 _COLORS = list(style.PALETTE)
 _X_LABELS = {"lam": "load $\\rho = \\lambda_\\Sigma / \\mu_\\Sigma$ (arrivals over service capacity)",
              "p_hat": "update probability $\\hat p$ (Push, per dispatcher and slot)"}
@@ -63,11 +61,11 @@ def _axes(n: int, width: float = 8.5, height: float = 4.8):
 
 
 def _label(row: dict) -> str:
-    name = NAMES.get(row["policy"], row["policy"])
+    name = style.policy_name(row["policy"], row.get("model") or "led")
     if row.get("policy", "").startswith("l_") and row.get("update"):
         name += "-" + row["update"].capitalize()
-    if row["policy"] in ("pod", "l_pod") and row.get("d") not in (None, 2):
-        name = name.replace("Po2", f"Po{row['d']}")
+    if row.get("d") is not None:
+        name = style.with_d(name, row["d"])
     return name
 
 
@@ -320,4 +318,11 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
     # (key, value, step, arm): on the child runs of each arm (pipeline.mlflow_log)
     metrics = [("led_ht_ratio_first_eps", float(t["ratio"][0]), 0,
                 {c: t[c] for c in arm if t.get(c) is not None}) for t in table]
-    return {"report": report, "plots": plots, "metrics": metrics, "heavy_traffic": table}
+    lines = [f"{t['label']}: heavy-traffic ratio eps E[sum Q] / zeta -> 1 as eps -> 0: {t['verdict']}"
+             for t in table]  # the console lines of the verdicts (pipeline.run prints them)
+    return {"report": report, "plots": plots, "metrics": metrics, "heavy_traffic": table,
+            "verdict_lines": lines}
+
+
+#: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
+ANALYSES = {"led": analyze_led}

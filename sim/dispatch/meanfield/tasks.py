@@ -41,21 +41,16 @@ import numpy as np
 from scipy import integrate, optimize
 from scipy.stats import binom
 
-from sim.core.responses import Mixture
+from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
-from sim.dispatch.meanfield import (
-    _check_lam,
-    _pod_tail_sum,
-    pod_fixed_point_tail,
-    pod_response_mixture,
-)
+from sim.dispatch.meanfield import pod
+from sim.dispatch.meanfield._common import CI_METHOD, _check_lam
 from sim.dispatch.policies import messages_per_job
 
 __all__ = ["ExactLaw", "MaxOfIid", "BatchSamplingLaw", "ppt_response_law", "bs_fixed_point",
            "bs_drift", "bs_fixed_point_ode", "bs_signature_law", "bs_signature_mixture",
            "bs_response_mixture", "response_law", "run_task"]
 
-CI_METHOD = "closed form (mean field, N = infinity)"
 #: levels of the batch-sampling tail kept until s_i is below this
 TAIL_EPS = 1e-16
 #: branches of the signature program below this probability are dropped (their mass is
@@ -133,9 +128,9 @@ class MaxOfIid(ExactLaw):
 
 def ppt_response_law(lam: float, k: int, d: int) -> MaxOfIid:
     """Mean-field job response law of ``pod_per_task``: the maximum of ``k`` independent
-    power-of-``kd`` task responses (:func:`sim.dispatch.meanfield.pod_response_mixture`)."""
+    power-of-``kd`` task responses (:func:`sim.dispatch.meanfield.pod.response_law`)."""
     lam, k, d = _check(lam, k, d)
-    return MaxOfIid(pod_response_mixture(lam, k * d), k)
+    return MaxOfIid(pod.response_law("pod", lam, k * d), k)
 
 
 def _ppt_row(lam, k, d, max_level, h):
@@ -145,13 +140,13 @@ def _ppt_row(lam, k, d, max_level, h):
 def _max_of_tasks_row(lam, k, dd, max_level, h):
     """k independent power-of-``dd`` tasks per job (``pod_per_task``: ``dd = k d``; ``random``
     with k-task jobs: ``dd = 1``)."""
-    tail = pod_fixed_point_tail(lam, dd, max_level) if lam > 0 else np.zeros(max_level)
-    law = MaxOfIid(pod_response_mixture(lam, dd), k)
-    mean_queue = _pod_tail_sum(lam, dd)
+    tail = pod.fixed_point(lam, dd, max_level) if lam > 0 else np.zeros(max_level)
+    law = MaxOfIid(pod.response_law("pod", lam, dd), k)
+    mean_queue = pod.pod_mean_queue(lam, dd)
     # a task waits i - 1 services at position i: E[wait] = sum_{i>=1} s_i**D (Little: the
     # tasks waiting per server, sum_{i>=2} s_i, over the task rate lam)
     mean_wait = (mean_queue - lam) / lam if lam > 0 else 0.0
-    s_h = float(pod_fixed_point_tail(lam, dd, h)[h - 1]) if lam > 0 else 0.0
+    s_h = float(pod.fixed_point(lam, dd, h)[h - 1]) if lam > 0 else 0.0
     return {
         "tail": tail, "mean_queue": mean_queue, "mean_wait": mean_wait,
         # a task waits iff all its D probes are busy (lam**D); the job iff one of its k does
@@ -413,7 +408,6 @@ def run_task(task: dict) -> dict:
     exact: quantiles and CCDF of the law, SEs null). ``mean_response`` is the exact E[T] of
     the job response law (no Monte Carlo)."""
     from sim.core.jobdelay import harmonic
-    from sim.dispatch.meanfield import exact_response_columns
 
     policy = task["policy"]
     lam, k, d = _check(task["lam"], task.get("k") or 1, task.get("d") or 1)

@@ -40,7 +40,7 @@ from matplotlib.figure import Figure
 
 from analysis import style
 from analysis.aggregate import aggregate, check_params
-from analysis.fit import wls_loglog
+from analysis.fit import MIN_FIT_POINTS, SIGNIFICANT_Z, gap_rate_verdict
 
 __all__ = ["analyze_jiq", "PAPER_FIG4", "convergence_table", "SIGNIFICANT_Z", "MIN_FIT_POINTS"]
 
@@ -50,21 +50,18 @@ PAPER_FIG4_LAM = 0.98
 #: the paper's Figure 6: deletes at most about this share of join + delete requests at lam = 0.9
 PAPER_FIG6_DELETE_SHARE = 0.08
 
-SIGNIFICANT_Z = 4.0
-MIN_FIT_POINTS = 4
 RATES = ("join_rate", "delete_rate", "probe_rate")
 METRICS = ("mean_response", "p0", "mean_iqueue", *RATES)
-CONVERGES, NOT_CONVERGING, CONSISTENT, INCONCLUSIVE = (
-    "converges", "not converging", "consistent", "inconclusive")
-POLICY_NAMES = {"pod": "Po2 (pod)", "jiq": "JIQ", "jiq_pod": "JIQ-Po2", "jiq_original": "JIQ-Original",
-                "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"}
 _COLORS = list(style.PALETTE)
 
 
 def _name(policy: str, row: dict | None = None) -> str:
-    name = POLICY_NAMES.get(policy, policy)
-    if row is not None and policy in ("jiq_pod", "jiq_sqd", "pod") and row.get("d") not in (None, 2):
-        name = name.replace("2", str(row["d"]))
+    """The policy's declared label (analysis.style.policy_name) with its d and z: ``JIQ-Po3``,
+    ``power-of-2``, ``JIQ-threshold (z=1)``."""
+    name = style.policy_name(policy, None if row is None else row.get("model"),
+                             None if row is None else row.get("engine"))
+    if row is not None and row.get("d") is not None:
+        name = style.with_d(name, row["d"])
     if row is not None and policy == "jiq_threshold" and row.get("z") is not None:
         name += f" (z={row['z']})"
     return name
@@ -133,42 +130,8 @@ def convergence_table(agg: pl.DataFrame, tails: dict, keys: list[str], x: str = 
             if not ns:
                 continue
             rows.append({**{k: arm[k] for k in arm_keys}, "engine": arm["engine"], "quantity": q,
-                         **_verdict(np.array(ns, float), np.array(gaps), np.array(ses))})
+                         **gap_rate_verdict(np.array(ns, float), np.array(gaps), np.array(ses))})
     return rows
-
-
-def _verdict(ns, gaps, ses) -> dict:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.abs(gaps) / ses
-    sig = (ses > 0) & (z > SIGNIFICANT_Z)
-    out = {"n_values": [int(v) for v in ns], "gaps": [float(g) for g in gaps],
-           "gap_se": [float(s) for s in ses], "n_significant": int(sig.sum()),
-           "slope": None, "slope_lo": None, "slope_hi": None}
-    if sig.sum() >= MIN_FIT_POINTS:
-        fit = wls_loglog(ns[sig], gaps[sig], ses[sig])
-        out.update({k: fit[k] for k in ("slope", "slope_lo", "slope_hi")})
-        if fit["slope_hi"] < 0:
-            out["verdict"] = CONVERGES
-            out["note"] = f"gap ~ N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
-        elif fit["slope_lo"] >= 0:
-            out["verdict"] = NOT_CONVERGING
-            out["note"] = f"gap ~ N^{fit['slope']:.2f}: not shrinking"
-        else:
-            out["verdict"] = INCONCLUSIVE
-            out["note"] = "the slope's 95% CI contains 0"
-        if (~sig).any():
-            out["note"] += f"; within {SIGNIFICANT_Z:g} SE at N = {', '.join(str(int(v)) for v in ns[~sig])}"
-        return out
-    within = ns[~sig]
-    if within.size == 0:
-        out["verdict"] = INCONCLUSIVE
-        out["note"] = f"only {int(sig.sum())} N with a gap, none within {SIGNIFICANT_Z:g} SE; need {MIN_FIT_POINTS} to fit"
-    else:
-        out["verdict"] = CONSISTENT
-        out["note"] = (f"{int(sig.sum())} significant gap(s) (a fit needs {MIN_FIT_POINTS}); within "
-                       f"{SIGNIFICANT_Z:g} SE of the mean field at N = {', '.join(str(int(v)) for v in within)}"
-                       " (an O(1/N) gap falls below the SE at large N)")
-    return out
 
 
 def _errorbar(ax, xs, ys, hws, color, log: bool = True, **kw) -> bool:
@@ -474,4 +437,18 @@ def analyze_jiq(frame, params, outdir, sweep_name: str = "") -> dict:
         route = {k: r[k] for k in ("policy", "engine", "lam", "r", "d", "z", "variant")
                  if r.get(k) is not None}
         metrics.append(("jiq_rel_err", float(r["rel_err"]), int(r["n_servers"]), route))
-    return {"report": report, "plots": plots, "metrics": metrics, "convergence": conv}
+    lines = []
+    for c in conv:  # the console lines of the verdicts (pipeline.run prints them)
+        parts = " ".join(f"{k}={_g(c[k])}" for k in ("r", "lam", "d", "z") if c.get(k) is not None)
+        lines.append(f"{c['policy']} [{c['engine']}] {parts}: gap of {c['quantity']} to the mean "
+                     f"field as N grows: {c['verdict']}" + (f" ({c['note']})" if c.get("note") else ""))
+    return {"report": report, "plots": plots, "metrics": metrics, "convergence": conv,
+            "verdict_lines": lines}
+
+
+def _g(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+#: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
+ANALYSES = {"jiq": analyze_jiq}

@@ -1,4 +1,6 @@
-"""Mean-field (N -> infinity) limits of the symmetric dispatching policies.
+"""Mean-field (N -> infinity) limits of single-task dispatching without a buffer: ``random``,
+``jsq`` and power-of-d (``pod``), the supermarket ODE and its closed forms (the other laws of
+the dispatch model: :mod:`sim.dispatch.meanfield`).
 
 Model: N servers, Exp(1) service, Poisson arrivals of rate ``lam * N``, ``0 <= lam < 1``.
 The state is the tail ``s_i`` = fraction of servers with at least ``i`` tasks (``s_0 = 1``).
@@ -35,8 +37,9 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
-from sim.core.responses import exact_response_columns  # re-exported: the meanfield runners use it
+from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
+from sim.dispatch.meanfield._common import CI_METHOD, _check_d, _check_lam, _check_level
 from sim.dispatch.policies import messages_per_job
 
 __all__ = [
@@ -47,20 +50,18 @@ __all__ = [
     "pod_ode_jacobian",
     "solve_pod_ode",
     "pod_fixed_point_numeric",
-    "pod_fixed_point_tail",
+    "fixed_point",
+    "initial_tail",
     "pod_mean_response",
+    "pod_mean_queue",
     "jsq_fixed_point_tail",
     "jsq_mean_response",
     "run_task",
-    "pod_response_mixture",
-    "response_mixture",
-    "exact_response_columns",
+    "response_law",
 ]
 
 #: default size of a level that may be neglected
 TAIL_EPS = 1e-16
-
-CI_METHOD = "closed form (mean field, N = infinity)"
 
 
 class PodOdeSolution(NamedTuple):
@@ -88,35 +89,6 @@ class PodFixedPoint(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------
-# checks
-
-
-def _check_lam(lam) -> float:
-    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
-        raise ValueError(f"lam={lam!r} must be a number")
-    lam = float(lam)
-    if not (math.isfinite(lam) and 0.0 <= lam < 1.0):
-        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1")
-    return lam
-
-
-def _check_d(d) -> int:
-    if isinstance(d, bool) or not isinstance(d, (int, float, np.integer, np.floating)):
-        raise ValueError(f"d={d!r} must be an integer >= 1")
-    if float(d) != int(d) or int(d) < 1:
-        raise ValueError(f"d={d!r} must be an integer >= 1")
-    return int(d)
-
-
-def _check_level(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name}={v!r} must be an integer >= 1")
-    if float(v) != int(v) or int(v) < 1:
-        raise ValueError(f"{name}={v!r} must be an integer >= 1")
-    return int(v)
-
-
-# ---------------------------------------------------------------------------------------------
 # closed forms
 
 
@@ -138,7 +110,7 @@ def _log_tail_exponents(d: int, max_level: int, log_lam: float) -> np.ndarray:
     return out
 
 
-def pod_fixed_point_tail(lam: float, d: int, max_level: int) -> np.ndarray:
+def fixed_point(lam: float, d: int, max_level: int) -> np.ndarray:
     """Closed-form fixed point of power-of-d: ``s_i = lam**((d**i - 1)/(d - 1))``, i = 1..max_level.
 
     ``d = 1`` gives ``lam**i`` (M/M/1).  Safe for any ``max_level``: once the exponent is huge
@@ -190,17 +162,19 @@ def pod_mean_response(lam: float, d: int) -> float:
         return 1.0
     if d == 1:
         return 1.0 / (1.0 - lam)
-    return _pod_tail_sum(lam, d) / lam
+    return pod_mean_queue(lam, d) / lam
 
 
-def _pod_tail_sum(lam: float, d: int) -> float:
+def pod_mean_queue(lam: float, d: int) -> float:
     """``sum_{i>=1} s_i`` of the fixed point (the mean queue length per server)."""
+    lam = _check_lam(lam)
+    d = _check_d(d)
     if lam == 0.0:
         return 0.0
     if d == 1:
         return lam / (1.0 - lam)
     levels = truncation_level(lam, d, eps=1e-300) + 2
-    tail = pod_fixed_point_tail(lam, d, levels)
+    tail = fixed_point(lam, d, levels)
     return float(math.fsum(tail))
 
 
@@ -217,6 +191,33 @@ def jsq_mean_response(lam: float) -> float:
     """Mean-field mean response of JSQ: 1 (no job ever waits in the limit)."""
     _check_lam(lam)
     return 1.0
+
+
+def initial_tail(lam: float, policy: str, d: int, eps: float = 1e-17,
+                 max_levels: int = 1 << 20) -> np.ndarray:
+    """Mean-field fixed point s_1, s_2, ... (until s_i < eps) of ``random``, ``jsq`` or ``pod``,
+    the initial state the agent engines draw their queues from (:func:`sim.core.fifo.draw_initial_queues`).
+
+    pod: s_i = lam**((d**i - 1)/(d - 1)) (d = 1, i.e. random: lam**i); jsq: s_1 = lam, rest 0.
+    The values are those of :func:`fixed_point` up to rounding (one ``math.exp`` per level here),
+    and the length is where the tail falls below ``eps``, not a given level.
+    """
+    if lam <= 0.0:
+        return np.zeros(0)
+    if policy == "jsq":
+        return np.array([lam])
+    if policy == "random":
+        d = 1
+    log_lam = math.log(lam)
+    out = []
+    expo = 1.0  # (d**i - 1) / (d - 1), via expo_{i+1} = d * expo_i + 1
+    while len(out) < max_levels:
+        x = expo * log_lam
+        if x < math.log(eps):
+            break
+        out.append(math.exp(x))
+        expo = d * expo + 1.0
+    return np.array(out, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,32 +375,28 @@ def pod_fixed_point_numeric(
 # response-time distributions (docs/responses.md)
 
 
-def pod_response_mixture(lam: float, d: int, eps: float = 1e-17):
+def _pod_mixture(lam: float, d: int, eps: float = 1e-17):
     """The mean-field law of the response time under power-of-d (``d = 1``: random routing),
     as a :class:`sim.core.responses.Mixture` of ``Gamma(i, 1)``: an arrival samples ``d``
     i.i.d. queues with ``P(length >= i) = s_i`` and joins the shortest, at position ``i`` with
     probability ``s_{i-1}**d - s_i**d`` (``s_0 = 1``). Positions are kept until the remaining
     mass ``s_L**d`` is below ``eps`` (it is dropped). ``d = 1`` gives Exp(1 - lam) (M/M/1)."""
-    from sim.core.responses import Mixture
-
     lam = _check_lam(lam)
     d = _check_d(d)
     levels = 1 if lam == 0.0 else truncation_level(lam, d, eps=eps ** (1.0 / d)) + 2
-    s = np.concatenate(([1.0], pod_fixed_point_tail(lam, d, levels)))
+    s = np.concatenate(([1.0], fixed_point(lam, d, levels)))
     sd = s**d
     return Mixture.of_positions(sd[:-1] - sd[1:])
 
 
-def response_mixture(policy: str, lam: float, d: int = 1):
+def response_law(policy: str, lam: float, d: int = 1):
     """Mean-field response-time law of ``random``, ``jsq`` (position 1: Exp(1), zero queueing)
-    or ``pod`` (:func:`pod_response_mixture`)."""
-    from sim.core.responses import Mixture
-
+    or ``pod`` (:func:`_pod_mixture`)."""
     if policy == "jsq":
         _check_lam(lam)
         return Mixture.of_positions([1.0])
     if policy in ("pod", "random"):
-        return pod_response_mixture(lam, 1 if policy == "random" else d)
+        return _pod_mixture(lam, 1 if policy == "random" else d)
     raise ValueError(f"policy={policy!r} has no mean-field response law here")
 
 
@@ -415,12 +412,6 @@ def run_task(task: dict) -> dict:
     are ``None`` (nothing is estimated).  ``sim.run`` adds ``wall_time``.
     """
     policy = task["policy"]
-    if task.get("b") is not None:  # a finite buffer (single-task jobs)
-        from sim.dispatch import buffer_meanfield
-        return buffer_meanfield.run_task(task)
-    if (task.get("k") or 1) > 1:  # k-task jobs of random / jsq: k independent task responses
-        from sim.dispatch import task_meanfield
-        return task_meanfield.run_task(task)
     lam = _check_lam(task["lam"])
     max_level = _check_level("max_level", task.get("max_level", 64))
     n_servers = int(task["n_servers"])
@@ -432,9 +423,9 @@ def run_task(task: dict) -> dict:
         d = 1 if policy == "random" else _check_d(task["d"])
         d_eff = d
         mean_response = pod_mean_response(lam, d)
-        mean_queue = _pod_tail_sum(lam, d)
+        mean_queue = pod_mean_queue(lam, d)
         prob_wait = lam**d  # all d sampled servers busy: s_1**d
-        tail = pod_fixed_point_tail(lam, d, max_level)
+        tail = fixed_point(lam, d, max_level)
         messages = messages_per_job(policy, n_servers, 1, d)
     elif policy == "jsq":
         mean_response = jsq_mean_response(lam)
@@ -446,7 +437,7 @@ def run_task(task: dict) -> dict:
         raise ValueError(f"policy={policy!r} has no mean-field limit here")
 
     def tail_at(i: int) -> float:
-        return float(pod_fixed_point_tail(lam, d_eff, i)[i - 1])
+        return float(fixed_point(lam, d_eff, i)[i - 1])
 
     out = exact_row(
         mean_response=mean_response,
@@ -459,6 +450,6 @@ def run_task(task: dict) -> dict:
         messages_per_job=messages, ci_method=CI_METHOD,
     )
     if task.get("responses"):  # docs/responses.md: the exact law at N = infinity
-        out.update(exact_response_columns(response_mixture(policy, lam, d_eff)))
+        out.update(exact_response_columns(response_law(policy, lam, d_eff)))
         out["ci_method"] += "; response law exact (mean field)"
     return out

@@ -1,8 +1,8 @@
-"""Theory of partial centralization (Tsitsiklis & Xu): the closed-form invariant state and the
-fluid model (the model itself: :mod:`sim.centralization`).
+"""Mean field of partial centralization (Tsitsiklis & Xu): the closed-form invariant state, the
+fluid model, and the ``meanfield`` engine's runner (the model itself: :mod:`sim.centralization`).
 
-Pure numerics (numpy, scipy): :mod:`analysis.centralization` imports these closed forms too, so
-the analysis and the ``meanfield`` rows use one implementation.
+Pure numerics (numpy, scipy): :mod:`analysis.models.centralization` imports these closed forms
+too, so the analysis and the ``meanfield`` rows use one implementation.
 
 Invariant state (Theorem 2 of the paper)
 ----------------------------------------
@@ -47,7 +47,7 @@ small tolerances (a level opens when ``lam s_m - p > 1e-12``, the top level is d
 ``s_m = 1e-14``) stop the infinitely many switches (Zeno) of the degenerate case ``s_{i*} = 0``
 (e.g. ``lam = 1 - p`` with ``(1-p)/p`` an integer); see :func:`solve_fluid`. With
 ``p = 0`` the drift is continuous (no central term): one linear regime, cut at a level ``L`` with
-``s_{L+1} = 0`` where the invariant tail is below 1e-16 (as :mod:`sim.dispatch.meanfield` does). From any
+``s_{L+1} = 0`` where the invariant tail is below 1e-16 (as the dispatch model's supermarket ODE is). From any
 finite start the solution converges to the invariant state (Theorem 5); the tests check that
 from several starts, and :func:`fluid_fixed_point` finds the drift's zero without the closed form
 (solving each regime's linear equations for its equilibrium and keeping the first consistent one).
@@ -63,12 +63,14 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
+from sim.core.results import RESULT_KEYS, is_integral, is_number
 
 __all__ = [
     "FluidSolution",
     "FluidFixedPoint",
     "top_level",
-    "invariant_tail",
+    "fixed_point",
+    "initial_tail",
     "invariant_mean_queue",
     "invariant_mean_response",
     "asymptotic_mean_queue",
@@ -79,6 +81,7 @@ __all__ = [
     "solve_fluid",
     "relaxation_time",
     "tail_distance",
+    "run_task",
 ]
 
 #: levels below which the p = 0 tail (lam**i) is neglected by the fluid solver
@@ -89,26 +92,20 @@ TAIL_EPS = 1e-16
 # checks (ValueError naming the key)
 
 
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
-
-
 def _check_lam(lam) -> float:
-    if not _is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
+    if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
         raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
     return float(lam)
 
 
 def _check_p(p) -> float:
-    if not _is_number(p) or not math.isfinite(float(p)) or not 0.0 <= float(p) <= 1.0:
+    if not is_number(p) or not math.isfinite(float(p)) or not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"p={p!r} must be a number in [0, 1]")
     return float(p)
 
 
 def _check_int(name: str, v, lo: int, hi: int | None = None) -> int:
-    ok = (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))) or (
-        isinstance(v, (float, np.floating)) and float(v).is_integer())
-    if not ok or int(v) < lo or (hi is not None and int(v) > hi):
+    if not is_integral(v) or int(v) < lo or (hi is not None and int(v) > hi):
         rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
         raise ValueError(f"{name}={v!r} must be an integer {rng}")
     return int(v)
@@ -138,8 +135,8 @@ def top_level(lam: float, p: float) -> float:
     return math.floor(x + 1e-9 * max(1.0, abs(x)))
 
 
-def invariant_tail(lam: float, p: float, max_level: int | None = None) -> np.ndarray:
-    """Invariant tail ``s_1..s_max_level`` of the fluid model (Theorem 2).
+def fixed_point(lam: float, p: float, max_level: int | None = None) -> np.ndarray:
+    """The fixed point of the fluid model: its invariant tail ``s_1..s_max_level`` (Theorem 2).
 
     Computed by the theorem's recurrence ``s_i = (lam s_{i-1} - p)/(1-p)`` (``lam**i`` at
     ``p = 0``), set to 0 from the first non-positive value on. ``max_level=None``: up to the
@@ -168,6 +165,17 @@ def invariant_tail(lam: float, p: float, max_level: int | None = None) -> np.nda
     return tail
 
 
+def initial_tail(lam: float, p: float) -> np.ndarray:
+    """The invariant tail cut where it drops below 1e-17, the initial state the simulators
+    draw from (``init="meanfield"``)."""
+    if lam <= p:
+        return np.zeros(0)
+    if p == 0.0:
+        levels = max(1, int(math.ceil(math.log(1e-17) / math.log(lam))))
+        return fixed_point(lam, p, levels)
+    return fixed_point(lam, p)
+
+
 def invariant_mean_queue(lam: float, p: float) -> float:
     """``v_1 = sum_i s_i`` of the invariant state: ``lam/(1-lam)`` at ``p = 0``, 0 if ``lam <= p``."""
     lam, p = _check_lam(lam), _check_p(p)
@@ -175,7 +183,7 @@ def invariant_mean_queue(lam: float, p: float) -> float:
         return 0.0
     if p == 0.0:
         return lam / (1.0 - lam)
-    return float(math.fsum(invariant_tail(lam, p)))
+    return float(math.fsum(fixed_point(lam, p)))
 
 
 def invariant_mean_response(lam: float, p: float) -> float:
@@ -222,7 +230,7 @@ def relaxation_time(lam: float, p: float) -> float:
         return 1.0 / (1.0 - math.sqrt(lam)) ** 2 if lam > 0 else 1.0
     if lam <= p:
         return 1.0 / (1.0 - p) if p < 1.0 else 1.0 / (1.0 - lam)
-    m = invariant_tail(lam, p).size
+    m = fixed_point(lam, p).size
     if m == 1:
         return 1.0 / (1.0 - p)
     ab = np.diag(np.full(m, -(lam + 1.0 - p))) + np.diag(np.full(m - 1, lam), -1) \
@@ -234,7 +242,7 @@ def relaxation_time(lam: float, p: float) -> float:
 def tail_distance(tail, lam: float, p: float, norm: str = "l1") -> float:
     """Distance of a tail ``s_1..s_K`` to the invariant tail over the same levels (``l1`` or ``sup``)."""
     tail = np.asarray(tail, dtype=np.float64)
-    diff = tail - invariant_tail(lam, p, max(1, tail.size))[: tail.size]
+    diff = tail - fixed_point(lam, p, max(1, tail.size))[: tail.size]
     if norm == "l1":
         return float(np.abs(diff).sum())
     if norm == "sup":
@@ -506,3 +514,38 @@ def solve_fluid(lam: float, p: float, t_end: float, s0=None, levels: int | None 
     return FluidSolution(t=t, tail=tail, top=np.concatenate(tops) if tops else np.zeros(0, np.int64),
                          switches=switches, lam=lam, p=p, levels=cap, success=success,
                          message=message)
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine entry point
+
+CI_METHOD = "closed form (fluid invariant state, Tsitsiklis-Xu Theorem 2)"
+
+
+def run_task(task: dict) -> dict:
+    """Fluid invariant state (closed form, Theorem 2) for one task; returns :data:`RESULT_KEYS`.
+
+    ``mean_response = mean_wait = v_1 / lam`` (Little; the ``lam -> 0`` limit at ``lam = 0``),
+    ``prob_wait = s_1`` (PASTA: an arrival finds its station non-empty w.p. ``s_1``),
+    ``frac_within_h = 1 - s_h``. Standard errors are None (nothing is estimated).
+    """
+    lam, p = _check_lam(task.get("lam")), _check_p(task.get("p"))
+    max_level = _check_int("max_level", task.get("max_level", 64), 1)
+    h = _check_int("h", task.get("h", 1), 1)
+    tail = fixed_point(lam, p, max(max_level, h))
+    resp = invariant_mean_response(lam, p)
+    out = {
+        "mean_response": float(resp), "mean_response_se": None,
+        "mean_wait": float(resp), "mean_wait_se": None,
+        "prob_wait": float(tail[0]), "prob_wait_se": None,
+        "mean_queue": float(invariant_mean_queue(lam, p)), "mean_queue_se": None,
+        "tail": [float(x) for x in tail[:max_level]], "tail_se": None,
+        "queueing_ratio": None, "queueing_ratio_se": None,
+        "drop_prob": 0.0, "drop_prob_se": None,
+        "frac_within_h": float(1.0 - tail[h - 1]),
+        "messages_per_job": 0.0,
+        "n_jobs": 0, "events_run": 0, "sim_time": 0.0, "warmup_time": 0.0,
+        "ci_method": CI_METHOD,
+    }
+    assert tuple(out) == RESULT_KEYS
+    return out

@@ -277,7 +277,7 @@ def job_signature_law(s: np.ndarray, k: int, d: int) -> list:
     return out
 
 
-def response_mixture(lam: float, k: int, d: int, s: np.ndarray | None = None):
+def response_law(lam: float, k: int, d: int, s: np.ndarray | None = None):
     """The mean-field law of a batch-filling job's response time, as a
     :class:`sim.core.responses.Mixture` of ``max`` of independent Gammas over the exact
     signature law (:func:`job_signature_law`) at the fixed point (``s``: default
@@ -329,8 +329,8 @@ def run_task(task: dict) -> dict:
         n_jobs=n_mc, ci_method=CI_METHOD,
     )
     if task.get("responses"):  # docs/responses.md: the exact signature law at the fixed point
-        from sim.dispatch.meanfield import exact_response_columns
+        from sim.core.responses import exact_response_columns
 
-        out.update(exact_response_columns(response_mixture(lam, k, d, s)))
+        out.update(exact_response_columns(response_law(lam, k, d, s)))
         out["ci_method"] += "; response law exact (mean field)"
     return out

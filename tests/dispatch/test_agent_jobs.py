@@ -1,4 +1,5 @@
-"""Tests of the parallel-job agent engine (sim.dispatch.parallel, sim.dispatch._parallel_kernel).
+"""Tests of the agent engine for k-task jobs (sim.dispatch.agent_jobs, sim.dispatch._agent_jobs_kernel),
+through the agent engine's runner (sim.dispatch.agent.run_task).
 
 Statistical assertions use ``|estimate - truth| <= Z * SE`` with the standard error estimated by
 the engine (batch means), ``Z = 4``; frequency tests use a p-value threshold with the same
@@ -12,15 +13,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from sim.dispatch import _parallel_kernel as K
-from sim.core.results import RESULT_KEYS
-from sim.dispatch.agent import run_task as agent_run_task
-from sim.dispatch.agent import simulate as agent_simulate
 from sim.core.jobdelay import GL_W, GL_X, expected_job_delay, harmonic
-from sim.dispatch.meanfield import pod_mean_response
-from sim.dispatch.parallel import assign_tasks, place_job, run_task, simulate
+from sim.core.results import RESULT_KEYS
+from sim.dispatch import _agent_jobs_kernel as K
+from sim.dispatch.agent import _single_task_row as single_task_row
+from sim.dispatch.agent import run_task
+from sim.dispatch.agent import simulate as agent_simulate
+from sim.dispatch.agent_jobs import assign_tasks, place_job, simulate
+from sim.dispatch.meanfield.pod import pod_mean_response
 from tests.helpers import ALPHA, Z, assert_within_se
-
 
 
 def assert_distribution(counts, probs):
@@ -214,26 +215,6 @@ def test_close_censored_credits_exact_expected_remaining_times():
     assert w_wait[1] == pytest.approx(el1 + rate * 1)
 
 
-def test_wide_expected_max_gamma_agrees_with_jobdelay():
-    # the end-of-run correction uses a windowed quadrature for high positions; it must equal
-    # sim.core.jobdelay's E[max Gamma] (itself checked against closed forms and Monte Carlo)
-    rng = np.random.default_rng(9)
-    for _ in range(150):
-        top = int(rng.integers(1, 60))
-        pos = rng.integers(1, top + 1, size=int(rng.integers(1, 17)))
-        ps, cs = np.unique(pos, return_counts=True)
-        got = K.expected_max_gamma_wide(ps.astype(np.int64), cs.astype(np.int64), GL_X, GL_W)
-        assert got == pytest.approx(expected_job_delay(pos), rel=1e-12, abs=1e-12), pos
-    # far out (where jobdelay is too slow): a single queue is its position, and Monte Carlo
-    assert K.expected_max_gamma_wide(np.array([3000]), np.array([1]), GL_X, GL_W) == \
-        pytest.approx(3000.0, rel=1e-12)
-    pos = np.array([400, 380, 380, 300, 5])
-    x = np.maximum.reduce([rng.gamma(p, 1.0, size=100_000) for p in pos])
-    ps, cs = np.unique(pos, return_counts=True)
-    assert_within_se(K.expected_max_gamma_wide(ps, cs, GL_X, GL_W), x.mean(),
-                  x.std(ddof=1) / np.sqrt(x.size), what="Monte Carlo")
-
-
 # ------------------------------------------------------------------------------------------
 # closed forms and laws
 # ------------------------------------------------------------------------------------------
@@ -381,7 +362,7 @@ def _kernel_run(width, slots, policy=K.RANDOM, k=4, m=1, b=K.UNBOUNDED):
     outs = [np.zeros(nw, np.int64) for _ in range(6)] + [np.zeros(nw), np.zeros(nw, np.int64),
             np.zeros(nw), np.zeros(nw, np.int64), np.zeros(nw), np.zeros(nw, np.int64),
             np.zeros((nw, 32), np.int64)]
-    srv, jobtab = K.parallel_kernel(policy, k, m, b, 1, p_arrival, srv, jobtab, bounds, state,
+    srv, jobtab = K.agent_jobs_kernel(policy, k, m, b, 1, p_arrival, srv, jobtab, bounds, state,
                                     *outs)
     return srv.shape[1], jobtab.size // 2, outs, state
 
@@ -438,7 +419,7 @@ def test_sim_run_dispatch():
         out = sim.run(t)
         for key in ("wall_time", "rel_halfwidth", "runs"):  # added by sim.run
             del out[key]
-        assert out == agent_run_task(t)
+        assert out == single_task_row(t)
     # k > 1 or a buffer: this engine
     assert sim.run(task(policy="random", k=3))["n_jobs"] > 0
     assert sim.run(task(policy="jsq", k=1, b=2))["drop_prob"] >= 0.0

@@ -1,0 +1,123 @@
+"""What the two simulators of partial centralization share (:mod:`~sim.centralization.agent`,
+:mod:`~sim.centralization.occupancy`; model: :mod:`sim.centralization`).
+
+Both run the same conventions as the dispatch model's agent engine: uniformization at total rate
+``N (1 + lam)`` (an event is an arrival w.p. ``lam/(1+lam)``, a local tick w.p.
+``(1-p)/(1+lam)``, a central tick w.p. ``p/(1+lam)``), a deterministic clock of ``1/R`` per event
+(all means unchanged), windows of ``2**k`` events, MSER-5 on the per-window mean queue length,
+batch means, xoshiro256+ seeded by ``numpy.random.SeedSequence(seed)``.
+
+Both report ``prob_wait`` (fraction of tasks that find their station non-empty), ``frac_within_h``
+(fraction of tasks arriving to a queue of fewer than ``h`` tasks), ``queueing_ratio = None``
+(no service-time baseline here), ``drop_prob = 0``, ``messages_per_job = 0`` (no dispatching:
+each task joins its own station; the central server's knowledge of the longest queue is not a
+per-task probe and is not counted).
+
+Here: the result of a run (:class:`CentralResult`), the checks of a run's arguments, the raw-draw
+thresholds, the output analysis of the windows and the row of a task.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.centralization.meanfield import _check_int, _check_lam, _check_p
+from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.results import check_run_args, result_row
+from sim.core.rng import threshold
+
+__all__ = ["CentralResult", "check_sim_args", "thresholds", "summarize_windows", "task_args",
+           "sim_row"]
+
+
+class CentralResult(NamedTuple):
+    """Estimates of one simulation run (times in the model's time unit)."""
+
+    mean_response: float  #: agent: measured per task; occupancy: v_1 / lam (Little)
+    mean_response_se: float
+    prob_wait: float  #: fraction of tasks that find their station non-empty
+    prob_wait_se: float
+    frac_within_h: float  #: fraction of tasks arriving to a queue of fewer than h tasks
+    frac_within_h_se: float  #: its batch-means SE (not a result column; for tests)
+    mean_queue: float  #: v_1, time-average tasks per station
+    mean_queue_se: float
+    tail: np.ndarray  #: tail[i-1] = s_i, time average, i = 1..max_level
+    tail_se: np.ndarray  #: batch-means standard errors of ``tail``
+    n_jobs: int  #: tasks measured after the warm-up cut (occupancy: arrivals counted)
+    events_run: int  #: events simulated, drain included
+    drain_events: int  #: agent, p > 0: events run after the end to finish the measured tasks
+    sim_time: float  #: horizon of the time averages (warm-up included, drain excluded)
+    warmup_time: float
+    warmup_windows: int
+    n_windows: int
+    n_batches: int
+    ci_method: str
+
+
+def check_sim_args(n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows):
+    n_servers = _check_int("n_servers", n_servers, 1, 2**31 - 1)
+    lam, p = _check_lam(lam), _check_p(p)
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+                   n_windows=n_windows)
+    h = _check_int("h", h, 1)
+    return (n_servers, lam, p, int(events), int(seed), int(n_batches), int(max_level), h,
+            int(n_windows))
+
+
+def thresholds(lam: float, p: float):
+    """Raw-draw thresholds of an arrival and of an arrival-or-local tick; central flag."""
+    thr_arrival = threshold(lam / (1.0 + lam))
+    thr_local = threshold((lam + 1.0 - p) / (1.0 + lam))
+    return thr_arrival, thr_local, p > 0.0
+
+
+def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea, w_tail,
+               resp_num=None, resp_den=None):
+    """MSER-5 cut on the per-window mean queue length, then batch means of every estimate."""
+    n_windows = bounds.size - 1
+    lengths = np.diff(bounds).astype(np.float64)
+    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
+    keep = slice(cut, n_windows)
+    dt = 1.0 / rate
+    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
+    if resp_num is not None:
+        resp = batch_means(resp_num[keep] * dt, resp_den[keep], n_batches)
+        r_est, r_se, r_batches = resp.estimate, resp.se, resp.batch_values
+        n_jobs = int(resp_den[keep].sum())
+    else:  # Little's law: mean response = v_1 / lam
+        if lam > 0:
+            r_est, r_se, r_batches = queue.estimate / lam, queue.se / lam, queue.batch_values / lam
+        else:
+            r_est, r_se, r_batches = math.nan, math.nan, queue.batch_values
+        n_jobs = int(w_arr[keep].sum())
+    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
+    within = batch_means(w_within[keep], w_arr[keep], n_batches)
+    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
+    return dict(mean_response=float(r_est), mean_response_se=float(r_se),
+                prob_wait=float(pwait.estimate), prob_wait_se=float(pwait.se),
+                frac_within_h=float(within.estimate), frac_within_h_se=float(within.se),
+                mean_queue=float(queue.estimate),
+                mean_queue_se=float(queue.se), tail=tail, tail_se=tail_se, n_jobs=n_jobs,
+                warmup_time=float(bounds[cut]) * dt, warmup_windows=int(cut),
+                n_windows=int(n_windows), n_batches=int(n_batches),
+                ci_method=ci_label(n_batches, r_batches))
+
+
+def task_args(task: dict) -> dict:
+    def as_int(key, default=None):
+        x = task.get(key, default)
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    return dict(n_servers=as_int("n_servers"), lam=task["lam"], p=task.get("p"),
+                events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
+                n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
+                h=as_int("h", 1))
+
+
+def sim_row(res: CentralResult) -> dict:
+    # a task is served at the tick that removes it (no service time): wait = response
+    return result_row(res, mean_wait=res.mean_response, mean_wait_se=res.mean_response_se,
+                      queueing_ratio=None, queueing_ratio_se=None, drop_prob=0.0,
+                      drop_prob_se=0.0, messages_per_job=0.0)

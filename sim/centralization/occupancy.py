@@ -1,0 +1,77 @@
+"""Occupancy engine of partial centralization (model: :mod:`sim.centralization`): the counts of
+stations per queue length only, cost per event independent of N (the conventions both
+simulators share: :mod:`sim.centralization._common`). No task identities, so the mean response
+is ``v_1 / lam`` (Little's law, with the exact arrival rate), its standard error
+``se(v_1) / lam``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.centralization._common import CentralResult, check_sim_args, sim_row, summarize_windows, task_args, thresholds
+from sim.centralization.meanfield import initial_tail
+from sim.core.windows import window_bounds
+
+__all__ = ["simulate", "run_task"]
+
+
+def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = 0,
+             init: str = "meanfield", n_batches: int = 20, max_level: int = 64,
+             h: int = 1, *, n_windows: int = 1000) -> CentralResult:
+    """Occupancy simulation: the counts of stations per queue length only (O(log top) per event,
+    memory O(top), independent of N). The mean response is ``v_1 / lam`` (Little's law);
+    ``n_jobs`` counts the arrivals after the warm-up cut. ``init="meanfield"``: the initial counts
+    are multinomial over the invariant law ``P(Q = i) = s_i - s_{i+1}`` (a numpy ``Generator``
+    on a child of the task's ``SeedSequence``)."""
+    n_servers, lam, p, events, seed, n_batches, max_level, h, n_windows = check_sim_args(
+        n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows)
+    from sim.centralization import _occupancy_kernel as K
+
+    rate = n_servers * (1.0 + lam)
+    thr_arrival, thr_local, central = thresholds(lam, p)
+    ss = np.random.SeedSequence(seed)
+    state = ss.generate_state(4, dtype=np.uint64)
+    levels = 64
+    if init == "meanfield":
+        tail = initial_tail(lam, p)
+        pmf = -np.diff(np.concatenate([[1.0], tail, [0.0]]))
+        pmf = np.clip(pmf, 0.0, None)
+        rng = np.random.Generator(np.random.PCG64(ss.spawn(1)[0]))
+        counts = rng.multinomial(n_servers, pmf / pmf.sum())  # stations with exactly i tasks
+        top = int(np.nonzero(counts)[0].max())
+        while levels < top + 3:
+            levels *= 2
+        cnt = np.zeros(levels, dtype=np.int64)
+        counts = counts[: top + 1]
+        cnt[: top + 1] = n_servers - np.concatenate([[0], np.cumsum(counts)[:-1]])
+    else:
+        top = 0
+        cnt = np.zeros(levels, dtype=np.int64)
+        cnt[0] = n_servers
+    acc = np.zeros(levels, dtype=np.int64)
+    top_ref = np.array([top], dtype=np.int64)
+    bounds = window_bounds(events, n_windows)
+    nw = bounds.size - 1
+    w_arr = np.zeros(nw, dtype=np.int64)
+    w_waited = np.zeros(nw, dtype=np.int64)
+    w_within = np.zeros(nw, dtype=np.int64)
+    w_qarea = np.zeros(nw, dtype=np.int64)
+    w_tail = np.zeros((nw, max_level), dtype=np.int64)
+    w, e = 0, 0
+    while True:
+        w, e = K.occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_ref,
+                                bounds, state, w, e, w_arr, w_waited, w_within, w_qarea, w_tail)
+        if w >= nw:
+            break
+        cnt = np.concatenate([cnt, np.zeros(cnt.size, dtype=np.int64)])
+        acc = np.concatenate([acc, np.zeros(acc.size, dtype=np.int64)])
+    out = summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea,
+                     w_tail)
+    out["ci_method"] = out["ci_method"].replace(
+        "batch means", "batch means (mean response = v_1/lam, Little)", 1)
+    return CentralResult(events_run=int(events), drain_events=0, sim_time=events / rate, **out)
+
+
+def run_task(task: dict) -> dict:
+    """Occupancy engine for one task; returns :data:`RESULT_KEYS` (mean response by Little)."""
+    return sim_row(simulate(**task_args(task)))

@@ -1,0 +1,134 @@
+"""How a model declares itself: :class:`Param`, :class:`Entry` and :class:`Model`.
+
+Each model package ``sim/<model>/__init__.py`` exports one ``MODEL = Model(...)``; the registry
+(:mod:`sim.registry`) assembles them, and the pipeline and the general analyses ask the
+registry what they need to know about a model (its entries, parameters, result columns, labels,
+costs, response law, analyses) instead of naming it. docs/extending.md walks through a new
+model file by file.
+
+Nothing here knows a model: these are the shapes of a declaration and the checks of its form.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["KINDS", "RESULT_KINDS", "STOCHASTIC_ENGINES", "Param", "Entry", "Model"]
+
+#: kinds of a model parameter
+KINDS = ("int", "float", "bool", "choice", "floats")
+#: kinds of a result column
+RESULT_KINDS = ("float", "int", "str", "floats")
+#: engines whose output is random (they take seeds, replications and a run length); any other
+#: engine is a limit (mean field, refined mean field): one row per point, no seed
+STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy", "slotted", "trajectory")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A model parameter: its kind, a one-line meaning, and the choices of a ``choice``."""
+
+    kind: str
+    doc: str
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
+        if (self.kind == "choice") != bool(self.choices):
+            raise ValueError("a choice parameter (and only one) lists its choices")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One (engine, policy) of one model: the runner and the parameters it takes."""
+
+    engine: str
+    policy: str
+    #: ``"module:function"`` taking the task dict and returning the result dict; imported only
+    #: when used, so that each engine's compiled kernels load only where they run
+    runner: str
+    required: tuple[str, ...] = ()  #: parameters beyond n_servers and lam it needs
+    optional: tuple[str, ...] = ()  #: parameters it accepts (defaults documented by the model)
+    model: str = ""  #: the declaring model's name (set by :class:`Model`)
+
+    @property
+    def stochastic(self) -> bool:
+        return self.engine in STOCHASTIC_ENGINES
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """Every parameter a task of this entry uses: n_servers, lam, the required ones, the run
+        length (stochastic engines) and the optional ones."""
+        sim_keys = ("events", "time") if self.stochastic else ()
+        return ("n_servers", "lam", *self.required, *sim_keys, *self.optional)
+
+
+def _unit_cost(task: dict) -> float:
+    return 1.0
+
+
+@dataclass(frozen=True)
+class Model:
+    """What the rest of the project needs to know about one model.
+
+    ``name`` is the model's name in configs and rows (``model`` column): a shipped model's is
+    its package under ``sim/`` (``dispatch``); an out-of-tree model's is the module path it is
+    imported by (docs/extending.md).
+    """
+
+    name: str
+    #: one line saying what the model is (``lbsweep --help``, docs)
+    title: str
+    entries: tuple[Entry, ...]
+    #: the parameters its entries use, beyond the ones every model shares (n_servers, lam,
+    #: events, time); a name two models declare must have the same kind
+    params: dict[str, Param]
+    #: result columns its engines may return (kind per column); a row holds the ones its engine
+    #: returns, the others are null
+    results: dict[str, str]
+    #: the estimate whose relative 95% half-width ``run.precision`` targets
+    main_estimate: str
+    #: ``events_per_time(task)``: events per unit of simulated time (``time`` -> ``events``)
+    events_per_time: Callable[[dict], float]
+    #: ``check_task(task)``: the model's value checks, ``ValueError`` naming key and value; runs
+    #: in the plan before any compute, so it must stay light (no compiled module)
+    check_task: Callable[[dict], None]
+    #: policy -> its name in words, for figures and reports
+    labels: dict[str, str]
+    #: engines that record response-time distributions when a sweep sets ``run.responses``
+    responses: tuple[str, ...] = ()
+    #: ``event_cost(task)``: the planning cost of one event of a stochastic task, in units of
+    #: a plain agent event (used to group tasks and estimate run times, never for results)
+    event_cost: Callable[[dict], float] = _unit_cost
+    #: ``response_law(policy, params)``: the N = infinity response-time law of a point
+    #: (an object with ``quantile(q)`` and ``ccdf(t)``), or None where the model has none
+    response_law: Callable[[str, dict], object] | None = None
+    #: analyses a sweep of this model can ask for (``extra_analyses``): name -> ``"module:function"``
+    #: taking ``(frame, params, outdir, sweep_name)``; each returns ``report``, ``plots`` and
+    #: its console lines ``verdict_lines``
+    analyses: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.entries:
+            raise ValueError(f"model {self.name!r} declares no entries")
+        fixed = tuple(Entry(e.engine, e.policy, e.runner, e.required, e.optional, self.name)
+                      for e in self.entries)
+        object.__setattr__(self, "entries", fixed)
+        keys = [(e.engine, e.policy) for e in fixed]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"model {self.name!r} declares an (engine, policy) twice")
+        for kind in self.results.values():
+            if kind not in RESULT_KINDS:
+                raise ValueError(f"model {self.name!r}: result kind {kind!r} is not one of {RESULT_KINDS}")
+        missing = sorted({e.policy for e in fixed} - set(self.labels))
+        if missing:
+            raise ValueError(f"model {self.name!r}: no label for policies {missing}")
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(e.policy for e in self.entries))
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(e.engine for e in self.entries))

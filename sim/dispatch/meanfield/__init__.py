@@ -1,0 +1,38 @@
+"""The ``meanfield`` engine of the dispatch model: N -> infinity limits, one module per law.
+
+- :mod:`~sim.dispatch.meanfield.pod`: single-task ``random``, ``jsq`` and power-of-d without a
+  buffer: the supermarket ODE, its closed-form fixed point and response law.
+- :mod:`~sim.dispatch.meanfield.buffer`: single-task ``random``, ``pod`` and ``jsq`` with a
+  finite buffer ``b`` (the fixed point as the root of a flow balance).
+- :mod:`~sim.dispatch.meanfield.tasks`: k-task jobs whose tasks are independent in the limit:
+  ``pod_per_task``, ``batch_sampling``, and ``random`` / ``jsq`` with ``k > 1``.
+- :mod:`~sim.dispatch.meanfield.batch_filling`: batch-filling at fixed ``k`` and ``d`` (Ying,
+  Srikant & Kang): the ODE by an exact program over the layers, E[T] by Monte Carlo.
+
+Each has the law's ``fixed_point``, ``response_law`` and a ``run_task`` for its tasks;
+:func:`run_task` here is the engine's runner (every ``meanfield`` entry of
+:data:`sim.dispatch.MODEL`), choosing the law of a task. The checks the modules share are in
+``_common``.
+"""
+from __future__ import annotations
+
+from sim.dispatch.meanfield import batch_filling, buffer, pod, tasks
+
+__all__ = ["run_task", "pod", "buffer", "tasks", "batch_filling"]
+
+
+def run_task(task: dict) -> dict:
+    """Mean-field values of one dispatch task (the result keys of ``docs/results-schema.md``;
+    ``sim.run`` adds ``wall_time``), by the module of its law: batch-filling; pod_per_task and
+    batch_sampling; a finite buffer (single-task jobs); ``random`` / ``jsq`` with k-task jobs;
+    else single-task ``random``, ``jsq`` or ``pod``."""
+    policy = task["policy"]
+    if policy == "batch_filling":
+        return batch_filling.run_task(task)
+    if policy in ("batch_sampling", "pod_per_task"):
+        return tasks.run_task(task)
+    if task.get("b") is not None:  # a finite buffer (single-task jobs)
+        return buffer.run_task(task)
+    if (task.get("k") or 1) > 1:  # k-task jobs of random / jsq: k independent task responses
+        return tasks.run_task(task)
+    return pod.run_task(task)

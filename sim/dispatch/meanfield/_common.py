@@ -1,0 +1,34 @@
+"""What the mean-field modules of the dispatch model share: the checks of their arguments
+(``ValueError`` naming the parameter) and the ``ci_method`` of a closed-form row."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+CI_METHOD = "closed form (mean field, N = infinity)"
+
+
+def _check_lam(lam) -> float:
+    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
+        raise ValueError(f"lam={lam!r} must be a number")
+    lam = float(lam)
+    if not (math.isfinite(lam) and 0.0 <= lam < 1.0):
+        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1")
+    return lam
+
+
+def _check_d(d) -> int:
+    if isinstance(d, bool) or not isinstance(d, (int, float, np.integer, np.floating)):
+        raise ValueError(f"d={d!r} must be an integer >= 1")
+    if float(d) != int(d) or int(d) < 1:
+        raise ValueError(f"d={d!r} must be an integer >= 1")
+    return int(d)
+
+
+def _check_level(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}={v!r} must be an integer >= 1")
+    if float(v) != int(v) or int(v) < 1:
+        raise ValueError(f"{name}={v!r} must be an integer >= 1")
+    return int(v)
