@@ -4,21 +4,45 @@ The metric (Weng & Wang) is the queueing ratio ``(E[T] - H_k) / H_k`` of a job's
 time over its inherent delay ``E[max of k Exp(1)] = H_k``. Zero asymptotic queueing delay means
 it tends to 0 as N grows. Per arm (policy, engine and every parameter that does not change
 along N, e.g. the variant giving the rule for d), replications are combined into a mean with a
-95% interval (:func:`analysis.aggregate.aggregate`), and the ratio's trend in N is fitted.
+95% interval (:func:`analysis.aggregate.aggregate`), and the ratio's behaviour in N is judged.
 
-Verdict rule (also in docs/analysis.md), per arm, with the points at every N of the arm:
+Verdict rule (also in docs/analysis.md), per arm, over the points with a ratio and an SE > 0.
+Every fit is weighted least squares on the ratio itself (weights ``1/se**2``: the Gaussian
+likelihood of the aggregated points), on the same points; the residual scale
+``s2 = max(1, RSS / dof)`` widens the intervals when the points scatter more than their SEs
+(SEs estimated from a few replications, ratios that step with the integer d), never narrows
+them; intervals use t (slopes) or F (floor) with the fit's residual degrees of freedom.
+
+* ``M0``: ``r = a N^b`` (``a > 0``, b free): the slope b on all points (``slope``) and on the
+  upper half, the last ``max(3, ceil(n/2))`` points (``tail_slope``), 95% t intervals.
+* ``M1``: ``r = c0 + a (N/N_min)^b`` with ``c0 >= 0``, ``a >= 0``, ``FLOOR_B_MIN <= b <= 0``
+  (a decay to a level ``c0``; needs >= 4 points). Floor test of ``c0 = 0`` (M1 with ``c0 = 0``,
+  on the same points): ``lr_stat = (RSS(c0 = 0) - RSS1) / s2`` (``2 (logL1 - logL0)`` with
+  the residual scale of M1), whose null law sits on the boundary ``c0 = 0``:
+  ``1/2 chi2_0 + 1/2 F(1, n - 3)`` (the residual-scale form of ``1/2 chi2_0 + 1/2 chi2_1``).
+  ``level`` = the fitted c0, ``[level_lo, level_hi]`` its 95% profile-likelihood interval
+  ``{c0 >= 0: (RSS_profile(c0) - RSS1) / s2 <= F_0.95(1, n - 3)}``. ``p_floor < P_FLOOR``
+  (0.025) is the same statement as "the 95% interval of c0 excludes 0".
+
+First match wins:
 
 1. ``vanishing`` if at the largest N the whole 95% interval of the ratio lies below
    ``RATIO_ZERO`` (0.001): zero queueing delay reached within the resolution of the run.
-2. Otherwise fit ``log(ratio) = a + b log N`` by weighted least squares over the points with a
-   positive ratio (weights from the delta method, covariance scaled by the residuals, t with
-   n - 2 degrees of freedom; needs >= 3 points):
-   ``vanishing`` if the 95% interval of b lies below 0 (the ratio falls as a power of N);
-   ``not vanishing`` if it lies at or above 0 (flat or growing);
-   ``inconclusive`` if it contains 0, or there are fewer than 3 usable points.
+2. ``converges to a positive level`` if the floor is significant (``p_floor < 0.025``) and M1
+   decays (``a > 0, b < 0``): the ratio falls to ``level`` [level_lo, level_hi], not to 0.
+3. ``not vanishing`` if the slope's 95% interval on all points lies above 0 (growing).
+4. ``vanishing`` if the slope's 95% interval lies below 0 and the upper half's lies below
+   ``-SLOPE_FLAT`` (-0.05): the ratio keeps falling at least like ``N^-0.05`` at the largest N
+   and no floor is detected.
+5. ``not vanishing`` if the ratio at the largest N is bounded away from 0 (its 95% interval
+   lies above 0) and the slope's 95% interval, on all points or on the upper half, lies above
+   ``-SLOPE_FLAT``: the ratio falls slower than ``N^-0.05`` (halving it would take N x 10^6):
+   flat within the range.
+6. ``inconclusive`` otherwise, or with fewer than 3 points (the ``note`` says why).
 
-The rule is a statistical summary of the N range simulated, not a proof of a limit: a ratio
-that falls like a small power over the range is called vanishing.
+The rule is a statistical summary of the N range simulated, not a proof of a limit:
+``vanishing`` means the ratio still falls like a power of N at the top of the range and no
+positive level is detected, not that it has been shown to reach 0.
 """
 from __future__ import annotations
 
@@ -31,14 +55,28 @@ import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
+from scipy import optimize, stats
 
 from analysis import style
 from analysis.aggregate import aggregate, check_params
-from analysis.fit import arm_columns, wls_loglog
+from analysis.fit import arm_columns
 
 RATIO_ZERO = 1e-3
+#: floor significant: p of the boundary LR test below this (= the 95% interval of c0 excludes 0)
+P_FLOOR = 0.025
+#: a slope above -SLOPE_FLAT counts as flat (N^-0.05: the ratio halves when N grows 10^6-fold)
+SLOPE_FLAT = 0.05
+#: steepest decay of M1's power term (b = -3 moves only the first point of a 4-decade range)
+FLOOR_B_MIN = -3.0
+#: confidence level of every interval of the rule
+LEVEL = 0.95
 METRICS = ("queueing_ratio", "mean_response", "drop_prob", "frac_within_h")
 VANISHING, NOT_VANISHING, INCONCLUSIVE = "vanishing", "not vanishing", "inconclusive"
+CONVERGES = "converges to a positive level"
+VERDICTS = (VANISHING, CONVERGES, NOT_VANISHING, INCONCLUSIVE)
+
+#: the exponent grid of M1 (refined by a bounded 1-D search around its best point)
+_B_GRID = np.concatenate([-np.geomspace(-FLOOR_B_MIN, 1e-4, 240), [0.0]])
 
 
 def _arm_key(row: dict, arm: list[str]) -> tuple:
@@ -51,34 +89,223 @@ def _label(row: dict, arm: list[str]) -> str:
     return f"{row['policy']} [{row['engine']}] " + ", ".join(parts)
 
 
+def _f(v) -> float | None:
+    """A plain float for the JSON (None for None, NaN or infinity)."""
+    return None if v is None or not math.isfinite(float(v)) else float(v)
+
+
+def power_fit(n, r, se, level: float = LEVEL) -> dict | None:
+    """M0: ``r = a N^b`` by weighted least squares on the ratio (weights ``1/se**2``).
+
+    ``a = exp(alpha)`` keeps it positive; b's interval is ``b +- t_{n-2} se(b)`` from the
+    Jacobian covariance times ``s2 = max(1, RSS/(n-2))``. None with < 3 points or no fit.
+    """
+    n, r, se = (np.asarray(v, dtype=float) for v in (n, r, se))
+    m = n.size
+    if m < 3:
+        return None
+    u = np.log(n) - np.log(n).mean()
+
+    def resid(p):
+        return (r - np.exp(p[0] + p[1] * u)) / se
+
+    starts = [np.array([math.log(max(np.average(r, weights=se**-2), 1e-300)), 0.0])]
+    pos = r > 0
+    if pos.sum() >= 2:
+        b, a = np.polyfit(u[pos], np.log(r[pos]), 1, w=(r[pos] / se[pos]))
+        starts.append(np.array([a, b]))
+    best = None
+    for x0 in starts:
+        try:
+            res = optimize.least_squares(resid, x0, method="lm")
+        except (ValueError, np.linalg.LinAlgError):
+            continue
+        if np.all(np.isfinite(res.x)) and (best is None or res.cost < best.cost):
+            best = res
+    if best is None:
+        return None
+    dof = m - 2
+    rss = float(2.0 * best.cost)
+    s2 = max(1.0, rss / dof)
+    try:
+        cov = np.linalg.inv(best.jac.T @ best.jac) * s2
+    except np.linalg.LinAlgError:
+        return None
+    slope_se = math.sqrt(max(cov[1, 1], 0.0))
+    if not math.isfinite(slope_se):
+        return None
+    half = float(stats.t.ppf(0.5 + level / 2.0, dof)) * slope_se
+    b = float(best.x[1])
+    return {"slope": b, "slope_lo": b - half, "slope_hi": b + half, "rss": rss, "scale": s2, "dof": dof,
+            "n_points": m}
+
+
+def _profile_rss(c0: float, u: np.ndarray, r: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
+    """``min over a >= 0, b in [FLOOR_B_MIN, 0]`` of the weighted RSS of ``c0 + a u^b``
+    (a in closed form for each b; b on a grid, refined by a bounded search): (rss, a, b)."""
+    y = r - c0
+
+    def at(b):
+        x = u ** b
+        a = max(0.0, float(np.sum(w * y * x) / np.sum(w * x * x)))
+        return float(np.sum(w * (y - a * x) ** 2)), a
+
+    X = u[None, :] ** _B_GRID[:, None]
+    A = np.maximum(0.0, (X * (w * y)).sum(1) / (X * X * w).sum(1))
+    rss = ((y[None, :] - A[:, None] * X) ** 2 * w).sum(1)
+    i = int(np.argmin(rss))
+    best = (float(rss[i]), float(A[i]), float(_B_GRID[i]))
+    lo, hi = _B_GRID[max(i - 1, 0)], _B_GRID[min(i + 1, _B_GRID.size - 1)]
+    if hi > lo:
+        res = optimize.minimize_scalar(lambda b: at(b)[0], bounds=(lo, hi), method="bounded")
+        val, a = at(float(res.x))
+        if val < best[0]:
+            best = (val, a, float(res.x))
+    return best
+
+
+def floor_fit(n, r, se, level: float = LEVEL) -> dict | None:
+    """M1: ``r = c0 + a (N/N_min)^b`` (``c0, a >= 0``, ``FLOOR_B_MIN <= b <= 0``) against its
+    ``c0 = 0`` restriction, on the same points and weights; see the module docstring.
+
+    (c0, a) by non-negative least squares for each b (scipy.optimize.nnls), b by a grid and a
+    bounded search; the level's interval by inverting the profile (scipy.optimize.brentq).
+    None with < 4 points.
+    """
+    n, r, se = (np.asarray(v, dtype=float) for v in (n, r, se))
+    m = n.size
+    if m < 4:
+        return None
+    u = n / n.min()
+    w = se**-2
+    sw = np.sqrt(w)
+
+    def nnls_at(b):
+        design = np.column_stack([np.ones(m), u ** b]) * sw[:, None]
+        coef, norm = optimize.nnls(design, r * sw)
+        return float(norm**2), coef
+
+    rss_grid = np.array([nnls_at(b)[0] for b in _B_GRID])
+    i = int(np.argmin(rss_grid))
+    b1 = float(_B_GRID[i])
+    rss1, (c0, a) = nnls_at(b1)
+    lo, hi = _B_GRID[max(i - 1, 0)], _B_GRID[min(i + 1, _B_GRID.size - 1)]
+    res = optimize.minimize_scalar(lambda b: nnls_at(b)[0], bounds=(lo, hi), method="bounded")
+    val, coef = nnls_at(float(res.x))
+    if val < rss1:
+        rss1, (c0, a), b1 = val, coef, float(res.x)
+    prof = _profile_rss(c0, u, r, w)
+    if prof[0] < rss1:
+        rss1, a, b1 = prof
+    rss0, a0, b0 = _profile_rss(0.0, u, r, w)
+    if rss0 < rss1:  # c0 = 0 is in M1: its best point then is M1's
+        rss1, c0, a, b1 = rss0, 0.0, a0, b0
+    dof = m - 3
+    s2 = max(1.0, rss1 / dof)
+    gain = rss0 - rss1
+    stat = gain / s2 if gain > 1e-9 * rss0 else 0.0  # below that: rounding, M1 = M0
+    p = 0.5 * float(stats.f.sf(stat, 1, dof)) if stat > 0 else 1.0
+    crit = float(stats.f.ppf(level, 1, dof))
+
+    def excess(c):
+        return (_profile_rss(c, u, r, w)[0] - rss1) / s2 - crit
+
+    c_lo = 0.0 if stat <= crit else float(optimize.brentq(excess, 0.0, c0, xtol=1e-12 + 1e-9 * c0))
+    step = max(c0, float(np.max(np.abs(r))), float(np.max(se)), 1e-12)
+    top = c0 + step
+    for _ in range(60):
+        if excess(top) > 0:
+            break
+        step *= 2.0
+        top = c0 + step
+    c_hi = float(optimize.brentq(excess, c0, top, xtol=1e-12 + 1e-9 * top)) if excess(top) > 0 else None
+    return {"level": float(c0), "level_lo": c_lo, "level_hi": c_hi, "lr_stat": float(stat), "p_floor": p,
+            "floor_amplitude": float(a), "floor_exponent": float(b1) if a > 0 else None,
+            "floor_scale": float(s2), "dof": dof}
+
+
+def _tail_size(m: int) -> int:
+    """The number of points in the upper half of an arm of ``m`` points."""
+    return min(m, max(3, math.ceil(m / 2)))
+
+
 def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
-    """The verdict of one arm (rows sorted by x) by the rule in the module docstring."""
+    """The verdict of one arm by the rule in the module docstring.
+
+    ``points``: one arm's aggregated rows; uses ``x``, ``queueing_ratio``, ``queueing_ratio_se``
+    and ``queueing_ratio_lo``/``_hi`` (the point's 95% interval). Returns plain floats or None.
+    """
     pts = points.filter(pl.col("queueing_ratio").is_not_null()).sort(x)
     out = {"n_points": pts.height, "slope": None, "slope_lo": None, "slope_hi": None,
-           "ratio_at_max_n": None, "ratio_hi_at_max_n": None, "verdict": INCONCLUSIVE, "note": ""}
+           "ratio_at_max_n": None, "ratio_lo_at_max_n": None, "ratio_hi_at_max_n": None,
+           "tail_min_n": None, "tail_slope": None, "tail_slope_lo": None, "tail_slope_hi": None,
+           "level": None, "level_lo": None, "level_hi": None, "lr_stat": None, "p_floor": None,
+           "floor_exponent": None, "verdict": INCONCLUSIVE, "note": ""}
     if pts.height == 0:
         out["note"] = "no successful points"
         return out
     last = pts.row(-1, named=True)
-    hi = last["queueing_ratio_hi"] if last["queueing_ratio_hi"] is not None else last["queueing_ratio"]
-    out["ratio_at_max_n"], out["ratio_hi_at_max_n"] = last["queueing_ratio"], hi
+    r_last, se_last = last["queueing_ratio"], last.get("queueing_ratio_se")
+    half = (1.96 * se_last) if se_last is not None else 0.0
+    hi = last.get("queueing_ratio_hi")
+    lo = last.get("queueing_ratio_lo")
+    hi = r_last + half if hi is None else hi
+    lo = r_last - half if lo is None else lo
+    out.update(ratio_at_max_n=_f(r_last), ratio_lo_at_max_n=_f(lo), ratio_hi_at_max_n=_f(hi))
     if hi < RATIO_ZERO:
         out["verdict"] = VANISHING
         out["note"] = f"ratio < {RATIO_ZERO:g} (95% CI) at the largest {x}"
         return out
-    usable = pts.filter((pl.col("queueing_ratio") > 0) & (pl.col("queueing_ratio_se") > 0))
-    if usable.height < 3:
-        out["note"] = f"{usable.height} point(s) with a positive ratio and an SE; the fit needs 3"
+    usable = pts.filter(pl.col("queueing_ratio_se").is_not_null() & (pl.col("queueing_ratio_se") > 0)
+                        & pl.col("queueing_ratio").is_finite() & pl.col("queueing_ratio_se").is_finite())
+    m = usable.height
+    if m < 3:
+        out["note"] = f"{m} point(s) with a ratio and an SE; the fits need 3"
         return out
-    fit = wls_loglog(usable[x].to_numpy(), usable["queueing_ratio"].to_numpy(),
-                     usable["queueing_ratio_se"].to_numpy())
-    out.update({k: fit[k] for k in ("slope", "slope_lo", "slope_hi")})
-    if fit["slope_hi"] < 0:
-        out["verdict"] = VANISHING
-    elif fit["slope_lo"] >= 0:
+    ns, rs, ses = (usable[c].to_numpy().astype(float) for c in (x, "queueing_ratio", "queueing_ratio_se"))
+    full = power_fit(ns, rs, ses)
+    k = _tail_size(m)
+    tail = full if k == m else power_fit(ns[-k:], rs[-k:], ses[-k:])
+    floor = floor_fit(ns, rs, ses)
+    if full is not None:
+        out.update({key: _f(full[key]) for key in ("slope", "slope_lo", "slope_hi")})
+    if tail is not None:
+        out.update(tail_min_n=_f(ns[-k]), tail_slope=_f(tail["slope"]), tail_slope_lo=_f(tail["slope_lo"]),
+                   tail_slope_hi=_f(tail["slope_hi"]))
+    if floor is not None:
+        out.update({key: _f(floor[key]) for key in ("level", "level_lo", "level_hi", "lr_stat", "p_floor",
+                                                     "floor_exponent")})
+    if full is None or tail is None:
+        out["note"] = "the power-law fit failed"
+        return out
+    p_txt = "" if floor is None else f"floor p = {floor['p_floor']:.2g}"
+    upper = f"{x} >= {ns[-k]:g}"
+    if (floor is not None and floor["p_floor"] < P_FLOOR and floor["floor_amplitude"] > 0
+            and floor["floor_exponent"] is not None and floor["floor_exponent"] < 0):
+        out["verdict"] = CONVERGES
+        out["note"] = f"c0 > 0: {p_txt} < {P_FLOOR:g} (the level's 95% CI excludes 0)"
+    elif full["slope_lo"] > 0:
         out["verdict"] = NOT_VANISHING
+        out["note"] = "grows: the slope's 95% CI lies above 0"
+    elif full["slope_hi"] < 0 and tail["slope_hi"] < -SLOPE_FLAT:
+        out["verdict"] = VANISHING
+        out["note"] = (f"falls; still faster than N^-{SLOPE_FLAT:g} for {upper} (95% CI)"
+                       + ("; no floor detected (" + p_txt + ")" if floor is not None else "; no floor test (< 4 points)"))
+    elif lo > 0 and (full["slope_lo"] > -SLOPE_FLAT or tail["slope_lo"] > -SLOPE_FLAT):
+        where = "on all points" if full["slope_lo"] > -SLOPE_FLAT else f"for {upper}"
+        out["verdict"] = NOT_VANISHING
+        out["note"] = f"flat: falls slower than N^-{SLOPE_FLAT:g} {where} (95% CI), ratio > 0 at the largest {x}"
     else:
-        out["note"] = "the slope's 95% CI contains 0"
+        reasons = []
+        if full["slope_hi"] >= 0:
+            reasons.append("the slope's 95% CI contains 0")
+        elif tail["slope_hi"] >= -SLOPE_FLAT:
+            reasons.append(f"falls, but not clearly faster than N^-{SLOPE_FLAT:g} for {upper}")
+        if lo <= 0:
+            reasons.append(f"the ratio's 95% CI at the largest {x} reaches 0")
+        elif full["slope_lo"] <= -SLOPE_FLAT and tail["slope_lo"] <= -SLOPE_FLAT:
+            reasons.append(f"a fall faster than N^-{SLOPE_FLAT:g} is not excluded")
+        out["note"] = "; ".join(reasons) + (f"; {p_txt}" if p_txt else "")
     return out
 
 
@@ -124,19 +351,27 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             if r["queueing_ratio"] is not None:
                 metrics.append(("queueing_ratio", r["queueing_ratio"], int(r[x]), route))
     for v in verdicts:
+        route = {c: v[c] for c in ("policy", "engine", *arm) if v.get(c) is not None}
         if v["slope"] is not None:
-            route = {c: v[c] for c in ("policy", "engine", *arm) if v.get(c) is not None}
             metrics.append(("queueing_ratio_slope", v["slope"], 0, route))
+        if v["verdict"] == CONVERGES:
+            metrics.append(("queueing_ratio_level", v["level"], 0, route))
     return {"report": report, "plots": plots, "metrics": metrics, "verdicts": verdicts,
             "summary": summary, "verdicts_json": vpath, "arm_params": arm,
             "verdict_lines": [_verdict_line(v) for v in verdicts]}
 
 
 def _verdict_line(v: dict) -> str:
-    """The console line of one arm's verdict (pipeline.run prints it)."""
-    slope = "" if v.get("slope") is None else (
-        f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])")
-    return f"{v['label']}: queueing ratio as N grows: {v['verdict']}{slope}"
+    """The console line of one arm's verdict (pipeline.run prints it): the level and its 95% CI
+    for a floor, otherwise the slope (all points) and its 95% CI."""
+    if v.get("verdict") == CONVERGES and v.get("level") is not None:
+        hi = "-" if v.get("level_hi") is None else f"{v['level_hi']:.3g}"
+        extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}], floor p = {v['p_floor']:.2g})"
+    elif v.get("slope") is not None:
+        extra = f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])"
+    else:
+        extra = ""
+    return f"{v['label']}: queueing ratio as N grows: {v['verdict']}{extra}"
 
 
 def _key_label(key: tuple, arm: list[str], skip: int, drop: frozenset = frozenset()) -> str:
@@ -293,17 +528,32 @@ def _num(v, digits: int = 4) -> str:
 
 def _report(outdir, sweep_name, arms, arm, verdicts, plots, x) -> Path:
     lines = [f"# Sweep `{sweep_name}`: zero queueing delay for parallel jobs", "",
-             "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/zero_queueing.py` "
-             "(docs/analysis.md): *vanishing* if the ratio's 95% CI at the largest N is below "
-             f"{RATIO_ZERO:g}, or the fitted slope of log(ratio) on log N has a 95% CI below 0; "
-             "*not vanishing* if that CI lies at or above 0; otherwise *inconclusive*.", "",
+             "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/models/zero_queueing.py` "
+             "(docs/analysis.md). Fits are weighted least squares on the ratio (weights 1/se^2), "
+             "intervals 95%. *slope*: b of r = a N^b on all points; *upper half*: the same on the "
+             "last half of the points (N from the value given). *floor*: c0 of r = c0 + a N^b "
+             "(c0, a >= 0, b <= 0), with its profile 95% CI and the p-value of c0 = 0 against "
+             "1/2 chi2_0 + 1/2 F(1, n - 3) (LR statistic in brackets). First match wins: "
+             f"*vanishing* if the ratio's 95% CI at the largest N is below {RATIO_ZERO:g}; "
+             f"*{CONVERGES}* if floor p < {P_FLOOR:g}; *not vanishing* if the slope's CI is above 0; "
+             f"*vanishing* if the slope's CI is below 0 and the upper half's below -{SLOPE_FLAT:g}; "
+             f"*not vanishing* if the ratio's CI at the largest N is above 0 and a slope's CI (all "
+             f"points or upper half) is above -{SLOPE_FLAT:g}; otherwise *inconclusive*.", "",
              "## Verdicts", "",
-             "| arm | points | ratio at largest N (95% CI upper) | slope [95% CI] | verdict | note |",
-             "|---|---|---|---|---|---|"]
+             "| arm | points | ratio at largest N [95% CI] | slope [95% CI] | upper half: from N, slope [95% CI] "
+             "| floor c0 [95% CI] | floor p (LR) | verdict | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         slope = "-" if v["slope"] is None else f"{v['slope']:.3f} [{v['slope_lo']:.3f}, {v['slope_hi']:.3f}]"
-        lines.append(f"| {v['label']} | {v['n_points']} | {_num(v['ratio_at_max_n'])} ({_num(v['ratio_hi_at_max_n'])}) "
-                     f"| {slope} | **{v['verdict']}** | {v['note']} |")
+        tail = "-" if v.get("tail_slope") is None else (
+            f"{v['tail_min_n']:g}: {v['tail_slope']:.3f} [{v['tail_slope_lo']:.3f}, {v['tail_slope_hi']:.3f}]")
+        level = "-" if v.get("level") is None else (
+            f"{_num(v['level'])} [{_num(v['level_lo'])}, {_num(v['level_hi'])}]")
+        floor_p = "-" if v.get("p_floor") is None else f"{v['p_floor']:.2g} ({v['lr_stat']:.3g})"
+        ratio = (f"{_num(v['ratio_at_max_n'])} [{_num(v.get('ratio_lo_at_max_n'))}, "
+                 f"{_num(v['ratio_hi_at_max_n'])}]")
+        lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {floor_p} "
+                     f"| **{v['verdict']}** | {v['note']} |")
     lines += ["", "## Points", ""]
     for key, pts in arms.items():
         lines += [f"### {', '.join(str(k) for k in key if k is not None)}", "",

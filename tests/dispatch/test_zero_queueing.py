@@ -1,16 +1,153 @@
 """The zero-queueing analysis on synthetic frames whose truth is known (no simulation)."""
+import json
+import math
+from collections import Counter
+
 import numpy as np
 import polars as pl
+from scipy import stats
 
-from analysis.models.zero_queueing import NOT_VANISHING, VANISHING, analyze_zero_queueing
+from analysis.fit import wls_loglog
+from analysis.models.zero_queueing import CONVERGES, INCONCLUSIVE, NOT_VANISHING, P_FLOOR, VANISHING, VERDICTS, _verdict_line, analyze_zero_queueing
+from analysis.zero_queueing import verdict  # the stable entry point
 
 NS = [100, 1000, 10_000, 100_000]
+# the headline sweep's N: 10^2 .. 10^6 in half-decades (9 points)
+NS9 = np.array([100, 316, 1000, 3162, 10_000, 31_623, 100_000, 316_228, 1_000_000])
+T4 = float(stats.t.ppf(0.975, 4))  # 5 replications
+# relative SE of the behaviour frames: 1% at N = 10^2 rising to 3% at 10^6 (a few %, the small
+# systems are run longer and are the more precise, as in the headline sweep)
+REL = 0.01 * 3.0 ** (np.arange(9) / 8)
+SEEDS = range(20)
+
+# The headline sweep's batch-filling arms (5 replications). Given: c = 4 reads 0.218, 0.164,
+# 0.145 at N = 10^2 .. 10^3, then 0.11-0.15 flat from 10^4 to 10^6; c = 1 reads 0.36 at 10^2
+# and 0.33 at 10^6. The other values are made up within those bounds, and the SEs (0.2% of the
+# ratio at 10^2 rising to 3% at 10^6) chosen so that the old rule (a power law fitted to
+# log(ratio)) gives about the measured slopes: c = 4 -0.12 [-0.18, -0.07] (measured -0.12
+# [-0.17, -0.07]), c = 1 -0.016 [-0.025, -0.007] (measured -0.016 [-0.029, -0.004]).
+C4 = np.array([0.218, 0.164, 0.145, 0.122, 0.110, 0.135, 0.116, 0.148, 0.125])
+C1 = np.array([0.360, 0.343, 0.345, 0.332, 0.328, 0.345, 0.322, 0.342, 0.330])
+REL_MEASURED = 0.002 * 15.0 ** (np.arange(9) / 8)
 
 
-def frame(truth, variant, rel_noise=0.02, reps=4, seed=0):
+def points(mean, se, ns=NS9):
+    """One arm's aggregated rows, with the columns of analysis.aggregate (hw = t(0.975, 4) se)."""
+    mean, se = np.asarray(mean, dtype=float), np.asarray(se, dtype=float)
+    hw = T4 * se
+    return pl.DataFrame({"n_servers": np.asarray(ns), "queueing_ratio": mean, "queueing_ratio_se": se,
+                         "queueing_ratio_hw": hw, "queueing_ratio_lo": mean - hw,
+                         "queueing_ratio_hi": mean + hw, "n_rep": [5] * len(mean)})
+
+
+def replicated(truth, rel, seed):
+    """5 replications a point around ``truth`` (SE of their mean = rel * |truth|), aggregated: the
+    mean and its sample SE, so that the SEs are estimated with 4 degrees of freedom as in a run."""
+    rng = np.random.default_rng(seed)
+    t = np.asarray(truth, dtype=float)
+    sd = rel * np.abs(t) * math.sqrt(5)
+    x = t[:, None] + rng.normal(size=(t.size, 5)) * np.asarray(sd)[..., None]
+    return points(x.mean(1), x.std(1, ddof=1) / math.sqrt(5))
+
+
+SCENARIOS = {  # name: (truth at NS9, relative SE)
+    "power law to zero": (0.4 * NS9 ** -0.3, REL),
+    "decay to 0.12": (0.12 + 0.3 * NS9 ** -0.5, REL),
+    "flat": (np.full(9, 0.33), REL),
+    "growing": (0.36 * (NS9 / 100) ** (math.log(0.88 / 0.36) / math.log(1e4)), REL),  # 0.36 -> 0.88
+    "pure noise": (np.full(9, 0.2), 0.6),  # SE 60% of the level: no trend can be resolved
+    "c = 4 (measured, jittered)": (C4, REL_MEASURED),
+    "c = 1 (measured, jittered)": (C1, REL_MEASURED),
+}
+
+
+def verdicts(name):
+    truth, rel = SCENARIOS[name]
+    return [verdict(replicated(truth, rel, s)) for s in SEEDS]
+
+
+def check(name, expected, at_least, never=(VANISHING,)):
+    vs = verdicts(name)
+    counts = Counter(v["verdict"] for v in vs)
+    assert set(counts) <= set(VERDICTS), counts
+    assert counts[expected] >= at_least, (name, counts)
+    for bad in never:
+        assert counts[bad] == 0, (name, counts)
+    return vs
+
+
+def test_power_law_to_zero_is_vanishing():
+    vs = check("power law to zero", VANISHING, 18, never=(NOT_VANISHING,))
+    # the slope's interval covers the true -0.3 in most draws (92% over 400 seeds, for 95% nominal:
+    # the SEs are estimated from 5 replications); the upper half still falls fast
+    assert sum(v["slope_lo"] < -0.3 < v["slope_hi"] for v in vs) >= 15
+    assert all(v["tail_slope_hi"] < -0.1 for v in vs if v["verdict"] == VANISHING)
+    assert all(v["tail_min_n"] == 10_000 for v in vs)
+
+
+def test_decay_to_a_floor_converges_to_its_level():
+    vs = check("decay to 0.12", CONVERGES, 18)
+    floors = [v for v in vs if v["verdict"] == CONVERGES]
+    assert all(0.0 < v["level_lo"] <= v["level"] <= v["level_hi"] for v in floors)
+    assert all(0.10 < v["level"] < 0.14 for v in floors)
+    # coverage of the level's 95% interval: 93% over 400 seeds
+    assert sum(v["level_lo"] <= 0.12 <= v["level_hi"] for v in floors) >= 0.75 * len(floors)
+    # the old rule's trap: the slope on all points is below 0 (399 of 400 seeds), yet the
+    # verdict is never vanishing
+    assert sum(v["slope_hi"] < 0 for v in vs) >= 19
+
+
+def test_flat_and_growing_are_not_vanishing():
+    check("flat", NOT_VANISHING, 18)
+    vs = check("growing", NOT_VANISHING, 20)
+    assert all(v["slope_lo"] > 0 for v in vs)
+    assert all(v["p_floor"] == 1.0 and v["lr_stat"] == 0.0 for v in vs)  # M1 cannot grow
+
+
+def test_pure_noise_is_inconclusive():
+    check("pure noise", INCONCLUSIVE, 16, never=(VANISHING,))
+
+
+def test_measured_batch_filling_sequences_are_not_vanishing():
+    # the frames reproduce the trap: the old rule calls both vanishing
+    for seq in (C4, C1):
+        old = wls_loglog(NS9, seq, REL_MEASURED * seq)
+        assert old["slope_hi"] < 0
+    c4 = verdict(points(C4, REL_MEASURED * C4))
+    assert c4["verdict"] == CONVERGES
+    assert 0.09 < c4["level_lo"] < c4["level"] < c4["level_hi"] < 0.14
+    assert c4["slope_hi"] < 0 and c4["p_floor"] < 0.01
+    c1 = verdict(points(C1, REL_MEASURED * C1))
+    assert c1["verdict"] in (CONVERGES, NOT_VANISHING)
+    assert c1["level_hi"] > 0.3  # whatever the verdict, a level near the last ratio is not excluded
+    check("c = 4 (measured, jittered)", CONVERGES, 18)
+    vs = check("c = 1 (measured, jittered)", CONVERGES, 0)
+    assert all(v["verdict"] in (CONVERGES, NOT_VANISHING) for v in vs)
+
+
+def test_floor_test_is_the_boundary_law_and_matches_the_level_interval():
+    for name in ("power law to zero", "decay to 0.12", "flat", "c = 1 (measured, jittered)"):
+        for v in verdicts(name)[:8]:
+            # p of 1/2 chi2_0 + 1/2 F(1, n - 3): half the F tail (1 when the statistic is 0)
+            want = 0.5 * stats.f.sf(v["lr_stat"], 1, 9 - 3) if v["lr_stat"] > 0 else 1.0
+            assert math.isclose(v["p_floor"], want, rel_tol=1e-9)
+            # "floor significant" and "the 95% interval of c0 excludes 0" are one statement
+            assert (v["p_floor"] < P_FLOOR) == (v["level_lo"] > 0), (name, v)
+            assert v["level_lo"] <= v["level"] <= v["level_hi"]
+
+
+def test_few_points_and_the_shortcut():
+    three = verdict(points([0.3, 0.2, 0.1], [0.01] * 3, ns=[100, 1000, 10_000]))
+    assert three["verdict"] in (VANISHING, NOT_VANISHING, INCONCLUSIVE)
+    assert three["level"] is None and three["p_floor"] is None  # M1 needs 4 points
+    tiny = verdict(points(1e-4 * (NS9 / 100) ** -0.1, 1e-5 * np.ones(9)))
+    assert tiny["verdict"] == VANISHING and "0.001" in tiny["note"]
+
+
+def frame(truth, variant, rel_noise=0.02, reps=4, seed=0, ns=NS):
     rng = np.random.default_rng(seed)
     rows = []
-    for n in NS:
+    for n in ns:
         for r in range(reps):
             t = truth(n)
             v = t + rng.normal(0, rel_noise * max(t, 1e-4))
@@ -41,6 +178,30 @@ def test_verdicts_on_known_trends(tmp_path):
                for k, _, step, arm in out["metrics"])
     # arms are labelled by what does not change along N (variant), not by k, d, lam
     assert out["arm_params"] == ["variant", "d"]
+
+
+def test_json_report_and_console_carry_the_floor(tmp_path):
+    ns = [int(n) for n in NS9]
+    rows = (frame(lambda n: 0.12 + 0.3 * n ** -0.5, "floor", rel_noise=0.01, reps=5, ns=ns)
+            + frame(lambda n: 0.4 * n ** -0.3, "falls", rel_noise=0.01, reps=5, seed=1, ns=ns))
+    out = analyze_zero_queueing(pl.DataFrame(rows), ["n_servers", "variant", "k", "d", "lam"], tmp_path, "t")
+    saved = json.loads(out["verdicts_json"].read_text())
+    fields = ("n_points", "slope", "slope_lo", "slope_hi", "ratio_at_max_n", "ratio_hi_at_max_n", "verdict", "note",
+              "level", "level_lo", "level_hi", "lr_stat", "p_floor", "floor_exponent", "tail_min_n",
+              "tail_slope", "tail_slope_lo", "tail_slope_hi", "ratio_lo_at_max_n")
+    for v in saved:
+        assert all(f in v for f in fields), set(fields) - set(v)
+        assert all(v[f] is None or isinstance(v[f], (int, float)) for f in fields if f not in ("verdict", "note"))
+    by = {v["variant"]: v for v in saved}
+    assert by["floor"]["verdict"] == CONVERGES and 0.10 < by["floor"]["level"] < 0.14
+    assert by["falls"]["verdict"] == VANISHING
+    lines = dict(zip((v["variant"] for v in out["verdicts"]), out["verdict_lines"]))
+    assert f"{CONVERGES} (level " in lines["floor"] and "floor p = " in lines["floor"]
+    assert ": vanishing (slope -0." in lines["falls"] and "level" not in lines["falls"]
+    assert _verdict_line(out["verdicts"][0]) in out["verdict_lines"]
+    text = out["report"].read_text()
+    assert "floor c0 [95% CI]" in text and f"**{CONVERGES}**" in text
+    assert any(k == "queueing_ratio_level" for k, *_ in out["metrics"])
 
 
 def test_too_few_points_is_inconclusive(tmp_path):
