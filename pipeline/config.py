@@ -42,6 +42,9 @@ class RunConfig:
     precision: Optional[float] = None
     #: the longest run a precision target may ask for, as a multiple of the given events/time
     precision_cap: float = 16.0
+    #: the estimate whose relative half-width ``precision`` controls (null: the model's main
+    #: estimate, e.g. ``mean_response``; ``queueing_ratio`` for the headline question)
+    precision_estimate: Optional[str] = None
     #: record response-time distributions (quantiles, CCDF) in the dispatch model's agent and
     #: occupancy tasks and the JIQ occupancy tasks (docs/responses.md)
     responses: bool = False

@@ -184,6 +184,14 @@ def check_top_level(cfg: dict) -> None:
     if prec is not None and not (_is_number(prec) and 0 < prec < 1):
         raise ConfigError(f"run.precision={prec!r} must be null or a number in (0, 1): the target "
                           "relative 95% half-width of each task's main estimate (docs/sweeps.md)")
+    est = run.get("precision_estimate")
+    if est is not None:
+        from sim.registry import RESULTS
+
+        if not isinstance(est, str) or RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS:
+            valid = sorted(k for k in RESULTS if RESULTS[k] == "float" and f"{k}_se" in RESULTS)
+            raise ConfigError(f"run.precision_estimate={est!r} is not an estimate with a standard "
+                              f"error; valid: {', '.join(valid)}")
     cap = run.get("precision_cap", 16)
     if not (_is_number(cap) and 1 <= cap <= 10**6):
         raise ConfigError(f"run.precision_cap={cap!r} must be a number in [1, 1e6]: the longest "
@@ -491,6 +499,8 @@ def make_plan(cfg: dict) -> Plan:
                         if engine in STOCHASTIC_ENGINES and run.get("precision") is not None:
                             task["precision"] = float(run["precision"])
                             task["precision_cap"] = float(run.get("precision_cap", 16))
+                            if run.get("precision_estimate") is not None:
+                                task["precision_estimate"] = run["precision_estimate"]
                         if run.get("responses") and engine in registry.model(ent.model).responses:
                             # the engines that record, and the exact limits (docs/responses.md)
                             task["responses"] = True

@@ -46,12 +46,12 @@ def events_for_time(task: dict) -> int:
 
 
 def rel_halfwidth(task: dict, out: dict) -> float | None:
-    """The relative 95% half-width of the model's main estimate (:attr:`Model.main_estimate`):
-    ``t(0.975, n_batches - 1) * se / |estimate|`` (batch means); None if the estimate or its
-    SE is missing, not finite, or the estimate is 0."""
+    """The relative 95% half-width of the task's ``precision_estimate`` (default: its model's
+    main estimate, :attr:`Model.main_estimate`): ``t(0.975, n_batches - 1) * se / |estimate|``
+    (batch means); None if the estimate or its SE is missing, not finite, or the estimate is 0."""
     from scipy.stats import t as student_t
 
-    key = model_of(task).main_estimate
+    key = task.get("precision_estimate") or model_of(task).main_estimate
     est, se = out.get(key), out.get(f"{key}_se")
     if (est is None or se is None or not math.isfinite(est) or not math.isfinite(se)
             or est == 0):

@@ -85,7 +85,7 @@ COMMON_RESULTS: dict[str, str] = {
 
 #: run settings every stochastic task carries (not model parameters; the pipeline sets them)
 RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h", "precision", "precision_cap",
-            "responses", "grid")
+            "precision_estimate", "responses", "grid")
 
 #: engine limits the plan checks before compute
 N_BATCHES_MAX = 500  # n_batches <= n_windows // 2 with the engines' 1000 windows
@@ -305,6 +305,9 @@ def _check_run_settings(task: dict) -> None:
                              or not 0 < prec < 1):
         raise ValueError(f"precision={prec!r} must be a number in (0, 1): the target relative "
                          "95% half-width of the main estimate")
+    est = task.get("precision_estimate")
+    if est is not None and (RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS):
+        raise ValueError(f"precision_estimate={est!r} is not an estimate with a standard error")
     cap = task.get("precision_cap", 16)
     if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1 <= cap <= 10**6:
         raise ValueError(f"precision_cap={cap!r} must be a number in [1, 1e6]: the longest run "

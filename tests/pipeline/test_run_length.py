@@ -7,6 +7,7 @@ import pytest
 from scipy.stats import t as student_t
 
 import sim
+from pipeline.errors import ConfigError
 from pipeline.plan import make_plan
 from pipeline.run import to_plain
 from tests.helpers import compose
@@ -82,6 +83,36 @@ def test_precision_is_capped():
     assert out["rel_halfwidth"] > 1e-5
     met = sim.run({**base, "precision": 0.5})
     assert met["runs"] == 1 and met["events_run"] == base["events"]
+
+
+def test_precision_can_target_another_estimate():
+    """run.precision_estimate: the queueing ratio of k-task jobs, whose relative CI is far wider
+    than the mean response time's; the reruns go on until *its* half-width is met."""
+    base = dict(engine="occupancy", policy="batch_filling", n_servers=200, lam=0.9, d=2, k=4,
+                events=20_000, seed=3, n_batches=20)
+    q = student_t.ppf(0.975, 19)
+    first = sim.run(base)
+    ratio_hw = q * first["queueing_ratio_se"] / first["queueing_ratio"]
+    assert first["rel_halfwidth"] < ratio_hw / 2  # by default the target is mean_response's
+    on_ratio = sim.run({**base, "precision_estimate": "queueing_ratio"})
+    assert on_ratio["rel_halfwidth"] == pytest.approx(ratio_hw)
+    target = ratio_hw / 2
+    out = sim.run({**base, "precision": target, "precision_cap": 1000,
+                   "precision_estimate": "queueing_ratio"})
+    reached = q * out["queueing_ratio_se"] / out["queueing_ratio"]
+    assert out["rel_halfwidth"] == pytest.approx(reached) and out["runs"] >= 2
+    assert reached <= target or out["runs"] == sim.MAX_RUNS
+    with pytest.raises(ValueError, match="precision_estimate='n_jobs' is not an estimate"):
+        sim.check_task({**base, "precision_estimate": "n_jobs"})
+
+
+def test_plan_passes_the_precision_estimate_and_refuses_an_unknown_one():
+    plan = _plan("run.precision=0.05", "run.precision_estimate=queueing_ratio")
+    sims = [t for t in plan.tasks if t["engine"] != "meanfield"]
+    assert sims and all(t["precision_estimate"] == "queueing_ratio" for t in sims)
+    with pytest.raises(ConfigError, match="run.precision_estimate='mean_reponse' is not an estimate "
+                                          "with a standard error; valid: "):
+        _plan("run.precision=0.05", "run.precision_estimate=mean_reponse")
 
 
 def _plan(*overrides):
