@@ -218,6 +218,7 @@ def test_close_censored_credits_exact_expected_remaining_times():
 # ------------------------------------------------------------------------------------------
 # closed forms and laws
 # ------------------------------------------------------------------------------------------
+@pytest.mark.slow  # fast suite under 5 min cold: see README
 def test_k1_batch_policies_are_pod_and_match_agent_and_mean_field():
     # with k = 1 all three policies are power-of-d on the same random stream: bitwise equal
     n, lam, d, events = 1000, 0.8, 2, 20_000_000

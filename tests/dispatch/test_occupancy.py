@@ -252,6 +252,7 @@ def test_random_routing_parallel_jobs_large_n():
                       what=f"L lam={lam}")
 
 
+@pytest.mark.slow  # fast suite under 5 min cold: see README
 def test_pod_large_n_matches_mean_field():
     # Finite-N bias is O(1/N) (about 3/N for the agent engine at lam = 0.9, d = 2): allowance 5/N
     n, lam, d = 10**4, 0.9, 2

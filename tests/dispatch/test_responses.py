@@ -329,6 +329,7 @@ def test_jiq_agent_records_positions(policy, d, z):
                      f"JIQ agent {policy}: mean of the distribution vs measured mean")
 
 
+@pytest.mark.slow  # fast suite under 5 min cold: see README
 def test_jiq_agent_and_occupancy_agree():
     """jiq_pod, N = 200, r = 10: the JIQ agent and occupancy engines simulate the same
     finite-N chain, so their quantiles agree within SEs."""

@@ -167,6 +167,7 @@ def ht_run(policy, rho, seed, **kw):
     return simulate(HT_RATES, rho, policy, 2, events=slots, seed=seed, **kw)
 
 
+@pytest.mark.slow  # fast suite under 5 min cold: see README
 def test_heavy_traffic_ratio_falls_toward_one():
     # L-JSQ-Pull is delta-tilted with p > 0: eps E[sum Q] / zeta -> 1. From rho = 0.9 to 0.98
     # (eps = 0.6, 0.12) the ratio falls; at rho = 0.98 it is within the measured finite-eps gap
