@@ -30,6 +30,8 @@ def _kind(name: str) -> str:
     """The kind of parameter ``name`` (``float`` for an auxiliary variable)."""
     par = PARAMS.get(name)
     return "float" if par is None else par.kind
+
+
 #: the Python type of each kind's values (and of the ``variant`` column)
 KIND_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "choice": str, "floats": list}
 #: names a sweep may write for a model parameter
