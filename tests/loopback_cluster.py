@@ -31,6 +31,25 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def free_ports(host: str, n: int, avoid=()) -> list[int]:
+    """``n`` distinct ports free on ``host``, none in ``avoid``: all bound at once (released on
+    return), so that two of one node's components never get the same port (probing one at a
+    time, as :func:`free_port` does, can hand out a just-released port twice)."""
+    socks, ports = [], []
+    try:
+        while len(ports) < n:
+            s = socket.socket()
+            socks.append(s)
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+            if port not in avoid:
+                ports.append(port)
+        return ports
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_range(host: str, width: int) -> int:
     """The first port of ``width`` consecutive ports free on ``host`` (probed, not reserved)."""
     for _ in range(200):
@@ -110,16 +129,20 @@ class LoopbackCluster:
         self._next_ip = first_ip
         self.head_cpus = head_cpus
 
-    def _start(self, args: list[str], ip: str, name: str) -> Node:
+    def _start(self, args: list[str], ip: str, name: str, taken=()) -> Node:
         temp = self.ray_tmp / name
         log = self.tmp / f"{name}.log"
         worker_start = free_range(ip, 24)
+        while any(worker_start <= t < worker_start + 24 for t in taken):
+            worker_start = free_range(ip, 24)
+        node_mgr, obj_mgr, metrics, env_agent, agent_http, agent_grpc = free_ports(
+            ip, 6, avoid={*range(worker_start, worker_start + 24), *taken})
         cmd = [RAY, "start", "--block", "--disable-usage-stats", f"--node-ip-address={ip}",
-               f"--temp-dir={temp}", f"--node-manager-port={free_port(ip)}",
-               f"--object-manager-port={free_port(ip)}", f"--metrics-export-port={free_port(ip)}",
-               f"--runtime-env-agent-port={free_port(ip)}",
-               f"--dashboard-agent-listen-port={free_port(ip)}",
-               f"--dashboard-agent-grpc-port={free_port(ip)}",
+               f"--temp-dir={temp}", f"--node-manager-port={node_mgr}",
+               f"--object-manager-port={obj_mgr}", f"--metrics-export-port={metrics}",
+               f"--runtime-env-agent-port={env_agent}",
+               f"--dashboard-agent-listen-port={agent_http}",
+               f"--dashboard-agent-grpc-port={agent_grpc}",
                f"--min-worker-port={worker_start}", f"--max-worker-port={worker_start + 23}", *args]
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=self.env,
@@ -132,11 +155,11 @@ class LoopbackCluster:
         ip = f"127.0.0.{self._next_ip}"
         self._next_ip += 1
         self.head_ip = ip
-        self.gcs_port = free_port(ip)
-        self.dashboard_port = free_port(ip)
+        self.gcs_port, self.dashboard_port = free_ports(ip, 2)
         head = self._start(["--head", f"--port={self.gcs_port}", f"--num-cpus={self.head_cpus}",
                             "--include-dashboard=true", f"--dashboard-host={ip}",
-                            f"--dashboard-port={self.dashboard_port}"], ip, "head")
+                            f"--dashboard-port={self.dashboard_port}"], ip, "head",
+                           taken=(self.gcs_port, self.dashboard_port))
         self._wait(lambda: self._alive_nodes() >= 1 and self._dashboard_up(), head, "head")
         return head
 
