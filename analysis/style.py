@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, MaxNLocator, NullFormatter
 
 __all__ = ["LABELS", "SYMBOLS", "ENGINE_NAMES", "PALETTE", "MARKERS", "MAX_SERIES",
-           "label", "gap_label", "symbol", "policy_name", "with_d", "engine_name", "param_text", "time_unit",
+           "label", "gap_label", "symbol", "policy_name", "short", "with_d", "engine_name", "param_text", "time_unit",
            "color", "marker", "log_axis", "errorbar_log", "integer_axis", "is_integer_valued", "mark_ci_to_zero",
            "ci_zero_handle", "CI_ZERO_LABEL", "mark_max_level", "tail_is_cut", "split_series",
            "legend_outside", "reference_slope", "dodge"]
@@ -140,6 +140,11 @@ def policy_name(policy: str, model: str | None = None, engine: str | None = None
     from sim.registry import policy_label
 
     return policy_label(policy, model, engine)
+
+
+def short(v) -> str:
+    """``0.9`` for a float (``%g``), ``str(v)`` otherwise: parameter values in console lines."""
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def with_d(name: str, d) -> str:

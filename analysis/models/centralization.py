@@ -686,23 +686,19 @@ def analyze_centralization(frame, params, outdir, sweep_name: str) -> dict:
             "distance_arms": arms, "notes": notes, "verdict_lines": _verdict_lines(arms, slopes)}
 
 
-def _g(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def _verdict_lines(arms: list[dict], slopes: list[dict]) -> list[str]:
     """The console lines of the verdicts (pipeline.run prints them): per arm the distance of
     the tails and of v_1 to the invariant state, per (engine, p) the slope of v_1 where the
     sweep has the loads to fit it."""
     lines = []
     for a in arms:
-        arm = f"central [{a['engine']}] lam={_g(a['lam'])} p={_g(a['p'])}"
+        arm = f"central [{a['engine']}] lam={style.short(a['lam'])} p={style.short(a['p'])}"
         lines.append(f"{arm}: sup distance of the simulated tails to the invariant state: {a['sup_verdict']}")
         lines.append(f"{arm}: gap of v_1 (mean queue) to the invariant state: {a['v1_verdict']}")
     for s in slopes:
         if str(s.get("verdict", "")).startswith("not enough loads"):
             continue
-        lines.append(f"central [{s['engine']}] p={_g(s['p'])}: slope of v_1 against log 1/(1 - lam): "
+        lines.append(f"central [{s['engine']}] p={style.short(s['p'])}: slope of v_1 against log 1/(1 - lam): "
                      f"{s['verdict']}")
     return lines
 

@@ -439,15 +439,11 @@ def analyze_jiq(frame, params, outdir, sweep_name: str = "") -> dict:
         metrics.append(("jiq_rel_err", float(r["rel_err"]), int(r["n_servers"]), route))
     lines = []
     for c in conv:  # the console lines of the verdicts (pipeline.run prints them)
-        parts = " ".join(f"{k}={_g(c[k])}" for k in ("r", "lam", "d", "z") if c.get(k) is not None)
+        parts = " ".join(f"{k}={style.short(c[k])}" for k in ("r", "lam", "d", "z") if c.get(k) is not None)
         lines.append(f"{c['policy']} [{c['engine']}] {parts}: gap of {c['quantity']} to the mean "
                      f"field as N grows: {c['verdict']}" + (f" ({c['note']})" if c.get("note") else ""))
     return {"report": report, "plots": plots, "metrics": metrics, "convergence": conv,
             "verdict_lines": lines}
-
-
-def _g(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
