@@ -86,6 +86,18 @@ class MlflowConfig:
 
 
 @dataclass
+class LimitPathConfig:
+    #: null: no path; else the limit ``engine`` is also evaluated along the sweep's path (its
+    #: formulas of N) at every simulated N and beyond, in steps of 1/``per_decade`` decade, up
+    #: to this N (docs/sweeps.md)
+    n_servers_max: Optional[float] = None
+    #: a limit engine of the sweep's model (``meanfield``, ``refined``)
+    engine: str = "meanfield"
+    #: points of the path per decade beyond the largest simulated N
+    per_decade: int = 2
+
+
+@dataclass
 class Config:
     #: sweep name; also the MLflow parent run's name and the output folder's parent
     name: str = "default"
@@ -109,6 +121,8 @@ class Config:
     #: analyses beyond the standard mean-field comparison (names in ``analysis.ANALYSES``)
     extra_analyses: List[str] = field(default_factory=list)
     run: RunConfig = field(default_factory=RunConfig)
+    #: the limit engine along the sweep's path of N, far beyond simulation
+    limit_path: LimitPathConfig = field(default_factory=LimitPathConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     #: where results go (default: Hydra's run folder)

@@ -7,7 +7,8 @@ writes no file, logs nothing to MLflow.
 The estimate is measured, not guessed: for each (engine, policy, variant) of the sweep, the task with the
 most servers runs for a short while in this process (a warm-up run first, so that compilation is
 not counted), and its CPU time per event scales every task of that pair to its own event count.
-Mean-field tasks count as a short fixed time. The wall time on P CPUs is that of the
+Mean-field tasks count as a short fixed time, except on a limit path beyond N = 10^7 (large k
+and d), where each (engine, policy, variant)'s largest-N task is timed too. The wall time on P CPUs is that of the
 longest-first schedule of the tasks on P CPUs plus Ray's start, about what the grouping achieves.
 """
 from __future__ import annotations
@@ -24,6 +25,8 @@ from sim.registry import STOCHASTIC_ENGINES
 
 #: events of each timing run (and a tenth of that as the warm-up)
 PROBE_EVENTS = 200_000
+#: limit tasks (mean field) are timed only where a path goes beyond this N (large k and d)
+LIMIT_N = 10**7
 #: what starting a local Ray cluster costs here, seconds
 RAY_START_SECONDS = 6.0
 
@@ -37,12 +40,14 @@ def _key(task: dict) -> tuple:
 
 
 def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, float]:
-    """CPU seconds per event of each (engine, policy, variant), on its largest-N task."""
+    """CPU seconds per event of each stochastic (engine, policy, variant), on its largest-N
+    task; and, keyed the same way, CPU seconds per task of each limit (engine, policy, variant)
+    that a limit path takes beyond ``LIMIT_N`` (its largest-N task, once after a warm-up)."""
     import sim
 
     largest: dict[tuple, dict] = {}
     for t in plan.tasks:
-        if t["engine"] not in STOCHASTIC_ENGINES:
+        if t["engine"] not in STOCHASTIC_ENGINES and t["n_servers"] <= LIMIT_N:
             continue
         key = _key(t)
         if key not in largest or t["n_servers"] > largest[key]["n_servers"]:
@@ -50,6 +55,12 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
     per_event = {}
     for key, t in largest.items():
         task = {k: v for k, v in t.items() if k not in ("_meta", "precision")}
+        if t["engine"] not in STOCHASTIC_ENGINES:  # a limit task's cost is per task
+            sim.run(task)
+            c0 = time.process_time()
+            sim.run(task)
+            per_event[key] = time.process_time() - c0
+            continue
         n = max(1000, min(probe_events, _events(t)))
         sim.run({**task, "events": max(n // 10, 1000)})
         c0 = time.process_time()
@@ -59,7 +70,10 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
 
 
 def task_seconds(plan: Plan, per_event: dict[tuple, float]) -> list[float]:
-    return [MEANFIELD_SECONDS if t["engine"] not in STOCHASTIC_ENGINES
+    """Estimated CPU seconds of each task: a simulation's events times its pair's cost per
+    event; a limit task its pair's measured cost at its largest N (an upper bound), or
+    ``MEANFIELD_SECONDS`` if none was measured."""
+    return [per_event.get(_key(t), MEANFIELD_SECONDS) if t["engine"] not in STOCHASTIC_ENGINES
             else per_event[_key(t)] * _events(t) for t in plan.tasks]
 
 
@@ -88,6 +102,12 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
     for t in plan.tasks:
         by_engine[t["engine"]] += 1
     lines.append("tasks by engine: " + ", ".join(f"{e} {n}" for e, n in sorted(by_engine.items())))
+    lp = conf.get("limit_path") or {}
+    if lp.get("n_servers_max") is not None:
+        path_n = sorted({t["n_servers"] for t in plan.tasks if t["engine"] == lp.get("engine", "meanfield")})
+        lines.append(f"limit path: engine {lp.get('engine', 'meanfield')} at {len(path_n)} values of N, "
+                     f"{path_n[0]:g} to {float(path_n[-1]):.3g}" if path_n else "limit path: no arm has a limit")
+        lines.extend(f"  not on the path: {why}" for why in plan.path_skipped)
     lines.append("varying: " + (", ".join(plan.varying) or "(nothing)"))
     shown = 12
     for p in plan.points[:shown]:
@@ -100,7 +120,12 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
     costs = task_seconds(plan, per_event)
     here = int(conf["execution"].get("num_cpus") or os.cpu_count() or 1)
     lines.append("measured CPU time per event here (largest N of each): " + ", ".join(
-        f"{'/'.join(filter(None, k))} {v * 1e9:.0f} ns" for k, v in sorted(per_event.items())))
+        f"{'/'.join(filter(None, k))} {v * 1e9:.0f} ns" for k, v in sorted(per_event.items())
+        if k[0] in STOCHASTIC_ENGINES))
+    limit = {k: v for k, v in per_event.items() if k[0] not in STOCHASTIC_ENGINES}
+    if limit:
+        lines.append("measured CPU time per limit task here (largest N of each): " + ", ".join(
+            f"{'/'.join(filter(None, k))} {v:.2f} s" for k, v in sorted(limit.items())))
     lines.append(f"estimated: {sum(costs) / 3600:.2f} core-hours; the dearest task {_duration(max(costs))}; "
                  f"wall time {_duration(wall_seconds(costs, here))} on this machine ({here} CPUs), "
                  f"{_duration(wall_seconds(costs, cluster_cpus))} on {cluster_cpus} CPUs")

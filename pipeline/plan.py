@@ -66,6 +66,8 @@ class Plan:
     #: the parameters that vary across the grid (axes and what derives from them)
     varying: list[str] = field(default_factory=list)
     param_types: dict[str, type] = field(default_factory=dict)
+    #: arms the limit path leaves out, and why (``limit_path``; docs/sweeps.md)
+    path_skipped: list[str] = field(default_factory=list)
 
 
 def _fmt(v) -> str:
@@ -201,6 +203,7 @@ def check_top_level(cfg: dict) -> None:
     _int_at_least(cfg, "run.position_threshold", 1)
     if run.get("grid") is not None:  # the trajectory engine's time grid (docs/transients.md)
         _int_at_least(cfg, "run.grid", 2)
+    _check_limit_path(cfg)
     ex = cfg.get("execution", {})
     if ex.get("backend") not in BACKENDS:
         raise ConfigError(f"execution.backend={ex.get('backend')!r} is unknown; valid: {', '.join(BACKENDS)}")
@@ -218,6 +221,52 @@ def check_top_level(cfg: dict) -> None:
         v = ex.get(key)
         if not _is_number(v) or not v > 0:
             raise ConfigError(f"execution.{key}={v!r} must be a positive number")
+
+
+#: the largest N a limit path may reach (n_servers is an int64 column)
+PATH_N_MAX = 1e18
+
+
+def _check_limit_path(cfg: dict) -> None:
+    """Checks of ``limit_path`` (docs/sweeps.md)."""
+    lp = cfg.get("limit_path") or {}
+    top = lp.get("n_servers_max")
+    if top is None:
+        return
+    if not (_is_number(top) and 1 < top <= PATH_N_MAX):
+        raise ConfigError(f"limit_path.n_servers_max={top!r} must be null or a number in (1, {PATH_N_MAX:g}]")
+    engine = lp.get("engine", "meanfield")
+    if engine not in ENGINE_POLICIES or engine in STOCHASTIC_ENGINES:
+        limits = [e for e in ENGINE_POLICIES if e not in STOCHASTIC_ENGINES]
+        raise ConfigError(f"limit_path.engine={engine!r} is not a limit engine; valid: {', '.join(limits)}")
+    per = lp.get("per_decade", 2)
+    if not (_is_number(per) and float(per).is_integer() and 1 <= per <= 10):
+        raise ConfigError(f"limit_path.per_decade={per!r} must be an integer in [1, 10]")
+    served = [p for p in cfg.get("policies") or [] if _serves(cfg, engine, p)]
+    if not served:
+        raise ConfigError(f"limit_path.engine={engine!r} serves none of policies={list(cfg.get('policies') or [])}")
+
+
+def _serves(cfg: dict, engine: str, policy: str) -> bool:
+    try:
+        _entry(cfg, engine, policy)
+    except ValueError:
+        return False
+    return True
+
+
+def path_values(axis: list, top: float, per_decade: int) -> list[int]:
+    """The N of a limit path: every value of the ``n_servers`` axis, then ``10^(j/per_decade)``
+    (rounded) above the axis's largest value up to ``top``."""
+    hi = max(axis)
+    extra = []
+    j = math.floor(math.log10(hi) * per_decade + 1e-9) + 1
+    while 10 ** (j / per_decade) <= top * (1 + 1e-12):
+        n = int(round(10 ** (j / per_decade)))
+        if n > hi:
+            extra.append(n)
+        j += 1
+    return list(axis) + extra
 
 
 def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[str, str]]:
@@ -372,26 +421,35 @@ def _entry(cfg: dict, engine: str, policy: str):
     return registry.entry(engine, policy, cfg.get("model"))
 
 
+def _limit_mismatch(cfg: dict, policy: str, engines: list[str], engine: str, values: dict) -> str | None:
+    """Why the limit ``engine``'s row at ``values`` would not be the limit of the sweep's
+    simulations (``engines``): a parameter they simulate that it does not model (``k = 4`` jobs
+    beside a single-task mean field, a buffer ``b`` beside the unbuffered one); None if none."""
+    simulated = set().union(*(_entry(cfg, e, policy).params for e in engines if e in STOCHASTIC_ENGINES))
+    modelled = _entry(cfg, engine, policy).params
+    for name in sorted(simulated - set(modelled) - set(_NOT_IN_LIMIT)):
+        value = values.get(name)
+        if value is None or _NEUTRAL.get(name, object()) == value:
+            continue
+        return (f"{name}={_fmt(value)} is simulated but engine={engine} has no model of it (its "
+                f"parameters: {', '.join(modelled) or 'none'})")
+    return None
+
+
 def _check_limit_models(cfg: dict, policy: str, engines: list[str], values: dict, where: str) -> None:
     """``ConfigError`` if a limit engine (meanfield, refined) of the sweep would stand for a
-    simulation of another model: the point sets a parameter that a simulation of it uses but
-    the limit entry does not model (``k = 4`` jobs beside a single-task mean field, a buffer
-    ``b`` beside the unbuffered one). Its row would be compared with the simulations as if it
-    were their limit."""
-    simulated = set().union(*(_entry(cfg, e, policy).params for e in engines if e in STOCHASTIC_ENGINES))
+    simulation of another model (:func:`_limit_mismatch`): its row would be compared with the
+    simulations as if it were their limit."""
     for engine in engines:
         if engine in STOCHASTIC_ENGINES:
             continue
-        modelled = _entry(cfg, engine, policy).params
-        for name in sorted(simulated - set(modelled) - set(_NOT_IN_LIMIT)):
-            value = values.get(name)
-            if value is None or _NEUTRAL.get(name, object()) == value:
-                continue
+        why = _limit_mismatch(cfg, policy, engines, engine, values)
+        if why is not None:
+            name = why.split("=", 1)[0]
             raise ConfigError(
-                f"{where} (policy={policy}, engine={engine}): {name}={_fmt(value)} is simulated but "
-                f"engine={engine} has no model of it (its parameters: {', '.join(modelled) or 'none'}); "
-                f"its row would be compared with the simulations as their limit. Leave {engine} out "
-                f"of engines for this sweep, or {name} out of its parameters")
+                f"{where} (policy={policy}, engine={engine}): {why}; its row would be compared with "
+                f"the simulations as their limit. Leave {engine} out of engines for this sweep, or "
+                f"{name} out of its parameters")
 
 
 def make_plan(cfg: dict) -> Plan:
@@ -439,10 +497,24 @@ def make_plan(cfg: dict) -> Plan:
             where = "params" if v is None else f"params (variant {v!r})"
             raise ConfigError(f"{where}.{name} is required (policies={policies}, engines={engines}) but not given")
 
+    # the limit path (docs/sweeps.md): the limit engine at every simulated N and beyond
+    lp = cfg.get("limit_path") or {}
+    path_engine = lp.get("engine", "meanfield") if lp.get("n_servers_max") is not None else None
+    path_axes: dict = {}
+    if path_engine is not None:
+        for v, spec in specs.items():
+            if "n_servers" not in spec.axes:
+                where = "axes" if v is None else f"axes (variant {v!r})"
+                raise ConfigError(f"limit_path.n_servers_max={lp['n_servers_max']!r}: the path follows the "
+                                  f"n_servers axis, and {where} has none")
+            path_axes[v] = {**spec.axes, "n_servers": path_values(
+                spec.axes["n_servers"], float(lp["n_servers_max"]), int(lp.get("per_decade", 2)))}
+
     # the size of the grid before expanding it (a product of long axes would exhaust memory)
     per_point = sum(replications if e in STOCHASTIC_ENGINES else 1 for e in engines)
     n_points = len(policies) * sum(math.prod(len(a) for a in sp.axes.values()) for sp in specs.values())
-    if n_points * per_point > MAX_TASKS:
+    n_path = len(policies) * sum(math.prod(len(a) for a in ax.values()) for ax in path_axes.values())
+    if n_points * per_point + n_path > MAX_TASKS:
         shape = " x ".join(f"{a}[{len(v)}]" for a, v in next(iter(specs.values())).axes.items())
         raise ConfigError(
             f"axes ({shape or 'none'}) x policies[{len(policies)}]"
@@ -455,11 +527,17 @@ def make_plan(cfg: dict) -> Plan:
     names = [n for n in names if n in MODEL_PARAMS] + [n for n in names if n not in MODEL_PARAMS]
     points: list[Point] = []
     tasks: list[dict] = []
+    path_skipped: list[str] = []
     pid = 0
     for policy in policies:
+        on_path = path_engine is not None and _serves(cfg, path_engine, policy)
+        if path_engine is not None and not on_path:
+            path_skipped.append(f"policy {policy}: engine {path_engine} does not serve it")
         for variant, spec in specs.items():
-            axis_names = list(spec.axes)
-            combos = list(itertools.product(*(spec.axes[a] for a in axis_names))) if axis_names else [()]
+            axes = path_axes[variant] if on_path else spec.axes
+            simulated_n = set(spec.axes.get("n_servers", ()))
+            axis_names = list(axes)
+            combos = list(itertools.product(*(axes[a] for a in axis_names))) if axis_names else [()]
             for combo in combos:
                 values: dict = dict(spec.constants)
                 values.update(dict(zip(axis_names, combo)))
@@ -476,10 +554,22 @@ def make_plan(cfg: dict) -> Plan:
                           for n in names if n != "variant"}
                 if named:
                     values = {"variant": variant, **values}
+                point_engines = list(engines)
+                if on_path:
+                    why = _limit_mismatch(cfg, policy, engines, path_engine, values)
+                    path_only = values["n_servers"] not in simulated_n
+                    if why is not None:  # the arm has no limit on the path
+                        if path_only:
+                            continue
+                        path_skipped.append(f"{policy}{f' ({variant})' if variant else ''}: {why}")
+                    elif path_only:
+                        point_engines = [path_engine]
+                    elif path_engine not in point_engines:
+                        point_engines.append(path_engine)
                 point = Point(pid, policy, values)
                 points.append(point)
                 _check_limit_models(cfg, policy, engines, values, where)
-                for engine in engines:
+                for engine in point_engines:
                     ent = _entry(cfg, engine, policy)
                     used = ent.params
                     # a model parameter the task does not use is null in its row
@@ -534,4 +624,5 @@ def make_plan(cfg: dict) -> Plan:
         param_columns=names,
         varying=[n for n in names if len({_hashable(pt.values.get(n)) for pt in points}) > 1],
         param_types=types,
+        path_skipped=list(dict.fromkeys(path_skipped)),
     )

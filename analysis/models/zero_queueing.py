@@ -58,8 +58,8 @@ from matplotlib.ticker import FuncFormatter
 from scipy import optimize, stats
 
 from analysis import style
-from analysis.aggregate import aggregate, check_params
-from analysis.fit import arm_columns
+from analysis.aggregate import LIMIT_ENGINES, aggregate, check_params
+from analysis.fit import arm_columns, gap_rate_verdict
 
 RATIO_ZERO = 1e-3
 #: floor significant: p of the boundary LR test below this (= the 95% interval of c0 excludes 0)
@@ -309,6 +309,142 @@ def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
     return out
 
 
+#: decades between the three points of the path's extrapolation (N_max / 100, N_max / 10, N_max)
+PATH_STEP_DECADES = 1.0
+
+
+def _nearest(ns: np.ndarray, target: float) -> int:
+    return int(np.argmin(np.abs(np.log10(ns) - math.log10(target))))
+
+
+def path_verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
+    """The verdict of a limit path (exact values, no SE): rule in the module docstring.
+
+    ``points``: one arm's rows of a limit engine along the sweep's path (``x`` and
+    ``queueing_ratio``). Returns ``path_n_max``, ``path_ratio_at_max``, ``path_top_slope`` (the
+    log-log slope over the last decade), ``path_level`` and ``path_level_exponent`` (the
+    three-point extrapolation), ``path_verdict`` (one of :data:`VERDICTS`) and ``path_note``."""
+    pts = points.filter(pl.col("queueing_ratio").is_not_null() & pl.col("queueing_ratio").is_finite()).sort(x)
+    out = {"path_points": pts.height, "path_n_max": None, "path_ratio_at_max": None, "path_top_slope": None,
+           "path_level": None, "path_level_exponent": None, "path_verdict": INCONCLUSIVE, "path_note": ""}
+    if pts.height < 3:
+        out["path_note"] = f"{pts.height} point(s) on the path; the rule needs 3"
+        return out
+    ns = pts[x].to_numpy().astype(float)
+    rs = pts["queueing_ratio"].to_numpy().astype(float)
+    top = ns[-1]
+    out.update(path_n_max=float(top), path_ratio_at_max=float(rs[-1]))
+    if rs[-1] < RATIO_ZERO:
+        out.update(path_verdict=VANISHING, path_note=f"ratio < {RATIO_ZERO:g} at {x} = {top:.3g}")
+        return out
+    i1, i2 = _nearest(ns, top / 10 ** (2 * PATH_STEP_DECADES)), _nearest(ns, top / 10 ** PATH_STEP_DECADES)
+    if not (i1 < i2 < ns.size - 1) or min(rs[i1], rs[i2]) <= 0:
+        out["path_note"] = "the path is too short (it needs points a decade and two decades below its end)"
+        return out
+    span = math.log10(top / ns[i2])
+    b_top = math.log(rs[-1] / rs[i2]) / math.log(top / ns[i2])
+    out["path_top_slope"] = b_top
+    r1, r2, r3 = rs[i1], rs[i2], rs[-1]
+    q = (r3 - r2) / (r2 - r1) if r2 != r1 else math.inf
+    if 0 < q < 1:  # r = c0 + a N^b through the three points: c0 (Aitken's delta-squared)
+        level = r3 + (r3 - r2) * q / (1 - q)
+        out.update(path_level=float(level), path_level_exponent=float(math.log10(q) / span))
+    if b_top < -SLOPE_FLAT:
+        out.update(path_verdict=VANISHING,
+                   path_note=f"still falls like N^{b_top:.3f} over the last decade (faster than N^-{SLOPE_FLAT:g})")
+    elif b_top > SLOPE_FLAT:
+        out.update(path_verdict=NOT_VANISHING, path_note=f"grows like N^{b_top:.3f} over the last decade")
+    elif out["path_level"] is not None and out["path_level"] > RATIO_ZERO:
+        way = "falls" if r3 < r2 else "rises"
+        out.update(path_verdict=CONVERGES,
+                   path_note=(f"{way} ever more slowly (N^{b_top:.3f} over the last decade): extrapolated level "
+                              f"{out['path_level']:.3g}, approached like N^{out['path_level_exponent']:.2f}"))
+    elif out["path_level"] is not None:
+        out.update(path_verdict=VANISHING,
+                   path_note=f"slows, but towards an extrapolated level {out['path_level']:.2g} < {RATIO_ZERO:g}")
+    else:
+        trend = "grows" if r3 > r2 else "falls"
+        out.update(path_verdict=NOT_VANISHING,
+                   path_note=f"{trend} slower than N^-{SLOPE_FLAT:g} over the last decade, not decelerating "
+                             f"(N^{b_top:.3f}); ratio {r3:.3g} at {x} = {top:.3g}")
+    return out
+
+
+def hypotheses(row: dict) -> dict | None:
+    """The theorem's conditions at one point (Weng & Wang; docs/analysis.md), made concrete
+    as numbers: ``k log^2 N / N^(1/2 - alpha)`` (Theorem 1 needs it -> 0), ``k / (log k log
+    N)`` (needs it bounded below), ``d (1 - lam) log k`` (bounded: a Theta rule; -> infinity:
+    an omega rule, Theorem 2's), the buffer ``b = min(N^alpha, N^(1/2 - alpha) / k)`` of
+    Theorem 1, and Theorem 3's ``log k / sqrt(log N)`` and ``log d log k / log N`` (both -> 0
+    for its lower bound). None without ``alpha``, ``k``, ``d`` and ``lam``."""
+    n, k, d, lam, alpha = (row.get(c) for c in ("n_servers", "k", "d", "lam", "alpha"))
+    if None in (n, k, d, lam, alpha) or k < 2 or n < 3:
+        return None
+    ln = math.log(n)
+    lk = math.log(k)
+    return {
+        "alpha_ok": 0 < alpha < 0.5,
+        "beta_ok": None if row.get("beta") is None else 0 < row["beta"] <= 1,
+        "k_upper": k * ln ** 2 / n ** (0.5 - alpha),
+        "k_lower": k / (lk * ln),
+        "rule": d * (1.0 - lam) * lk,
+        "buffer": min(n ** alpha, n ** (0.5 - alpha) / k),
+        "lb_k": lk / math.sqrt(ln),
+        "lb_d": math.log(d) * lk / ln if d >= 1 else None,
+    }
+
+
+def rule_class(points: pl.DataFrame, x: str = "n_servers") -> str:
+    """``constant``, ``Theta`` or ``omega``: how ``d (1 - lam) log k`` behaves along the points
+    (the path where there is one): d the same everywhere; that product growing more than 1.25-fold
+    over the points with N >= 10^4 (where the cap d <= N/k no longer binds; a Theta rule's ceiling
+    moves it by a few percent, log log N and log k grow 1.6-fold from 10^4 to 10^15); else bounded."""
+    if "d" not in points.columns or points.height == 0:
+        return "-"
+    ds = points["d"].drop_nulls()
+    if ds.n_unique() == 1:
+        return "constant"
+    hs = [hypotheses(r) for r in points.sort(x).iter_rows(named=True) if r[x] >= 1e4]
+    m = [h["rule"] for h in hs if h is not None]
+    if len(m) < 2:
+        return "-"
+    return "omega" if m[-1] / m[0] > 1.25 else "Theta"
+
+
+#: what each class of rule means for the two theorems (docs/analysis.md)
+RULE_COVERAGE = {
+    "constant": "constant d: Theorem 3-4's lower bound (d = e^o(log N / log k)): no zero queueing",
+    "Theta": "d = Theta(1/((1-lam) log k)): the boundary, covered by neither theorem",
+    "omega": "d = omega(1/((1-lam) log k)): Theorem 2's rule (zero queueing, under its hypotheses)",
+    "-": "-",
+}
+
+
+
+def _gaps(pts: pl.DataFrame, path: pl.DataFrame, x: str) -> dict:
+    """The simulated ratio minus the limit's at the N where both exist: per point (``gaps``:
+    N, gap, its 95% interval from the simulation's, the limit being exact) and how the gap
+    behaves as N grows (:func:`analysis.fit.gap_rate_verdict` on the gaps and the
+    simulations' SEs)."""
+    both = pts.join(path.select([x, pl.col("queueing_ratio").alias("_lim")]), on=x, how="inner").sort(x)
+    both = both.filter(pl.col("queueing_ratio").is_not_null())
+    if both.height == 0:
+        return {"gaps": [], "gap_verdict": None, "gap_note": "no N with both"}
+    rows = []
+    for r in both.iter_rows(named=True):
+        g = r["queueing_ratio"] - r["_lim"]
+        lo = None if r.get("queueing_ratio_lo") is None else r["queueing_ratio_lo"] - r["_lim"]
+        hi = None if r.get("queueing_ratio_hi") is None else r["queueing_ratio_hi"] - r["_lim"]
+        rows.append({"n": r[x], "sim": r["queueing_ratio"], "limit": r["_lim"], "gap": g, "lo": lo, "hi": hi,
+                     "se": r.get("queueing_ratio_se")})
+    ns = np.array([g["n"] for g in rows], dtype=float)
+    gs = np.array([g["gap"] for g in rows], dtype=float)
+    ses = np.array([np.nan if g["se"] is None else g["se"] for g in rows], dtype=float)
+    rate = gap_rate_verdict(ns, gs, np.nan_to_num(ses, nan=0.0))
+    return {"gaps": rows, "gap_verdict": rate.get("verdict"), "gap_note": rate.get("note", ""),
+            "gap_slope": rate.get("slope"), "gap_slope_lo": rate.get("slope_lo"), "gap_slope_hi": rate.get("slope_hi")}
+
+
 def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, x: str = "n_servers") -> dict:
     """Aggregate, fit and judge each arm; write plots, ``verdicts.json`` and ``report.md``."""
     if isinstance(frame, pl.LazyFrame):
@@ -316,7 +452,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     params = check_params(frame, params, x)
-    sims = frame.filter(pl.col("engine") != "meanfield")
+    sims = frame.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES)))
     if sims.height == 0 or "queueing_ratio" not in sims.columns:
         report = outdir / "report.md"
         report.write_text(f"# Sweep `{sweep_name}`: zero queueing delay\n\nNo simulation rows.\n")
@@ -325,23 +461,39 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     ok = agg.filter(pl.col("n_rep") >= 1)
     arm = arm_columns(ok, params, x) if ok.height else [p for p in params if p != x]
     arm = [p for p in arm if p != x]
+    limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)))
+    lim_agg = aggregate(limits, params, metrics=METRICS) if limits.height else None
     verdicts = []
     arms: dict[tuple, pl.DataFrame] = {}
+    paths: dict[tuple, pl.DataFrame] = {}
     for row in ok.select(["policy", "engine", *arm]).unique().sort(["policy", "engine", *arm], nulls_last=True).to_dicts():
         cond = (pl.col("policy") == row["policy"]) & (pl.col("engine") == row["engine"])
+        lcond = pl.col("policy") == row["policy"]
         for p in arm:
-            cond = cond & (pl.col(p).is_null() if row[p] is None else pl.col(p) == row[p])
+            same = pl.col(p).is_null() if row[p] is None else pl.col(p) == row[p]
+            cond, lcond = cond & same, lcond & same
         pts = ok.filter(cond).sort(x)
-        arms[_arm_key(row, arm)] = pts
-        v = verdict(pts, x)
-        verdicts.append({**row, "label": _label(row, arm), **v})
+        key = _arm_key(row, arm)
+        arms[key] = pts
+        v = {**row, "label": _label(row, arm), **verdict(pts, x)}
+        path = None if lim_agg is None else lim_agg.filter(lcond & pl.col("queueing_ratio").is_not_null()).sort(x)
+        if path is not None and path.height:
+            v["path_engine"] = path["engine"][0]
+            path = path.filter(pl.col("engine") == v["path_engine"])
+            paths[key] = path
+            v.update(path_verdict(path, x))
+            v.update(_gaps(pts, path, x))
+            v["rule_class"] = rule_class(path, x)
+        else:
+            v["rule_class"] = rule_class(pts, x)
+        verdicts.append(v)
 
-    plots = _plots(arms, arm, outdir, x)
+    plots = _plots(arms, arm, outdir, x, paths)
     summary = outdir / "summary.parquet"
     agg.write_parquet(summary)
     vpath = outdir / "verdicts.json"
     vpath.write_text(json.dumps(verdicts, indent=1, default=str) + "\n")
-    report = _report(outdir, sweep_name, arms, arm, verdicts, plots, x)
+    report = _report(outdir, sweep_name, arms, arm, verdicts, plots, x, paths)
     # (key, value, step, arm): MLflow puts each on the child runs of its arm (pipeline.mlflow_log)
     metrics = []
     for key, pts in arms.items():
@@ -350,6 +502,11 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         for r in pts.iter_rows(named=True):
             if r["queueing_ratio"] is not None:
                 metrics.append(("queueing_ratio", r["queueing_ratio"], int(r[x]), route))
+    for key, pts in paths.items():  # the limit along the path, on its own child runs
+        route = {"policy": pts["policy"][0], "engine": pts["engine"][0]}
+        route.update({c: k for c, k in zip(arm, key[2:]) if k is not None})
+        for r in pts.iter_rows(named=True):
+            metrics.append(("queueing_ratio", r["queueing_ratio"], int(r[x]), route))
     for v in verdicts:
         route = {c: v[c] for c in ("policy", "engine", *arm) if v.get(c) is not None}
         if v["slope"] is not None:
@@ -361,9 +518,17 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             "verdict_lines": [_verdict_line(v) for v in verdicts]}
 
 
+def _sci(n) -> str:
+    """``10^6`` for a power of ten, else ``3.16e+06``-style ``3.2e6``."""
+    e = math.log10(n)
+    return f"10^{e:.0f}" if abs(e - round(e)) < 1e-9 else f"10^{e:.1f}"
+
+
 def _verdict_line(v: dict) -> str:
-    """The console line of one arm's verdict (pipeline.run prints it): the level and its 95% CI
-    for a floor, otherwise the slope (all points) and its 95% CI."""
+    """The console line of one arm (pipeline.run prints it): what the simulations say as N
+    grows (the level and its 95% CI for a floor, otherwise the slope and its 95% CI), then
+    what the limit along the path says, and the class of the rule for d."""
+    n_sim = max((g["n"] for g in v.get("gaps") or []), default=None)
     if v.get("verdict") == CONVERGES and v.get("level") is not None:
         hi = "-" if v.get("level_hi") is None else f"{v['level_hi']:.3g}"
         extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}], floor p = {v['p_floor']:.2g})"
@@ -371,7 +536,15 @@ def _verdict_line(v: dict) -> str:
         extra = f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])"
     else:
         extra = ""
-    return f"{v['label']}: queueing ratio as N grows: {v['verdict']}{extra}"
+    sims = "simulations" if n_sim is None else f"simulations to N = {_sci(n_sim)}"
+    line = f"{v['label']}: {sims}: {v['verdict']}{extra}"
+    if v.get("path_verdict") is not None and v.get("path_n_max") is not None:
+        lvl = "" if v.get("path_level") is None or v["path_verdict"] != CONVERGES else f", level ~{v['path_level']:.3g}"
+        line += (f"; {v['path_engine']} to N = {_sci(v['path_n_max'])}: {v['path_verdict']} "
+                 f"(ratio {v['path_ratio_at_max']:.3g}{lvl})")
+    if v.get("rule_class") not in (None, "-"):
+        line += f"; rule for d: {v['rule_class']}"
+    return line
 
 
 def _key_label(key: tuple, arm: list[str], skip: int, drop: frozenset = frozenset()) -> str:
@@ -404,7 +577,8 @@ def _fixed_text(key: tuple, arm: list[str], same: frozenset) -> str:
     return f" [{text}]" if text else ""
 
 
-def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
+def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict | None = None) -> list[Path]:
+    limit_paths = limit_paths or {}
     paths = []
     # 1. ratio vs N per arm (log-log), one figure per policy; at most style.MAX_SERIES arms a panel
     for policy in sorted({k[0] for k in arms}):
@@ -436,6 +610,13 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
                     reach0 = True
                     style.mark_ci_to_zero(ax, xd[zero], y[zero], c)
                 xs_all.extend(xs.tolist())
+                lp = limit_paths.get(key)
+                if lp is not None:
+                    lp = lp.filter(pl.col("queueing_ratio") > 0)
+                    ax.plot(lp[x].to_numpy(), lp["queueing_ratio"].to_numpy(), ls="--", lw=1.3, color=c)
+                    xs_all.extend(lp[x].to_list())
+            if any(limit_paths.get(k) is not None for k in group):
+                ax.plot([], [], ls="--", color="0.3", label="mean field along the same path (dashed)")
             if reach0:
                 ax.add_line(style.ci_zero_handle())
             if hidden:
@@ -443,15 +624,50 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
             if len(group) > 1:
                 ax.plot([], [], " ", label="series offset slightly in N to stay visible")
             style.log_axis(ax, "x", xs_all or None)
-            ys = np.concatenate([arms[k]["queueing_ratio"].drop_nulls().to_numpy() for k in group] or [np.array([])])
+            ys = np.concatenate([arms[k]["queueing_ratio"].drop_nulls().to_numpy() for k in group]
+                                + [limit_paths[k]["queueing_ratio"].drop_nulls().to_numpy() for k in group if k in limit_paths]
+                                or [np.array([])])
             style.log_axis(ax, "y", ys[ys > 0] if ys.size else None)
             ax.set_xlabel(style.label(x))
             ax.set_ylabel(style.label("queueing_ratio"))
-            ax.set_title(f"{style.policy_name(policy)}: queueing ratio vs N (95% CI)"
+            ax.set_title(f"{style.policy_name(policy)}: queueing ratio vs N (simulations: 95% CI)"
                          + _fixed_text(group[0], arm, same), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             style.legend_outside(ax)
         p = outdir / f"ratio_vs_n_{policy}.png"
+        fig.savefig(p, dpi=110)
+        paths.append(p)
+    # 1b. the gap simulation - limit at the simulated N, one panel per policy
+    gap_policies = sorted({k[0] for k in arms if k in limit_paths})
+    if gap_policies:
+        fig = Figure(figsize=(9.5, 3.8 * len(gap_policies)), layout="constrained")
+        FigureCanvasAgg(fig)
+        for r, policy in enumerate(gap_policies):
+            ax = fig.add_subplot(len(gap_policies), 1, r + 1)
+            keys = [k for k in arms if k[0] == policy and k in limit_paths][:style.MAX_SERIES]
+            same = _constant(keys, arm)
+            xs_all = []
+            for i, key in enumerate(keys):
+                g = _gaps(arms[key], limit_paths[key], x)["gaps"]
+                if not g:
+                    continue
+                xs = np.array([p["n"] for p in g], dtype=float)
+                xd = style.dodge(xs, i, len(keys)) if len(keys) > 1 else xs
+                y = np.array([p["gap"] for p in g])
+                lo = np.array([p["gap"] - p["lo"] if p["lo"] is not None else 0.0 for p in g])
+                hi = np.array([p["hi"] - p["gap"] if p["hi"] is not None else 0.0 for p in g])
+                ax.errorbar(xd, y, yerr=[lo, hi], marker=style.marker(i), ms=4, capsize=3, color=style.color(i),
+                            label=_key_label(key, arm, skip=1, drop=same) or "all")
+                xs_all.extend(xs.tolist())
+            ax.axhline(0.0, color="0.4", lw=0.8)
+            style.log_axis(ax, "x", xs_all or None)
+            ax.set_xlabel(style.label(x))
+            ax.set_ylabel("simulated - mean-field ratio")
+            ax.set_title(f"{style.policy_name(policy)}: gap of the queueing ratio to the mean field (95% CI)"
+                         + (_fixed_text(keys[0], arm, same) if keys else ""), fontsize=10)
+            ax.grid(True, which="major", alpha=0.3)
+            style.legend_outside(ax)
+        p = outdir / "gap_vs_n.png"
         fig.savefig(p, dpi=110)
         paths.append(p)
     # 2. d vs N per arm
@@ -462,6 +678,7 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str) -> list[Path]:
     ds, ns = [], []
     same = _constant(list(arms), arm)
     for key, pts in arms.items():
+        pts = limit_paths.get(key, pts)  # the whole path where there is one
         lab = _key_label(key, arm, skip=2, drop=same) or "all"
         if lab in seen or "d" not in pts.columns or len(seen) >= style.MAX_SERIES:
             continue
@@ -526,7 +743,8 @@ def _num(v, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
-def _report(outdir, sweep_name, arms, arm, verdicts, plots, x) -> Path:
+def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None) -> Path:
+    limit_paths = limit_paths or {}
     lines = [f"# Sweep `{sweep_name}`: zero queueing delay for parallel jobs", "",
              "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/models/zero_queueing.py` "
              "(docs/analysis.md). Fits are weighted least squares on the ratio (weights 1/se^2), "
@@ -554,6 +772,50 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x) -> Path:
                  f"{_num(v['ratio_hi_at_max_n'])}]")
         lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {floor_p} "
                      f"| **{v['verdict']}** | {v['note']} |")
+    if any(v.get("path_verdict") is not None for v in verdicts):
+        lines += ["", "## The answer per rule", "",
+                  "What the simulations and the limit along the same path say (the rule for the path's "
+                  "verdict is in docs/analysis.md: the log-log slope over its last decade, and where the fall "
+                  "or rise slows geometrically, the level c0 of r = c0 + a N^b through the points at N_max/100, "
+                  "N_max/10 and N_max). The gap is simulated minus limit at the N where both exist.", "",
+                  "| arm | simulations: verdict | limit: ratio at largest N | limit: slope, last decade "
+                  "| limit: level | limit: verdict | gap at largest simulated N [95% CI] | gap as N grows | rule for d |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for v in verdicts:
+            if v.get("path_verdict") is None:
+                continue
+            g = (v.get("gaps") or [None])[-1]
+            gap = "-" if g is None else f"{_num(g['gap'], 3)} [{_num(g['lo'], 3)}, {_num(g['hi'], 3)}] at {_sci(g['n'])}"
+            trend = "-" if v.get("gap_verdict") is None else f"{v['gap_verdict']}: {v.get('gap_note') or ''}"
+            lines.append(
+                f"| {v['label']} | {v['verdict']} | {_num(v['path_ratio_at_max'])} at {_sci(v['path_n_max'])} "
+                f"| {_num(v['path_top_slope'], 3)} | {_num(v['path_level'])} | **{v['path_verdict']}** ({v['path_note']}) "
+                f"| {gap} | {trend} | {v['rule_class']}: {RULE_COVERAGE.get(v['rule_class'], '')} |")
+    lines += ["", "## The theorem's hypotheses per point", "",
+              "Weng & Wang, Theorems 1-2 (zero queueing under batch-filling): alpha < 1/2, beta <= 1, "
+              "k = o(N^(1/2-alpha) / log^2 N) [column *k log^2 N / N^(1/2-alpha)*, must tend to 0], "
+              "k / log k = Omega(log N) [*k / (log k log N)*, bounded below], d = omega(1/((1-lam) log k)) "
+              "[*d (1-lam) log k*, must grow], buffer b = min(N^alpha, N^(1/2-alpha) / k) with dropped jobs "
+              "[*theorem's b*; below 1 the theorem's system cannot hold a task]. Theorems 3-4 (no zero "
+              "queueing): k = e^o(sqrt(log N)) [*log k / sqrt(log N)*, tends to 0] and d = e^o(log N / log k) "
+              "[*log d log k / log N*, tends to 0]. Rows: the simulated N, and the limit path beyond.", ""]
+    for v, (key, pts) in zip(verdicts, arms.items()):
+        rows = limit_paths.get(key, pts)
+        hs = [(r, hypotheses(r)) for r in rows.iter_rows(named=True)]
+        if not any(h is not None for _, h in hs):
+            continue
+        lines += [f"### {v['label']} (rule for d: {v['rule_class']})", "",
+                  "| N | k | d | alpha < 1/2 | beta <= 1 | k log^2 N / N^(1/2-alpha) | k / (log k log N) "
+                  "| d (1-lam) log k | theorem's b | log k / sqrt(log N) | log d log k / log N |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r, h in hs:
+            if h is None:
+                continue
+            yn = {True: "yes", False: "no", None: "-"}
+            lines.append(f"| {_sci(r[x])} | {r['k']} | {r['d']} | {yn[h['alpha_ok']]} | {yn[h['beta_ok']]} "
+                         f"| {_num(h['k_upper'], 3)} | {_num(h['k_lower'], 3)} | {_num(h['rule'], 3)} "
+                         f"| {_num(h['buffer'], 3)} | {_num(h['lb_k'], 3)} | {_num(h['lb_d'], 3)} |")
+        lines.append("")
     lines += ["", "## Points", ""]
     for key, pts in arms.items():
         lines += [f"### {', '.join(str(k) for k in key if k is not None)}", "",
@@ -564,6 +826,13 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x) -> Path:
                 f"| {r[x]} | {r.get('k', '-')} | {r.get('d', '-')} | {_num(r.get('lam'), 6)} | {r['n_rep']} "
                 f"| {_num(r['queueing_ratio'])} +- {_num(r['queueing_ratio_hw'], 2)} | {_num(r['mean_response'])} "
                 f"| {_num(r['drop_prob'])} | {_num(r['frac_within_h'])} |")
+        lim = limit_paths.get(key)
+        if lim is not None:
+            lines += ["", f"Limit ({lim['engine'][0]}) along the same path:", "",
+                      "| N | k | d | lam | queueing ratio | E[T] | frac within h |", "|---|---|---|---|---|---|---|"]
+            for r in lim.iter_rows(named=True):
+                lines.append(f"| {_sci(r[x])} | {r.get('k', '-')} | {r.get('d', '-')} | {_num(r.get('lam'), 8)} "
+                             f"| {_num(r['queueing_ratio'], 5)} | {_num(r['mean_response'], 6)} | {_num(r['frac_within_h'])} |")
         lines.append("")
     lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     path = outdir / "report.md"

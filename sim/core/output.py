@@ -161,7 +161,7 @@ def ci_label(n_batches: int, batch_values: np.ndarray) -> str:
     text = f"batch means, {n_batches} batches after MSER-5 cut"
     v = np.asarray(batch_values, dtype=np.float64)
     v = v[np.isfinite(v)]
-    if v.size >= 4 and v.std() > 0:
+    if v.size >= 4 and v[:-1].std() > 0 and v[1:].std() > 0:
         r1 = float(np.corrcoef(v[:-1], v[1:])[0, 1])
         if r1 > 2.0 / math.sqrt(v.size):
             text += f"; batches correlated (lag-1 r={r1:.2f}): SE understated, run longer"

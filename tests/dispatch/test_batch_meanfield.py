@@ -26,7 +26,10 @@ def test_arrivals_carry_lam_and_little(k, d):
     out = bm.run_task({"lam": lam, "k": k, "d": d})
     # Little per task: tasks per server = lam * (1 + mean wait)
     assert out["mean_queue"] == pytest.approx(lam * (1.0 + out["mean_wait"]), rel=1e-8)
-    assert out["queueing_ratio"] > 0 and out["mean_response_se"] > 0
+    # E[T] exact (no Monte Carlo): the mean of the exact small-kd signature mixture
+    assert out["mean_response_se"] is None and out["n_jobs"] == 0
+    assert out["mean_response"] == pytest.approx(bm.response_law(lam, k, d).mean(), rel=1e-9)
+    assert out["queueing_ratio"] > 0
 
 
 def test_ode_from_different_starts_reaches_the_fixed_point():

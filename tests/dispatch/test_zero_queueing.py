@@ -208,3 +208,46 @@ def test_too_few_points_is_inconclusive(tmp_path):
     rows = [r for r in frame(lambda n: 0.5, "flat") if r["n_servers"] in (100, 1000)]
     out = analyze_zero_queueing(pl.DataFrame(rows), ["n_servers", "variant", "k", "d", "lam"], tmp_path, "t")
     assert out["verdicts"][0]["verdict"] == "inconclusive"
+
+
+# ------------------------------------------------------------------ the limit path's verdict
+def _path(fn, top=1e15):
+    import polars as pl
+
+    ns = [round(10 ** (j / 2)) for j in range(4, int(2 * math.log10(top)) + 1)]
+    return pl.DataFrame({"n_servers": ns, "queueing_ratio": [float(fn(n)) for n in ns]})
+
+
+def test_path_verdicts_tell_zero_from_a_level():
+    from analysis.models.zero_queueing import CONVERGES, NOT_VANISHING, VANISHING, path_verdict
+
+    assert path_verdict(_path(lambda n: 2.0 * n ** -0.2))["path_verdict"] == VANISHING
+    v = path_verdict(_path(lambda n: 0.21 - 0.3 * n ** -0.3))  # rises to a level
+    assert v["path_verdict"] == CONVERGES and abs(v["path_level"] - 0.21) < 1e-6
+    v = path_verdict(_path(lambda n: 0.12 + 0.3 * n ** -0.2))  # falls to a level
+    assert v["path_verdict"] == CONVERGES and abs(v["path_level"] - 0.12) < 1e-6
+    assert path_verdict(_path(lambda n: 0.1 * n ** 0.1))["path_verdict"] == NOT_VANISHING
+    assert path_verdict(_path(lambda n: 1e-5))["path_verdict"] == VANISHING
+    # a slow linear rise in log N (no geometric slowing): flat within the margin, not vanishing
+    assert path_verdict(_path(lambda n: 0.3 + 0.001 * math.log(n)))["path_verdict"] == NOT_VANISHING
+
+
+def test_hypotheses_and_rule_class_along_a_path():
+    import polars as pl
+
+    from analysis.models.zero_queueing import hypotheses, rule_class
+
+    rows = []
+    for j in range(4, 31):
+        n = round(10 ** (j / 2))
+        lam, k = 1 - n ** -0.3, math.ceil(math.log(n) ** 2)
+        rows.append({"n_servers": n, "lam": lam, "k": k, "alpha": 0.3, "beta": 1.0,
+                     "d": math.ceil(1 / ((1 - lam) * math.log(k))), "d_single": math.ceil(1 / (1 - lam))})
+    frame = pl.DataFrame(rows)
+    assert rule_class(frame) == "Theta"
+    assert rule_class(frame.with_columns(pl.col("d_single").alias("d"))) == "omega"
+    assert rule_class(frame.with_columns(pl.lit(2).alias("d"))) == "constant"
+    h = hypotheses(rows[-1])  # N = 10^15
+    assert h["alpha_ok"] and h["beta_ok"]
+    assert h["buffer"] < 1  # the theorem's buffer holds no task on this path
+    assert h["k_upper"] > 1  # k = o(N^(1/2-alpha) / log^2 N) fails at every reachable N

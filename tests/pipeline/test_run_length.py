@@ -146,11 +146,14 @@ def test_plan_passes_precision_to_simulations_only():
 
 def test_headline_sweep_reaches_a_million_servers_by_time():
     plan = _plan("+sweep=sub_halfin_whitt")
-    ns = sorted({t["n_servers"] for t in plan.tasks})
+    sims = [t for t in plan.tasks if t["engine"] == "occupancy"]
+    ns = sorted({t["n_servers"] for t in sims})
     assert ns[0] == 100 and ns[-1] == 10**6 and len(ns) == 9
-    assert {t["_meta"]["replication"] for t in plan.tasks} == set(range(5))
-    for t in plan.tasks:
+    assert {t["_meta"]["replication"] for t in sims} == set(range(5))
+    for t in sims:
         assert t["time"] == max(30, 3e6 / t["n_servers"])
+    # the mean field along the same path, to N = 10^15 (limit_path)
+    assert max(t["n_servers"] for t in plan.tasks if t["engine"] == "meanfield") == 10**15
 
 
 def test_console_leads_with_the_models_own_verdicts_and_names_each_quantity(tmp_path, capsys):

@@ -6,8 +6,9 @@
   finite buffer ``b`` (the fixed point as the root of a flow balance).
 - :mod:`~sim.dispatch.meanfield.tasks`: k-task jobs whose tasks are independent in the limit:
   ``pod_per_task``, ``batch_sampling``, and ``random`` / ``jsq`` with ``k > 1``.
-- :mod:`~sim.dispatch.meanfield.batch_filling`: batch-filling at fixed ``k`` and ``d`` (Ying,
-  Srikant & Kang): the ODE by an exact program over the layers, E[T] by Monte Carlo.
+- :mod:`~sim.dispatch.meanfield.batch_filling`: batch-filling (Ying, Srikant & Kang): the ODE
+  by an exact program over the layers; its rows from :mod:`~sim.dispatch.meanfield.large_batch`
+  (exact fixed point and E[T], k ~ 10^3, kd ~ 10^7).
 
 Each has the law's ``fixed_point``, ``response_law`` and a ``run_task`` for its tasks;
 :func:`run_task` here is the engine's runner (every ``meanfield`` entry of
@@ -16,9 +17,9 @@ Each has the law's ``fixed_point``, ``response_law`` and a ``run_task`` for its 
 """
 from __future__ import annotations
 
-from sim.dispatch.meanfield import batch_filling, buffer, pod, tasks
+from sim.dispatch.meanfield import batch_filling, buffer, large_batch, pod, tasks
 
-__all__ = ["run_task", "pod", "buffer", "tasks", "batch_filling"]
+__all__ = ["run_task", "pod", "buffer", "tasks", "batch_filling", "large_batch"]
 
 
 def run_task(task: dict) -> dict:

@@ -19,10 +19,12 @@ slightly more than one sample in randomized load balancing", 2015, derive this l
 The same program gives, exactly at the fixed point: the probability that a job waits (some
 task at position >= 2: ``T_0 < k``), the fraction of jobs whose tasks all land at positions
 <= h (``T_{h-1} >= k``), and the mean task wait (a task on layer j waits for j services).
-A job's mean response E[T] = E[max over its queues of Gamma(final length, 1)] is not a sum
-over layers; it is estimated by Monte Carlo over job arrivals at the fixed point (exact
-water-filling of sampled i.i.d. lengths, then :func:`sim.core.jobdelay.expected_max_gamma`),
-with its standard error reported.
+Its (kd + 1)(k + 1) states limit it to small kd; the engine's rows (:func:`run_task`) come
+from :mod:`sim.dispatch.meanfield.large_batch` instead, exact at every k and d: the fixed
+point by a forward recursion and E[T] = E[max over the job's queues of Gamma(final length,
+1)] as an integral over the job's signature law. :func:`mean_job_delay` (Monte Carlo over
+arrivals at the fixed point) and :func:`job_signature_law` (enumeration at small kd) are the
+independent routes the tests check it against.
 
 The ODE is truncated at a level L where the fixed-point tail is below 1e-15 (L is doubled until
 it is), and solved with scipy's BDF; the fixed point by Newton's method (scipy.optimize.root)
@@ -43,7 +45,7 @@ from sim.dispatch.policies import messages_per_job
 
 TAIL_EPS = 1e-15
 MC_JOBS = 40_000
-CI_METHOD = "mean field (N = infinity): tail exact; E[T] by Monte Carlo over arrivals at the fixed point"
+CI_METHOD = "mean field (N = infinity): exact (tail, E[T] over the job signature law)"
 
 
 @njit(cache=True)
@@ -292,41 +294,63 @@ def response_law(lam: float, k: int, d: int, s: np.ndarray | None = None):
                    [(sorted(sig), [sig[p] for p in sorted(sig)]) for _, sig in law])
 
 
+def prob_fills_by(s: np.ndarray, k: int, d: int, h: int) -> float:
+    """P(T_{h-1} >= k) at the tail ``s`` (s_1..s_L): the probability that a job's k tasks all
+    land at positions <= h. ``T_{h-1} = min(k, S_{h-1})`` with ``S_j`` the sum over the kd
+    sampled queues of ``(j + 1 - Q)^+`` (i.i.d., pmf ``(s_{j+1}, p_j, ..., p_0)`` on 0..j+1), so
+    ``P(S_{h-1} < k)`` is the head of a power of that pmf
+    (:func:`sim.dispatch.meanfield.large_batch.log_power_head`, exact, positive terms only)."""
+    from sim.dispatch.meanfield.large_batch import log_power_head
+
+    s = np.asarray(s, dtype=np.float64)
+    if h > s.size or s[h - 1] <= 0.0:  # every sampled queue is shorter than h
+        return 1.0
+    sl = np.concatenate(([1.0], s, [0.0]))
+    p = sl[:-1] - sl[1:]  # p_0..p_L
+    with np.errstate(divide="ignore"):
+        logg = np.log(np.concatenate(([sl[h]], p[h - 1::-1])))
+    head = np.empty(k)
+    log_power_head(logg, k * d, k, head)
+    return float(max(0.0, 1.0 - np.exp(head).sum()))
+
+
 def run_task(task: dict) -> dict:
-    """Mean-field values of a batch-filling task (keys of :data:`sim.core.results.RESULT_KEYS`)."""
+    """Mean-field values of a batch-filling task (keys of :data:`sim.core.results.RESULT_KEYS`),
+    all exact at the fixed point and no Monte Carlo: the tail by the forward recursion of
+    :func:`sim.dispatch.meanfield.large_batch.fixed_point_large` (the same fixed point as
+    :func:`fixed_point`, to 2e-12), E[T] by the integral over the job's signature law
+    (:func:`sim.dispatch.meanfield.large_batch.job_delay_exact`), so that k ~ 10^3 and kd ~ 10^7
+    cost seconds."""
+    from scipy.stats import binom
+
+    from sim.dispatch.meanfield import large_batch
+
     lam, k, d = float(task["lam"]), int(task.get("k", 1)), int(task["d"])
     h = int(task.get("h", 1))
     max_level = int(task.get("max_level", 64))
     if task.get("b") is not None:
         raise ValueError("b: the batch-filling mean field here has no finite buffer")
-    s = fixed_point(lam, k, d)
-    flows, p_wait, p_within = _layer_flows(s, k, d, h)
-    if h > s.size:
-        p_within = 1.0
+    _check(lam, k, d)
     hk = harmonic(k)
+    s = large_batch.fixed_point_large(lam, k, d)
     tail = np.zeros(max_level)
     m = min(max_level, s.size)
     tail[:m] = s[:m]
-    # a task placed on layer j (raising a queue from j to j + 1) waits for j services
-    mean_wait = float(np.dot(np.arange(flows.size), flows) / k) if lam > 0 else 0.0
-    # E[T]: exact for k = 1 and lam = 0 (SE null, no sample); for k > 1 a Monte Carlo
-    # average over MC_JOBS arrivals at the fixed point, whose SE and sample size the row reports
-    n_mc = 0
-    if k == 1:  # one task: E[T] = E[position] = 1 + mean wait, exactly
-        mean_t, se_t = 1.0 + mean_wait, None
-    elif lam > 0:
-        mean_t, se_t = mean_job_delay(s, k, d)
-        n_mc = MC_JOBS
+    if lam > 0:
+        mean_t, _ = large_batch.job_delay_exact(s, k, d)
+        # Little's law over waiting tasks: sum_{i >= 2} s_i per server, tasks at rate lam
+        mean_wait = float(s[1:].sum()) / lam
+        # some task waits iff fewer than k of the kd sampled queues are idle
+        p_wait = float(binom.cdf(k - 1, k * d, 1.0 - lam))
+        p_within = prob_fills_by(s, k, d, h)
     else:
-        mean_t, se_t = hk, None
+        mean_t, mean_wait, p_wait, p_within = hk, 0.0, 0.0, 1.0
     out = exact_row(
-        mean_response=mean_t, mean_response_se=se_t,
-        mean_wait=mean_wait, prob_wait=float(p_wait) if lam > 0 else 0.0,
-        mean_queue=float(s.sum()), tail=tail,
-        queueing_ratio=(mean_t - hk) / hk, queueing_ratio_se=None if se_t is None else se_t / hk,
-        drop_prob=0.0, frac_within_h=float(p_within) if lam > 0 else 1.0,
+        mean_response=mean_t, mean_wait=mean_wait, prob_wait=p_wait,
+        mean_queue=float(s.sum()), tail=tail, queueing_ratio=(mean_t - hk) / hk,
+        drop_prob=0.0, frac_within_h=p_within,
         messages_per_job=messages_per_job("batch_filling", 0, k, d),  # N is not needed
-        n_jobs=n_mc, ci_method=CI_METHOD,
+        ci_method=CI_METHOD,
     )
     if task.get("responses"):  # docs/responses.md: the exact signature law at the fixed point
         from sim.core.responses import exact_response_columns

@@ -162,7 +162,7 @@ def _logaddexp(x, y):
 # ------------------------------------------------------------------------------ fixed point
 
 @njit(cache=True)
-def _log_power_head(logg, n, k, out):
+def log_power_head(logg, n, k, out):
     """out[m] = log [z^m] g(z)^n, m = 0..k-1, for the pmf g (logs ``logg``, g_0 > 0), n >= k
     (Miller's recurrence, positive terms only)."""
     deg = logg.size - 1
@@ -200,7 +200,7 @@ def _fixed_point_kernel(lam, one_minus_lam, k, d, eps, max_levels):
         for x in range(1, j + 2):
             pr = p[j + 1 - x]
             logg[x] = math.log(pr) if pr > 0.0 else -math.inf
-        _log_power_head(logg, n, k, logf)
+        log_power_head(logg, n, k, logf)
         acc = 0.0
         for t in range(k):
             if logf[t] > -745.0:

@@ -15,7 +15,11 @@ task, ``D = k d``, at task rate ``lam``, so the tail is the supermarket fixed po
 ``s_i = lam**((D**i - 1)/(D - 1))`` and a task takes position ``i`` with probability
 ``s_{i-1}**D - s_i**D``. The ``k`` tasks of a job land in ``k`` distinct queues whose lengths
 are asymptotically independent, so the job response is the maximum of ``k`` independent task
-responses: ``P(T <= t) = F_task(t)**k`` (:class:`MaxOfIid`).
+responses: ``P(T <= t) = F_task(t)**k`` (:class:`MaxOfIid`). Its ``mean_response`` is
+``H_k +`` :meth:`MaxOfIid.excess_mean` (``int (F_1^k - F_task^k) dt``, positive terms only, for
+``k d >= 2``), so that the queueing ratio ``(E[T] - H_k) / H_k`` keeps its relative precision
+when it is tiny (``lam**(kd)`` can be 1e-300): ``law.mean() - H_k`` would be rounding noise
+(~1e-16, of either sign) there.
 
 ``batch_sampling`` (``k d`` distinct queues probed, one task to each of the ``k`` shortest,
 :func:`sim.dispatch._occupancy_kernel._fill_batch_sampling`): a job puts a task at position
@@ -31,11 +35,16 @@ checked against the ODE's fixed point by :func:`bs_fixed_point_ode`). The job's 
 positions ``1 + `` the ``k`` lowest order statistics of ``kd`` i.i.d. lengths, one per queue,
 so its response is ``max_j Gamma(L_(j) + 1, 1)``; the law of the signature (how many of the
 ``k`` lowest lengths equal each level) comes from an exact program over the levels
-(:func:`bs_signature_law`).
+(:func:`bs_signature_law`). ``mean_response`` (and ``queueing_ratio``) come from the exact
+chain over the levels of :func:`sim.dispatch.meanfield.large_sampling.job_excess_exact` (numba,
+Loader binomial pmfs, windows of the binomials; seconds at k ~ 10^3, kd ~ 10^7), which gives
+``E[T] - H_k`` directly as an integral of non-negative terms; :class:`BatchSamplingLaw` (cost
+levels x k^2 per node) is kept for the response columns and the checks.
 """
 from __future__ import annotations
 
 import abc
+import math
 
 import numpy as np
 from scipy import integrate, optimize
@@ -43,7 +52,7 @@ from scipy.stats import binom
 
 from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
-from sim.dispatch.meanfield import pod
+from sim.dispatch.meanfield import large_sampling, pod
 from sim.dispatch.meanfield._common import CI_METHOD, _check_lam
 from sim.dispatch.policies import messages_per_job
 
@@ -125,6 +134,40 @@ class MaxOfIid(ExactLaw):
         with np.errstate(divide="ignore"):
             return -np.expm1(self.k * np.log1p(-c))
 
+    def excess_mean(self) -> float:
+        """``E[T] - H_k = int_0^inf (F_1(t)^k - F(t)^k) dt`` for a base law of single tasks (a
+        Mixture whose signatures are one task each, weights ``w_p`` at positions ``p``), in
+        non-negative terms only: ``F_1 - F = sum_{i >= 1} P(Poisson(t) = i) W_{>i}`` with
+        ``W_{>i}`` the weight of the positions above ``i`` (over the total), and ``F_1^k - F^k =
+        F_1^k (-expm1(k log1p(-x)))``, ``x = (F_1 - F) / F_1``. Relative precision however
+        small the excess (the queueing ratio); same nodes as :meth:`mean`. Cost: positions x
+        nodes (meant for few positions, e.g. power-of-D with D >= 2)."""
+        from sim.core.jobdelay import GL_W, GL_X
+
+        base = self.base
+        if base.grid_weight > 0 or any(p.size != 1 or c[0] != 1.0 for p, c in base.signatures):
+            raise ValueError("excess_mean needs a base law of single tasks without grid jobs")
+        pos = np.array([int(p[0]) for p, _ in base.signatures], dtype=np.int64)
+        w = np.bincount(pos, weights=base.weights)
+        if w.sum() <= 0:
+            return float("nan")
+        # above[i] = W_{>i}, i = 0..max position: suffix sums of the weights (no differences)
+        above = np.append(np.cumsum(w[::-1])[::-1][1:], 0.0) / w.sum()
+        hi = 8.0
+        while float(self.ccdf(hi)[0]) > 1e-18:
+            hi *= 2.0
+        t = (np.arange(int(hi))[:, None] + GL_X[None, :]).ravel()
+        f1 = -np.expm1(-t)
+        x = np.zeros(t.size)
+        logt = np.log(t)
+        for i in range(1, above.size):
+            if above[i] > 0.0:
+                x += above[i] * np.exp(i * logt - t - math.lgamma(i + 1.0))
+        x = np.minimum(x / f1, 1.0)
+        with np.errstate(divide="ignore"):
+            integrand = np.exp(self.k * np.log(f1)) * -np.expm1(self.k * np.log1p(-x))
+        return float(np.dot(integrand, np.tile(GL_W, int(hi))))
+
 
 def ppt_response_law(lam: float, k: int, d: int) -> MaxOfIid:
     """Mean-field job response law of ``pod_per_task``: the maximum of ``k`` independent
@@ -153,6 +196,9 @@ def _max_of_tasks_row(lam, k, dd, max_level, h):
         "prob_wait": 1.0 - (1.0 - lam**dd) ** k,
         "frac_within_h": (1.0 - s_h**dd) ** k,
         "law": law,
+        # E[T] - H_k in positive terms (few positions for dd >= 2; dd = 1 has many, and a
+        # queueing ratio of order 1, so there law.mean() is used)
+        "excess": law.excess_mean() if dd >= 2 else None,
     }
 
 
@@ -374,7 +420,12 @@ def _bs_row(lam, k, d, max_level, h):
     tail = np.zeros(max_level)
     m = min(max_level, s.size)
     tail[:m] = s[:m]
-    law = bs_response_mixture(lam, k, d, s)
+    # E[T] - H_k by the exact chain of large_sampling (fast at large k, d); BatchSamplingLaw
+    # (whose tables take levels x k^2 memory: ~0.3 GB at k = 1193) only for the response
+    # columns, built by run_task when they are asked for
+    excess, mass = large_sampling.job_excess_exact(s, k, d)
+    if not abs(mass - 1.0) < 1e-9:
+        raise RuntimeError(f"batch_sampling E[T] at lam={lam}, k={k}, d={d}: captured mass {mass!r}")
     mean_queue = float(s.sum()) if lam > 0 else 0.0
     # mean over tasks of position - 1 = (1/k) sum_{i>=2} E[T_i] = (1/lam) sum_{i>=2} s_i
     mean_wait = float(s[1:].sum()) / lam if lam > 0 else 0.0
@@ -386,7 +437,7 @@ def _bs_row(lam, k, d, max_level, h):
         "prob_wait": float(binom.cdf(k - 1, n, 1.0 - lam)) if lam > 0 else 0.0,
         # every task at position <= h iff at least k probes are shorter than h: B_h >= k
         "frac_within_h": float(binom.sf(k - 1, n, 1.0 - s_h)) if lam > 0 else 1.0,
-        "law": law,
+        "law": lambda: bs_response_mixture(lam, k, d, s), "excess": excess,
     }
 
 
@@ -406,7 +457,10 @@ def run_task(task: dict) -> dict:
     """Mean-field values of a ``pod_per_task`` or ``batch_sampling`` task (the result keys of
     :data:`sim.core.results.RESULT_KEYS`; with ``responses: true`` also the response columns,
     exact: quantiles and CCDF of the law, SEs null). ``mean_response`` is the exact E[T] of
-    the job response law (no Monte Carlo)."""
+    the job response law (no Monte Carlo): ``H_k +`` the excess ``E[T] - H_k`` computed directly
+    for ``batch_sampling`` (:func:`large_sampling.job_excess_exact`, every k and d) and
+    ``pod_per_task`` with ``kd >= 2`` (:meth:`MaxOfIid.excess_mean`), with ``queueing_ratio =
+    excess / H_k``; ``law.mean()`` otherwise."""
     from sim.core.jobdelay import harmonic
 
     policy = task["policy"]
@@ -428,16 +482,22 @@ def run_task(task: dict) -> dict:
     else:
         raise ValueError(f"policy={policy!r} has no mean-field limit in this module")
     law = vals["law"]
-    mean_t = float(law.mean())
     hk = float(harmonic(k))
+    if vals.get("excess") is not None:
+        mean_t, ratio = hk + vals["excess"], vals["excess"] / hk
+    else:
+        mean_t = float(law.mean())
+        ratio = (mean_t - hk) / hk
     out = exact_row(
         mean_response=mean_t, mean_wait=vals["mean_wait"], prob_wait=vals["prob_wait"],
-        mean_queue=vals["mean_queue"], tail=vals["tail"], queueing_ratio=(mean_t - hk) / hk,
+        mean_queue=vals["mean_queue"], tail=vals["tail"], queueing_ratio=ratio,
         drop_prob=0.0, frac_within_h=vals["frac_within_h"],
         messages_per_job=messages_per_job(policy, int(task["n_servers"]), k, d),
         ci_method=CI_METHOD,
     )
     if task.get("responses"):
+        if not isinstance(law, ExactLaw):   # built on demand (batch_sampling)
+            law = law()
         out.update(exact_response_columns(law))
         out["ci_method"] += "; response law exact (mean field)"
     return out
