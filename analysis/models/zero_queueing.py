@@ -309,6 +309,9 @@ def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
     return out
 
 
+#: a path still rising towards an extrapolated level above this multiple of its last ratio is
+#: called growing (not vanishing), not converging: the level is then far outside the path
+PATH_RISE_LEVEL = 1.5
 #: decades between the three points of the path's extrapolation (N_max / 100, N_max / 10, N_max)
 PATH_STEP_DECADES = 1.0
 
@@ -354,6 +357,10 @@ def path_verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
                    path_note=f"still falls like N^{b_top:.3f} over the last decade (faster than N^-{SLOPE_FLAT:g})")
     elif b_top > SLOPE_FLAT:
         out.update(path_verdict=NOT_VANISHING, path_note=f"grows like N^{b_top:.3f} over the last decade")
+    elif out["path_level"] is not None and r3 > r2 and out["path_level"] > PATH_RISE_LEVEL * r3:
+        out.update(path_verdict=NOT_VANISHING,
+                   path_note=(f"still rises (N^{b_top:.3f} over the last decade), towards an extrapolated "
+                              f"{out['path_level']:.3g}, beyond {PATH_RISE_LEVEL:g} x the ratio at the end"))
     elif out["path_level"] is not None and out["path_level"] > RATIO_ZERO:
         way = "falls" if r3 < r2 else "rises"
         out.update(path_verdict=CONVERGES,

@@ -251,3 +251,10 @@ def test_hypotheses_and_rule_class_along_a_path():
     assert h["alpha_ok"] and h["beta_ok"]
     assert h["buffer"] < 1  # the theorem's buffer holds no task on this path
     assert h["k_upper"] > 1  # k = o(N^(1/2-alpha) / log^2 N) fails at every reachable N
+
+
+def test_a_path_still_rising_far_is_not_called_converging():
+    from analysis.models.zero_queueing import NOT_VANISHING, path_verdict
+
+    v = path_verdict(_path(lambda n: 9.0 - 8.0 * n ** -0.01))  # level 9, far above the path's end
+    assert v["path_verdict"] == NOT_VANISHING and v["path_level"] > 1.5 * v["path_ratio_at_max"]
