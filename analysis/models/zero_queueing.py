@@ -321,7 +321,8 @@ def _nearest(ns: np.ndarray, target: float) -> int:
 
 
 def path_verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
-    """The verdict of a limit path (exact values, no SE): rule in the module docstring.
+    """The verdict of a limit path (exact values, no SE): the rule of docs/analysis.md, "The
+    limit along the path".
 
     ``points``: one arm's rows of a limit engine along the sweep's path (``x`` and
     ``queueing_ratio``). Returns ``path_n_max``, ``path_ratio_at_max``, ``path_top_slope`` (the
