@@ -160,16 +160,18 @@ class LoopbackCluster:
                             "--include-dashboard=true", f"--dashboard-host={ip}",
                             f"--dashboard-port={self.dashboard_port}"], ip, "head",
                            taken=(self.gcs_port, self.dashboard_port))
-        self._wait(lambda: self._alive_nodes() >= 1 and self._dashboard_up(), head, "head")
+        self._wait(lambda: ip in self._alive_ips() and self._dashboard_up(), head, "head")
         return head
 
     def add_node(self, cpus: int = 1) -> Node:
         ip = f"127.0.0.{self._next_ip}"
         self._next_ip += 1
-        want = self._alive_nodes() + 1
         node = self._start([f"--address={self.gcs_address}", f"--num-cpus={cpus}"], ip,
                            f"worker{len(self.nodes)}")
-        self._wait(lambda: self._alive_nodes() >= want, node, ip)
+        # Wait for this node's own address, not for a count: a node just SIGKILLed stays ALIVE
+        # in the GCS until its health checks time out, so a count taken before the start can
+        # be one too high and never be reached.
+        self._wait(lambda: ip in self._alive_ips(), node, ip)
         return node
 
     @property
@@ -185,8 +187,8 @@ class LoopbackCluster:
         env = {k: v for k, v in self.env.items() if k != "RAY_AUTH_MODE"}
         return env
 
-    def _alive_nodes(self) -> int:
-        """Alive nodes as the GCS reports them (``ray list nodes`` through the dashboard)."""
+    def _alive_ips(self) -> set[str]:
+        """Addresses of the nodes the GCS reports ALIVE (through the dashboard)."""
         import json
         import urllib.request
 
@@ -197,9 +199,10 @@ class LoopbackCluster:
             with urllib.request.urlopen(req, timeout=3) as r:
                 data = json.load(r)
         except Exception:
-            return 0
+            return set()
         summary = data.get("data", {}).get("summary", [])
-        return sum(1 for n in summary if n.get("raylet", {}).get("state") == "ALIVE")
+        return {n["raylet"].get("nodeManagerAddress") for n in summary
+                if n.get("raylet", {}).get("state") == "ALIVE"}
 
     def _dashboard_up(self) -> bool:
         import urllib.request
