@@ -453,6 +453,98 @@ def _gaps(pts: pl.DataFrame, path: pl.DataFrame, x: str) -> dict:
             "gap_slope": rate.get("slope"), "gap_slope_lo": rate.get("slope_lo"), "gap_slope_hi": rate.get("slope_hi")}
 
 
+#: the estimates the control variate adjusts (the queueing ratio and E[T], which is H_k (1 + ratio))
+CV_METRICS = ("queueing_ratio", "mean_response")
+#: fewest replications for the control-variate estimate (its interval has R - 2 degrees of freedom)
+CV_MIN_REP = 4
+CV_METHOD = "t over R replications, control variate s_1 (mean lam)"
+
+
+def cv_fit(y, c) -> dict | None:
+    """The control-variate estimate of E[Y] from replications ``y`` with controls ``c`` of known
+    mean 0: ``{"estimate", "se", "dof", "coef", "corr"}`` (rule in :func:`control_variate`), or
+    None with fewer than 3 values or no spread in ``c``."""
+    y, c = np.asarray(y, dtype=float), np.asarray(c, dtype=float)
+    n = y.size
+    if n < 3 or c.size != n or np.isnan(y).any() or np.isnan(c).any():
+        return None
+    cbar = c.mean()
+    sxx = float(((c - cbar) ** 2).sum())
+    if sxx <= 0.0:
+        return None
+    b = float(((c - cbar) * (y - y.mean())).sum() / sxx)
+    rss = float(((y - y.mean() - b * (c - cbar)) ** 2).sum())
+    syy = float(((y - y.mean()) ** 2).sum())
+    return {"estimate": float(y.mean() - b * cbar), "se": math.sqrt(rss / (n - 2) * (1.0 / n + cbar ** 2 / sxx)),
+            "dof": n - 2, "coef": b, "corr": b * math.sqrt(sxx / syy) if syy > 0 else None}
+
+
+def control_variate(sims: pl.DataFrame, agg: pl.DataFrame, params, level: float = LEVEL) -> pl.DataFrame:
+    """Control-variate estimates of :data:`CV_METRICS` over the replications of each point.
+
+    At loads near 1 the ratio of a run is driven by the run's realised load: the time-average
+    busy fraction ``s_1`` (``tail[0]``) of a run of 30 time units at N = 10^6 and lam = 0.984
+    strays by +-0.003 from lam, 20% of 1 - lam, and the ratio moves with it (measured
+    correlation 0.85-1.00 between runs, with the slope the mean field's d ratio / d lam).
+    ``s_1`` has a known mean, lam (each server serves at rate 1 and no job is dropped), so per
+    point the replications' ``Y_i`` are regressed on ``C_i = s_1,i - lam``; the estimate is the
+    fit at ``C = 0``, ``Ybar - b Cbar``, its standard error ``s sqrt(1/R + Cbar^2 / Sxx)`` with
+    ``s^2 = RSS / (R - 2)``, and the interval uses t with ``R - 2`` degrees of freedom
+    (Lavenberg & Welch's control variate with an estimated coefficient; exact when Y is linear
+    in C with normal residuals; a curvature ``g C^2`` biases it by about ``-2 g var(C) / R``,
+    docs/analysis.md).
+
+    Applied to simulated points with ``R >= CV_MIN_REP`` replications that all report ``s_1``
+    and drop no job (with drops, the busy fraction's mean is not known); other points keep the
+    plain mean. The plain estimate stays in ``<m>_raw``, ``<m>_raw_hw``; ``cv_corr`` is the
+    correlation of Y and C over the replications, ``cv_coef`` the fitted slope b.
+    """
+    keys = ["policy", "engine", *params]
+    out = agg.with_columns([pl.col(m).alias(f"{m}_raw") for m in CV_METRICS]
+                           + [pl.col(f"{m}_hw").alias(f"{m}_raw_hw") for m in CV_METRICS]
+                           + [pl.lit(None, dtype=pl.Float64).alias(c) for c in ("cv_corr", "cv_coef")])
+    if not {"tail", "lam", *CV_METRICS} <= set(sims.columns) or sims.height == 0:
+        return out
+    ok = sims.filter(pl.col("status") == "ok") if "status" in sims.columns else sims
+    drop = pl.col("drop_prob").fill_null(0.0) if "drop_prob" in ok.columns else pl.lit(0.0)
+    ok = ok.with_columns((pl.col("tail").list.first() - pl.col("lam")).alias("_c"), drop.alias("_drop"))
+    fits = []
+    for _, g in ok.group_by(keys, maintain_order=True):
+        c = g["_c"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+        if c.size < CV_MIN_REP or (g["_drop"].to_numpy() > 0).any():
+            continue
+        row = {k: g[k][0] for k in keys}
+        for m in CV_METRICS:
+            f = cv_fit(g[m].cast(pl.Float64).fill_null(float("nan")).to_numpy(), c)
+            if f is None:
+                break
+            row.update({m: f["estimate"], f"{m}_se": f["se"],
+                        f"{m}_hw": float(stats.t.ppf(0.5 + level / 2.0, f["dof"])) * f["se"]})
+            if m == CV_METRICS[0]:
+                row.update(cv_coef=f["coef"], cv_corr=f["corr"])
+        else:
+            fits.append(row)
+    if not fits:
+        return out
+    fit = pl.DataFrame(fits, infer_schema_length=None)
+    fit = fit.rename({c: f"_cv_{c}" for c in fit.columns if c not in keys})
+    for k in keys:  # align dtypes for the join (a parameter column may be all-integer here)
+        fit = fit.with_columns(pl.col(k).cast(out.schema[k]))
+    out = out.join(fit, on=keys, how="left", nulls_equal=True)
+    has = pl.col(f"_cv_{CV_METRICS[0]}").is_not_null()
+    cols = [pl.when(has).then(pl.lit(CV_METHOD)).otherwise(pl.col("ci_method")).alias("ci_method"),
+            pl.coalesce("_cv_cv_corr", "cv_corr").alias("cv_corr"),
+            pl.coalesce("_cv_cv_coef", "cv_coef").alias("cv_coef")]
+    for m in CV_METRICS:
+        for suffix in ("", "_se", "_hw"):
+            cols.append(pl.when(has).then(pl.col(f"_cv_{m}{suffix}")).otherwise(pl.col(f"{m}{suffix}"))
+                        .alias(f"{m}{suffix}"))
+    out = out.with_columns(cols)
+    out = out.with_columns([(pl.col(m) - pl.col(f"{m}_hw")).alias(f"{m}_lo") for m in CV_METRICS]
+                           + [(pl.col(m) + pl.col(f"{m}_hw")).alias(f"{m}_hi") for m in CV_METRICS])
+    return out.drop([c for c in out.columns if c.startswith("_cv_")])
+
+
 def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, x: str = "n_servers") -> dict:
     """Aggregate, fit and judge each arm; write plots, ``verdicts.json`` and ``report.md``."""
     if isinstance(frame, pl.LazyFrame):
@@ -465,7 +557,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         report = outdir / "report.md"
         report.write_text(f"# Sweep `{sweep_name}`: zero queueing delay\n\nNo simulation rows.\n")
         return {"report": report, "plots": [], "metrics": [], "verdicts": [], "verdict_lines": []}
-    agg = aggregate(sims, params, metrics=METRICS)
+    agg = control_variate(sims, aggregate(sims, params, metrics=METRICS), params)
     ok = agg.filter(pl.col("n_rep") >= 1)
     arm = arm_columns(ok, params, x) if ok.height else [p for p in params if p != x]
     arm = [p for p in arm if p != x]
@@ -824,15 +916,23 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None)
                          f"| {_num(h['k_upper'], 3)} | {_num(h['k_lower'], 3)} | {_num(h['rule'], 3)} "
                          f"| {_num(h['buffer'], 3)} | {_num(h['lb_k'], 3)} | {_num(h['lb_d'], 3)} |")
         lines.append("")
-    lines += ["", "## Points", ""]
+    lines += ["", "## Points", "",
+              f"Simulated ratios with {CV_MIN_REP} or more replications and no dropped job are control-variate "
+              "estimates: each replication's ratio regressed on its busy fraction s_1, whose mean is lam, and "
+              "read at s_1 = lam (interval: t with R - 2 dof; docs/analysis.md). The plain mean of the "
+              "replications and the correlation are given beside it.", ""]
     for key, pts in arms.items():
         lines += [f"### {', '.join(str(k) for k in key if k is not None)}", "",
-                  "| N | k | d | lam | R | queueing ratio +- CI | E[T] | drop prob | frac within h |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| N | k | d | lam | R | queueing ratio +- CI | plain mean +- CI | corr(ratio, s_1) | E[T] "
+                  "| drop prob | frac within h |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in pts.iter_rows(named=True):
+            cv = r.get("ci_method") == CV_METHOD
+            plain = f"{_num(r.get('queueing_ratio_raw'))} +- {_num(r.get('queueing_ratio_raw_hw'), 2)}" if cv else "same"
             lines.append(
                 f"| {r[x]} | {r.get('k', '-')} | {r.get('d', '-')} | {_num(r.get('lam'), 6)} | {r['n_rep']} "
-                f"| {_num(r['queueing_ratio'])} +- {_num(r['queueing_ratio_hw'], 2)} | {_num(r['mean_response'])} "
+                f"| {_num(r['queueing_ratio'])} +- {_num(r['queueing_ratio_hw'], 2)} | {plain} "
+                f"| {_num(r.get('cv_corr'), 3) if cv else '-'} | {_num(r['mean_response'])} "
                 f"| {_num(r['drop_prob'])} | {_num(r['frac_within_h'])} |")
         lim = limit_paths.get(key)
         if lim is not None:
