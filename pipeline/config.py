@@ -111,7 +111,9 @@ class Config:
     models: List[str] = field(default_factory=list)
     policies: List[str] = field(default_factory=lambda: ["pod"])
     engines: List[str] = field(default_factory=lambda: ["agent", "meanfield"])
-    replications: int = 2
+    #: runs per point of each stochastic engine: an integer, or a formula of the point's
+    #: parameters (e.g. more runs where lam is near 1; docs/sweeps.md)
+    replications: Any = 2
     #: name -> list of values; the grid is their product
     axes: Dict[str, Any] = field(default_factory=dict)
     #: name -> constant number, or a formula string of other names

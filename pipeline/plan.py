@@ -103,6 +103,40 @@ def _int_at_least(cfg: dict, key: str, lo: int) -> int:
     return int(v)
 
 
+def _replications_error(exc: ConfigError) -> ConfigError:
+    return ConfigError(str(exc).replace("params.replications=", "replications=", 1))
+
+
+def _check_replications(v) -> None:
+    """``replications``: an integer >= 1, or a formula string (checked here, evaluated per point
+    by :func:`_replications_at`)."""
+    if isinstance(v, str):
+        try:
+            parse("replications", v)
+        except ConfigError as exc:
+            raise _replications_error(exc) from None
+        return
+    if not (_is_number(v) and float(v).is_integer()) or v < 1:
+        raise ConfigError(f"replications={v!r} must be an integer >= 1 or a formula "
+                          "of the point's parameters (e.g. \"6 if N < 1e6 else 10\")")
+
+
+def _replications_at(v, values: dict, where: str) -> int:
+    """The replications of one point: ``v`` itself, or its formula evaluated on the point."""
+    if not isinstance(v, str):
+        return int(v)
+    scope = {n: x for n, x in values.items() if _is_number(x)}
+    if "n_servers" in scope:
+        scope["N"] = scope["n_servers"]
+    try:
+        r = evaluate("replications", v, scope)
+    except ConfigError as exc:
+        raise _replications_error(exc) from None
+    if not float(r).is_integer() or not 1 <= r <= MAX_TASKS:
+        raise ConfigError(f"replications={v!r} gives {r!r} at {where}: must be an integer in [1, {MAX_TASKS:,}]")
+    return int(r)
+
+
 def seed_for(root_seed: int, point_id: int, engine: str, replication: int) -> int:
     """The task's 63-bit seed: independent of worker count and execution order."""
     key = (point_id, zlib.crc32(engine.encode()), replication)
@@ -129,7 +163,7 @@ def check_top_level(cfg: dict) -> None:
 
     _check_keys(cfg, Config, "")
     check_name(cfg.get("name"))
-    _int_at_least(cfg, "replications", 1)
+    _check_replications(cfg.get("replications"))
     _int_at_least(cfg, "seed", 0)
     models = cfg.get("models") or []
     if not isinstance(models, (list, tuple)):
@@ -481,7 +515,7 @@ def make_plan(cfg: dict) -> Plan:
 
     policies: list[str] = list(cfg["policies"])
     engines: list[str] = list(cfg["engines"])
-    replications = int(cfg["replications"])
+    replications = cfg["replications"]
     root_seed = int(cfg["seed"])
     run = cfg["run"]
 
@@ -511,7 +545,9 @@ def make_plan(cfg: dict) -> Plan:
                 spec.axes["n_servers"], float(lp["n_servers_max"]), int(lp.get("per_decade", 2)))}
 
     # the size of the grid before expanding it (a product of long axes would exhaust memory)
-    per_point = sum(replications if e in STOCHASTIC_ENGINES else 1 for e in engines)
+    # (a formula's replications are known per point: counted as 1 here, the tasks checked below)
+    per_point = sum((1 if isinstance(replications, str) else int(replications)) if e in STOCHASTIC_ENGINES
+                    else 1 for e in engines)
     n_points = len(policies) * sum(math.prod(len(a) for a in sp.axes.values()) for sp in specs.values())
     n_path = len(policies) * sum(math.prod(len(a) for a in ax.values()) for ax in path_axes.values())
     if n_points * per_point + n_path > MAX_TASKS:
@@ -575,7 +611,7 @@ def make_plan(cfg: dict) -> Plan:
                     # a model parameter the task does not use is null in its row
                     row_params = {n: (v if n not in MODEL_PARAMS or n in used else None)
                                   for n, v in values.items()}
-                    reps = replications if engine in STOCHASTIC_ENGINES else 1
+                    reps = _replications_at(replications, values, where) if engine in STOCHASTIC_ENGINES else 1
                     for rep in range(reps):
                         task = {
                             "model": ent.model,
@@ -615,6 +651,9 @@ def make_plan(cfg: dict) -> Plan:
                         }
                         tasks.append(task)
                 pid += 1
+                if len(tasks) > MAX_TASKS:
+                    raise ConfigError(f"replications={replications!r}: more than {MAX_TASKS:,} tasks; a sweep may "
+                                      "have at most that many (points x engines x replications)")
     types = {n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names}
     return Plan(
         sweep=cfg["name"],

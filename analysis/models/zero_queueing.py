@@ -576,6 +576,8 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         key = _arm_key(row, arm)
         arms[key] = pts
         v = {**row, "label": _label(row, arm), **verdict(pts, x)}
+        v.update(_drops(pts, x))
+        v["n_max"] = pts[x].max() if pts.height else None
         path = None if lim_agg is None else lim_agg.filter(lcond & pl.col("queueing_ratio").is_not_null()).sort(x)
         if path is not None and path.height:
             v["path_engine"] = path["engine"][0]
@@ -624,11 +626,29 @@ def _sci(n) -> str:
     return f"10^{e:.0f}" if abs(e - round(e)) < 1e-9 else f"10^{e:.1f}"
 
 
+def _drops(pts: pl.DataFrame, x: str) -> dict:
+    """The drop probability at the smallest and largest N of an arm with a finite buffer (its
+    admitted jobs may all start at once, so its ratio alone says nothing of the jobs lost)."""
+    if "drop_prob" not in pts.columns or not (pts["drop_prob"].fill_null(0.0) > 0).any():
+        return {}
+    first, last = pts.row(0, named=True), pts.row(pts.height - 1, named=True)
+    return {"drop_at_min_n": first["drop_prob"], "drop_at_max_n": last["drop_prob"],
+            "drop_lo_at_max_n": last.get("drop_prob_lo"), "drop_hi_at_max_n": last.get("drop_prob_hi")}
+
+
+def _drop_text(v: dict) -> str:
+    if v.get("drop_at_max_n") is None:
+        return ""
+    lo, hi = v.get("drop_lo_at_max_n"), v.get("drop_hi_at_max_n")
+    ci = "" if lo is None or hi is None else f" [{lo:.3g}, {hi:.3g}]"
+    return f"; jobs dropped: {v['drop_at_min_n']:.3g} at the smallest N, {v['drop_at_max_n']:.3g}{ci} at the largest"
+
+
 def _verdict_line(v: dict) -> str:
     """The console line of one arm (pipeline.run prints it): what the simulations say as N
     grows (the level and its 95% CI for a floor, otherwise the slope and its 95% CI), then
     what the limit along the path says, and the class of the rule for d."""
-    n_sim = max((g["n"] for g in v.get("gaps") or []), default=None)
+    n_sim = v.get("n_max") or max((g["n"] for g in v.get("gaps") or []), default=None)
     if v.get("verdict") == CONVERGES and v.get("level") is not None:
         hi = "-" if v.get("level_hi") is None else f"{v['level_hi']:.3g}"
         extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}], floor p = {v['p_floor']:.2g})"
@@ -637,7 +657,7 @@ def _verdict_line(v: dict) -> str:
     else:
         extra = ""
     sims = "simulations" if n_sim is None else f"simulations to N = {_sci(n_sim)}"
-    line = f"{v['label']}: {sims}: {v['verdict']}{extra}"
+    line = f"{v['label']}: {sims}: {v['verdict']}{extra}{_drop_text(v)}"
     if v.get("path_verdict") is not None and v.get("path_n_max") is not None:
         lvl = "" if v.get("path_level") is None or v["path_verdict"] != CONVERGES else f", level ~{v['path_level']:.3g}"
         line += (f"; {v['path_engine']} to N = {_sci(v['path_n_max'])}: {v['path_verdict']} "
@@ -871,7 +891,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None)
         ratio = (f"{_num(v['ratio_at_max_n'])} [{_num(v.get('ratio_lo_at_max_n'))}, "
                  f"{_num(v['ratio_hi_at_max_n'])}]")
         lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {floor_p} "
-                     f"| **{v['verdict']}** | {v['note']} |")
+                     f"| **{v['verdict']}** | {v['note']}{_drop_text(v)} |")
     if any(v.get("path_verdict") is not None for v in verdicts):
         lines += ["", "## The answer per rule", "",
                   "What the simulations and the limit along the same path say (the rule for the path's "

@@ -52,6 +52,20 @@ def test_seeds_are_keyed_not_ordered():
     assert len(set(agent_seeds)) == len(agent_seeds)
 
 
+def test_replications_may_be_a_formula_of_the_point():
+    base = plan_for(["+sweep=smoke", "axes.n_servers=[100,1000]", "replications=2"])
+    plan = plan_for(["+sweep=smoke", "axes.n_servers=[100,1000]", "replications='2 if N < 1000 else 3'"])
+    reps = {}
+    for t in plan.tasks:
+        if t["engine"] == "agent":
+            reps.setdefault((t["_meta"]["point_id"], t["n_servers"]), []).append(t["_meta"]["replication"])
+    assert len(reps) >= 2
+    assert all(sorted(r) == ([0, 1] if n == 100 else [0, 1, 2]) for (_, n), r in reps.items())
+    # the first two runs of every point are the integer setting's, seed for seed
+    seeds = {t["_meta"]["task_id"]: t["seed"] for t in plan.tasks}
+    assert all(seeds[t["_meta"]["task_id"]] == t["seed"] for t in base.tasks)
+
+
 # Every kind of bad input, one case a line: bad_input_corpus.txt (test_bad_input_corpus.py).
 
 
