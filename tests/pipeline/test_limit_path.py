@@ -23,8 +23,13 @@ def test_path_points_run_only_the_limit_engine_and_follow_the_formulas():
     for t in plan.tasks:
         by_point.setdefault(t["_meta"]["point_id"], set()).add(t["engine"])
     ns = {pt.point_id: pt.values["n_servers"] for pt in plan.points}
+    buffered = {pt.point_id for pt in plan.points if pt.values.get("b") is not None}
+    assert buffered  # the c4_buffer variant: no limit models its buffer, so it is simulated only
     for pid, engines in by_point.items():
         # simulated N: the sweep's engine and the limit; beyond: the limit alone
+        if pid in buffered:
+            assert engines == {"occupancy"} and ns[pid] in (100, 1000)
+            continue
         assert engines == ({"occupancy", "meanfield"} if ns[pid] in (100, 1000) else {"meanfield"})
     path = [t for t in plan.tasks if t["engine"] == "meanfield" and t["policy"] == "batch_filling"
             and t["_meta"]["params"]["variant"] == "c1"]
