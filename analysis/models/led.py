@@ -66,6 +66,8 @@ def _label(row: dict) -> str:
         name += "-" + row["update"].capitalize()
     if row.get("d") is not None:
         name = style.with_d(name, row["d"])
+    if row.get("ties"):  # jsq, pod: the tie rule (sim.led.model.TIES)
+        name += f" ({row['ties']} ties)"
     return name
 
 
@@ -116,11 +118,16 @@ def heavy_traffic_table(agg: pl.DataFrame, unstable: pl.DataFrame, arm: list[str
 
 def _one_baseline_run(agg: pl.DataFrame) -> pl.DataFrame:
     """The baselines ignore the LED update variants, so their rows repeat per variant: plots
-    keep the first variant's (the report's table has every row)."""
+    keep, per baseline and tie rule (``ties``, where a sweep varies it), the first variant's
+    (the report's table has every row)."""
     if "variant" not in agg.columns or agg["variant"].n_unique() < 2:
         return agg
-    first = agg["variant"].drop_nulls().unique(maintain_order=True)[0]
-    return agg.filter(pl.col("policy").str.starts_with("l_") | (pl.col("variant") == first))
+    keys = ["policy"] + (["ties"] if "ties" in agg.columns else [])
+    first = (agg.filter(~pl.col("policy").str.starts_with("l_"))
+             .group_by(keys, maintain_order=True).agg(pl.col("variant").first().alias("_first")))
+    return (agg.join(first, on=keys, how="left", nulls_equal=True)
+            .filter(pl.col("policy").str.starts_with("l_") | (pl.col("variant") == pl.col("_first")))
+            .drop("_first"))
 
 
 def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:

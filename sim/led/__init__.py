@@ -47,7 +47,11 @@ dispatcher adds the tasks it sends to its own estimate of the chosen server (LSQ
 Baselines, each dispatcher deciding once per slot with arrivals: ``jsq`` (the shortest true
 queue, ties uniform; every dispatcher sees ``Q(t)``, the lengths at the start of the slot, not
 the other dispatchers' tasks of the same slot: the paper's herd effect), ``pod`` (``d`` distinct
-servers, the shortest true queue of ``Q(t)``), ``jiq`` (a server that completed tasks in a slot
+servers, the shortest true queue of ``Q(t)``). Their tie rule ``ties``: ``independent``
+(default) each dispatcher draws its own tie-break, so JSQ's dispatchers spread over the tied
+shortest queues; ``shared`` one draw per slot serves every dispatcher, so JSQ sends all of the
+slot's arrivals to a single shortest queue (the paper's JSQ, Sec. 4.2) and Power-of-d's
+dispatchers order tied servers the same way. ``jiq`` (a server that completed tasks in a slot
 and is then empty reports once to a uniformly chosen dispatcher, unless it is listed already; a
 dispatcher with listed servers sends to one drawn uniformly and drops it from its list, else to a
 uniform server; a listed server that got work from elsewhere stays listed, as in the original
@@ -74,7 +78,7 @@ server and per (dispatcher, server) estimate; ``events`` counts slots.
 from __future__ import annotations
 
 from sim.core.declare import Entry, Model, Param
-from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, UPDATES, model_spec
+from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "POLICIES", "LED_POLICIES",
            "UPDATES", "DEFAULTS"]
@@ -91,7 +95,7 @@ def events_per_time(task: dict) -> float:
 #: task keys of the model (beyond engine, policy, n_servers, lam and the run settings)
 MODEL_KEYS = ("m_dispatchers", "update", "p_hat", "d_u", "d", "count_own", "arrival_dist",
               "arrival_n", "service_dist", "service_n", "service_rates", "dispatch_weights",
-              "msg_budget", "msg_budget_pod_d")
+              "msg_budget", "msg_budget_pod_d", "ties")
 
 
 def event_cost(task: dict) -> float:
@@ -108,7 +112,8 @@ def check_task(task: dict) -> None:
     Bernoulli service with ``mu_n > 1``, a binomial mean above its trials), negative means, a
     ``service_rates`` list whose length is not ``n_servers``, ``m_dispatchers < 1``,
     ``dispatch_weights`` not positive or of a length other than ``m_dispatchers``; a message
-    budget that is negative, out of range, doubly given or given with ``p_hat``.
+    budget that is negative, out of range, doubly given or given with ``p_hat``; a ``ties`` of
+    ``jsq`` or ``pod`` other than ``independent`` or ``shared``.
 
     Parameters a policy does not use are not checked (they are null in its row)."""
     model_spec(task.get("n_servers"), task.get("lam"), task.get("policy"),
@@ -129,8 +134,8 @@ MODEL = Model(
         Entry("slotted", "l_jsq", _L, (), _UPDATES + _LAWS),
         Entry("slotted", "l_jba", _L, (), _UPDATES + _LAWS),
         Entry("slotted", "l_pod", _L, ("d",), _UPDATES + _LAWS),
-        Entry("slotted", "jsq", _L, (), _LAWS),
-        Entry("slotted", "pod", _L, ("d",), _LAWS),
+        Entry("slotted", "jsq", _L, (), ("ties",) + _LAWS),
+        Entry("slotted", "pod", _L, ("d",), ("ties",) + _LAWS),
         Entry("slotted", "jiq", _L, (), _LAWS),
         Entry("slotted", "random", _L, (), _LAWS),
         Entry("slotted", "weighted_random", _L, (), _LAWS),
@@ -156,6 +161,9 @@ MODEL = Model(
                             "(Push exact, Pull calibrated by pilot runs); not with p_hat"),
         "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
                                   "(instead of msg_budget); not with p_hat"),
+        "ties": Param("choice", "jsq, pod: tie rule among the shortest true queues, each "
+                      "dispatcher's own draw (independent, default) or one draw per slot shared "
+                      "by all (shared: JSQ's single shortest queue)", TIES),
     },
     results={
         # sums over the servers, at slot starts

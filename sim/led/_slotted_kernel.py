@@ -31,7 +31,10 @@ N`` (estimates are integers, so this is "at most the running mean"), so the kept
 probability ``mu_n / mu(set)``; after 64 rejections one exact O(N) pass draws it (the law is
 unchanged; the fraction of such decisions is reported, ``jba_fallbacks``). ``l_pod`` and ``pod``
 O(d) (partial Fisher-Yates); ``jsq`` O(1) from the list of the shortest queues of ``Q(t)``,
-built during the previous slot's service step; ``jiq``, ``random``, ``weighted_random`` (alias
+built during the previous slot's service step (tie rule ``ties``: each dispatcher draws its own
+index into that list, or with ``shared`` one draw per slot picks the same server for all;
+``pod`` with ``shared`` breaks its ties by a random order of the servers that the slot's draw
+defines, :func:`shared_rank`, O(1) per compared server); ``jiq``, ``random``, ``weighted_random`` (alias
 table) O(1). Updates: O(1) per estimate change, plus for ``l_jsq`` an incremental fix-up of the
 tree (:func:`tree_fix`: O(1) unless the change involves a subtree's minimum, O(B log_B N) at
 most). Pull sends up to one report per server and slot, so its per-slot cost is linear in N like
@@ -54,8 +57,8 @@ from sim.core.rng import below, next_raw, u01
 from sim.core.sampling import alias_table, sample_fy
 from sim.core.windows import window_shift
 
-__all__ = ["POLICY_CODES", "UPDATE_CODES", "sample_law", "sample_many", "choose_led",
-           "push_once", "pull_once", "slotted_kernel"]
+__all__ = ["POLICY_CODES", "UPDATE_CODES", "TIE_CODES", "sample_law", "sample_many",
+           "choose_led", "choose_true", "push_once", "pull_once", "slotted_kernel"]
 
 L_JSQ, L_JBA, L_POD, JSQ, POD, JIQ, RANDOM, WEIGHTED_RANDOM = range(8)
 POLICY_CODES: dict[str, int] = {
@@ -64,13 +67,17 @@ POLICY_CODES: dict[str, int] = {
 }
 PUSH, PULL = 0, 1
 UPDATE_CODES: dict[str, int] = {"push": PUSH, "pull": PULL}
+#: tie rules of the true-state policies (``jsq``, ``pod``): each dispatcher draws its own
+#: tie-break (``independent``), or one draw per slot is shared by all of them (``shared``)
+INDEPENDENT, SHARED = 0, 1
+TIE_CODES: dict[str, int] = {"independent": INDEPENDENT, "shared": SHARED}
 
 #: kernel return codes
 DONE, GROW, CAPPED = 0, 1, 2
 
 #: slots of the scalar state array ``sc``
-SUM_Q, SUM_Q2, Q_MAX, N_MIN, FREE_HEAD, N_FREE, MISMATCH, PENDING, FALLBACKS = range(9)
-N_SCALARS = 9
+SUM_Q, SUM_Q2, Q_MAX, N_MIN, FREE_HEAD, N_FREE, MISMATCH, PENDING, FALLBACKS, SPLITS = range(10)
+N_SCALARS = 10
 
 _UMAX = np.uint64(2**64 - 1)
 
@@ -326,6 +333,59 @@ def pick_min_sample(vals, d, samp, s0, s1, s2, s3):
     return best, s0, s1, s2, s3
 
 
+#: splitmix64's constants (Steele, Lea & Flood 2014): an odd increment and the finaliser's
+#: multipliers; the finaliser is a bijection of uint64
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_U27, _U30, _U31 = np.uint64(27), np.uint64(30), np.uint64(31)
+
+
+@njit(cache=True)
+def shared_rank(key, n):
+    """Server ``n``'s rank in the random order of the servers that the slot's shared draw
+    ``key`` defines: splitmix64's finaliser of ``key + (n + 1) * gamma``. The inputs of distinct
+    servers differ (gamma is odd) and the finaliser is a bijection, so no two servers share a
+    rank: every dispatcher that compares the same servers in a slot orders them the same way."""
+    z = key + (np.uint64(n) + np.uint64(1)) * _GAMMA
+    z = (z ^ (z >> _U30)) * _MIX1
+    z = (z ^ (z >> _U27)) * _MIX2
+    return z ^ (z >> _U31)
+
+
+@njit(cache=True)
+def pick_min_sample_shared(vals, d, samp, key, s0, s1, s2, s3):
+    """Power-of-d with the shared tie rule: ``d`` distinct servers (partial Fisher-Yates, drawn
+    by this dispatcher alone), the one of smallest ``vals``, ties to the smallest
+    :func:`shared_rank` under the slot's ``key``, so dispatchers whose samples hold the same
+    tied servers pick the same one."""
+    s0, s1, s2, s3 = sample_fy(samp, d, s0, s1, s2, s3)
+    best = np.int64(samp[0])
+    bq = np.int64(vals[best])
+    br = shared_rank(key, best)
+    for j in range(1, d):
+        c = np.int64(samp[j])
+        v = np.int64(vals[c])
+        if v < bq:
+            best, bq, br = c, v, shared_rank(key, c)
+        elif v == bq:
+            rc = shared_rank(key, c)
+            if rc < br:
+                best, br = c, rc
+    return best, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def pick_jsq(minlist, nmin, shared, key, s0, s1, s2, s3):
+    """JSQ on the true lengths: a server of the list ``minlist[:nmin]`` of the shortest queues,
+    uniform; ``shared``: the one the slot's shared draw ``key`` picks (the same for every
+    dispatcher: the paper's single shortest queue), else from a draw of its own."""
+    if shared:
+        return np.int64(minlist[below(key, nmin)]), s0, s1, s2, s3
+    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+    return np.int64(minlist[below(r, nmin)]), s0, s1, s2, s3
+
+
 @njit(cache=True)
 def pick_jiq(jlist, jlen, listed, m, n_servers, s0, s1, s2, s3):
     """JIQ: a listed server of dispatcher ``m`` drawn uniformly (and dropped from the list),
@@ -468,9 +528,10 @@ def _make_run(policy: int, update: int):
     pull = led and update == PULL
     track_min = policy == JSQ
     track_done = pull or policy == JIQ
+    true_state = policy == JSQ or policy == POD
 
     @njit(cache=True)
-    def run(t_first, d, d_u, p_thr, count_own, hetero, debug, q_cap, max_level,
+    def run(t_first, d, d_u, p_thr, count_own, hetero, debug, shared, q_cap, max_level,
             thr, off, guide, goff, gshift, pieces, arr_law, srv_law,
             q, add, arr, target, done, minlist, est, tmin, tcnt, lsize, loff, esum, samp,
             jlist, jlen, listed, alias_thr, alias_idx, mu,
@@ -493,6 +554,7 @@ def _make_run(policy: int, update: int):
         pending = sc[PENDING]
         mismatches = sc[MISMATCH]
         fallbacks = sc[FALLBACKS]
+        splits = sc[SPLITS]
         t = t_first
         code = DONE
         while t < t_end:
@@ -529,6 +591,11 @@ def _make_run(policy: int, update: int):
             # ---- 2. dispatching: every decision on the information of the slot's start
             msg = np.int64(0)
             dec = np.int64(0)
+            # the shared tie rule: one draw per slot with arrivals, read by every dispatcher
+            # (the independent rule draws nothing here, so its random stream is unchanged)
+            key = np.uint64(0)
+            if true_state and shared and atot > 0:
+                key, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
             for m in range(n_disp):
                 if arr[m] == 0:
                     continue
@@ -543,11 +610,14 @@ def _make_run(policy: int, update: int):
                 elif policy == L_POD:
                     n, s0, s1, s2, s3 = pick_min_sample(est[m], d, samp, s0, s1, s2, s3)
                 elif policy == JSQ:
-                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                    n = minlist[below(r, nmin)]
+                    n, s0, s1, s2, s3 = pick_jsq(minlist, nmin, shared, key, s0, s1, s2, s3)
                     msg += 2 * n_servers
                 elif policy == POD:
-                    n, s0, s1, s2, s3 = pick_min_sample(q, d, samp, s0, s1, s2, s3)
+                    if shared:
+                        n, s0, s1, s2, s3 = pick_min_sample_shared(q, d, samp, key,
+                                                                   s0, s1, s2, s3)
+                    else:
+                        n, s0, s1, s2, s3 = pick_min_sample(q, d, samp, s0, s1, s2, s3)
                     msg += 2 * d
                 elif policy == JIQ:
                     n, s0, s1, s2, s3 = pick_jiq(jlist, jlen, listed, m, n_servers,
@@ -558,6 +628,16 @@ def _make_run(policy: int, update: int):
                 else:
                     n, s0, s1, s2, s3 = pick_weighted(alias_thr, alias_idx, s0, s1, s2, s3)
                 target[m] = n
+            if debug and true_state and dec > 1:
+                # slots in which the dispatchers with arrivals did not all pick one server
+                first = np.int64(-1)
+                for m in range(n_disp):
+                    if arr[m] > 0:
+                        if first < 0:
+                            first = target[m]
+                        elif target[m] != first:
+                            splits += 1
+                            break
             for m in range(n_disp):
                 a = arr[m]
                 if a == 0:
@@ -666,6 +746,7 @@ def _make_run(policy: int, update: int):
         sc[PENDING] = pending
         sc[MISMATCH] = mismatches
         sc[FALLBACKS] = fallbacks
+        sc[SPLITS] = splits
         return t, code
 
     return run
@@ -702,6 +783,34 @@ def choose_led(policy, est_row, mu, d, state):
         n, *words = pick_min_sample(est[0], d, samp, *words)
     state[:] = np.array([np.uint64(x) for x in words], dtype=np.uint64)
     return int(n)
+
+
+def choose_true(policy, q, d, ties, n_disp, state):
+    """The servers that ``n_disp`` dispatchers, all with arrivals, pick in one slot under ``jsq``
+    or ``pod`` (codes) with tie rule ``ties`` (:data:`TIE_CODES`) from the true lengths ``q``:
+    the kernel's pick functions and order (the shared draw first, then the dispatchers in
+    turn); ``state`` (uint64[4]) advanced in place. Test helper."""
+    q = np.asarray(q, dtype=np.int64)
+    minlist = np.flatnonzero(q == q.min()).astype(np.int64)
+    samp = np.arange(q.size, dtype=np.int64)
+    shared = int(ties) == SHARED
+    words = tuple(np.uint64(x) for x in state)
+    key = np.uint64(0)
+    if shared:
+        key, *words = next_raw(*words)
+        words = tuple(np.uint64(x) for x in words)  # numba returns Python ints
+    out = []
+    for _ in range(n_disp):
+        if policy == JSQ:
+            n, *words = pick_jsq(minlist, np.int64(minlist.size), shared, np.uint64(key), *words)
+        elif shared:
+            n, *words = pick_min_sample_shared(q, np.int64(d), samp, np.uint64(key), *words)
+        else:
+            n, *words = pick_min_sample(q, np.int64(d), samp, *words)
+        words = tuple(np.uint64(x) for x in words)
+        out.append(int(n))
+    state[:] = np.array([np.uint64(x) for x in words], dtype=np.uint64)
+    return out
 
 
 def push_once(est, q, m, d_u, state):
@@ -756,17 +865,23 @@ def _grow_pool(pslot, pcnt, pnext, sc):
 
 
 def slotted_kernel(policy, update, *, d, d_u, p_thr, count_own, hetero, debug, q_cap, max_level,
-                   tables, arr_law, srv_law, alias_thr, alias_idx, mu, bounds, state, out):
+                   tables, arr_law, srv_law, alias_thr, alias_idx, mu, bounds, state, out,
+                   ties=INDEPENDENT):
     """Run ``bounds[-1]`` slots from empty queues and fill the per-window accumulators ``out``
     (a dict of zero-initialised arrays: ``w_q, w_imb, w_u, w_u2, w_qu, w_arr, w_dec, w_msg,
     w_idle, w_busy, w_jobs, w_resp`` of length W and ``w_hist`` [W + 1, max_level + 1], the
     last row for the state after the last slot). Plain Python: picks the compiled loop
     (:func:`_make_run`), grows arrays between spans, drains the queues at the end.
 
-    Returns ``(slots run, capped, mismatches, fallbacks)``: ``capped`` when ``sum Q`` exceeded
-    ``q_cap`` (the run stops there, not drained); ``mismatches`` the slots (of a ``debug`` run of
-    an LED policy) at whose start some estimate differed from its true queue; ``fallbacks`` the
-    L-JBA decisions that needed the exact O(N) draw.
+    ``ties`` (:data:`TIE_CODES`, ``jsq`` and ``pod`` only): ``SHARED`` breaks ties by one draw
+    per slot shared by every dispatcher, ``INDEPENDENT`` (default) by each dispatcher's own.
+
+    Returns ``(slots run, capped, mismatches, fallbacks, splits)``: ``capped`` when ``sum Q``
+    exceeded ``q_cap`` (the run stops there, not drained); ``mismatches`` the slots (of a
+    ``debug`` run of an LED policy) at whose start some estimate differed from its true queue;
+    ``fallbacks`` the L-JBA decisions that needed the exact O(N) draw; ``splits`` the slots (of a
+    ``debug`` run of ``jsq`` or ``pod``) in which the dispatchers with arrivals did not all pick
+    the same server.
     """
     n_servers = srv_law.size
     n_disp = arr_law.size
@@ -821,7 +936,7 @@ def slotted_kernel(policy, update, *, d, d_u, p_thr, count_own, hetero, debug, q
     t, code = 0, DONE
     while True:
         t, code = run(t, int(d), int(d_u), p_thr, bool(count_own), bool(hetero), bool(debug),
-                      int(q_cap), int(max_level), tb.thr, tb.off, tb.guide, tb.goff, tb.gshift,
+                      int(ties) == SHARED, int(q_cap), int(max_level), tb.thr, tb.off, tb.guide, tb.goff, tb.gshift,
                       tb.pieces, arr_law, srv_law, q, add, arr, target, done, minlist,
                       est, tmin, tcnt, lsize, loff, esum, samp, jlist, jlen, listed,
                       alias_thr, alias_idx, mu, head, tail, pslot, pcnt, pnext, sc,
@@ -836,7 +951,7 @@ def slotted_kernel(policy, update, *, d, d_u, p_thr, count_own, hetero, debug, q
         drain(t, window_shift(bounds), tb.thr, tb.off, tb.guide, tb.goff, tb.gshift, tb.pieces,
               srv_law, q, head, tail, pslot, pcnt, pnext, sc, state, out["w_jobs"],
               out["w_resp"])
-    return int(t), bool(capped), int(sc[MISMATCH]), int(sc[FALLBACKS])
+    return int(t), bool(capped), int(sc[MISMATCH]), int(sc[FALLBACKS]), int(sc[SPLITS])
 
 
 @njit(cache=True)

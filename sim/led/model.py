@@ -14,7 +14,8 @@ import numpy as np
 from sim.core.results import is_int, is_number
 from sim.led.distributions import Law, make_law
 
-__all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "DEFAULTS", "ModelSpec",
+__all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "TIES", "TIE_POLICIES",
+           "DEFAULTS", "ModelSpec",
            "model_spec", "push_p_hat_for_budget", "pod_budget_per_job"]
 
 #: LED policies: each dispatcher decides on its own estimates only
@@ -24,12 +25,20 @@ BASELINES: tuple[str, ...] = ("jsq", "pod", "jiq", "random", "weighted_random")
 POLICIES: tuple[str, ...] = LED_POLICIES + BASELINES
 #: update strategies of the LED policies
 UPDATES: tuple[str, ...] = ("push", "pull")
+#: tie rules of the policies on true lengths: ``independent``, each dispatcher breaks ties by a
+#: draw of its own (ties spread over the tied servers); ``shared``, one draw per slot is shared
+#: by every dispatcher, so those that compare the same tied servers pick the same one (JSQ: all
+#: join the single shortest queue, the paper's Sec. 4.2)
+TIES: tuple[str, ...] = ("independent", "shared")
+#: the policies the tie rule applies to
+TIE_POLICIES: tuple[str, ...] = ("jsq", "pod")
 
 #: defaults of the optional parameters (None in a task means the default)
 DEFAULTS: dict = {
     "update": "pull", "p_hat": 1.0, "d_u": 1, "d": 2, "count_own": False,
     "arrival_dist": "poisson", "arrival_n": None, "service_dist": "poisson", "service_n": None,
     "dispatch_weights": None, "m_dispatchers": 1, "msg_budget": None, "msg_budget_pod_d": None,
+    "ties": "independent",
 }
 
 
@@ -59,6 +68,8 @@ class ModelSpec(NamedTuple):
     #: one-way messages per arriving task; None: ``p_hat`` as given (or its default)
     budget: float | None = None
     budget_pod_d: int | None = None  #: the d of ``msg_budget_pod_d`` (None otherwise)
+    #: tie rule of ``jsq`` and ``pod`` (:data:`TIES`); the other policies ignore it
+    ties: str = "independent"
 
 
 def _as_int(x):
@@ -87,9 +98,12 @@ def _float_list(name: str, values, length: int, length_what: str) -> np.ndarray:
 def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=None, d_u=None,
                d=None, count_own=None, arrival_dist=None, arrival_n=None, service_dist=None,
                service_n=None, service_rates=None, dispatch_weights=None, msg_budget=None,
-               msg_budget_pod_d=None) -> ModelSpec:
+               msg_budget_pod_d=None, ties=None) -> ModelSpec:
     """Validate the model's values and derive its constants; ``ValueError`` naming the key and
     the value on the first bad one. ``None`` means the default (:data:`DEFAULTS`).
+
+    ``ties`` (``jsq`` and ``pod`` only, :data:`TIES`; ignored by the other policies): the tie
+    rule, ``independent`` (default) or ``shared``.
 
     Message budget (LED policies only; ignored, like ``p_hat``, by the baselines):
     ``msg_budget`` (one-way messages per arriving task, >= 0) or ``msg_budget_pod_d`` (an integer
@@ -161,6 +175,13 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
                                  "sampled per decision)")
     if dd > n:
         dd = n  # the default d = 2 with a single server
+    tie = DEFAULTS["ties"]
+    if policy in TIE_POLICIES and ties is not None:
+        if not isinstance(ties, str) or ties not in TIES:
+            raise ValueError(f"ties={ties!r} is unknown; valid: {', '.join(TIES)} (the tie rule "
+                             f"of {policy}: each dispatcher's own draw, or one draw per slot "
+                             "shared by all)")
+        tie = ties
 
     # service means
     if service_rates is None:
@@ -206,7 +227,7 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         n_servers=n, m_dispatchers=m, rho=rho, policy=policy, update=upd, p_hat=ph, d_u=du,
         d=dd, count_own=own, mu=mu, lam_m=lam_m, arrival_laws=tuple(arrival_laws),
         service_laws=tuple(service_laws), lam_sigma=lam_sigma, mu_sigma=mu_sigma,
-        eps=mu_sigma - lam_sigma, sigma2=sigma2, nu2=nu2, zeta=0.5 * (sigma2 + nu2))
+        eps=mu_sigma - lam_sigma, sigma2=sigma2, nu2=nu2, zeta=0.5 * (sigma2 + nu2), ties=tie)
     if not led or (msg_budget is None and msg_budget_pod_d is None):
         return spec
     if msg_budget_pod_d is not None:

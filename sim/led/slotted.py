@@ -153,6 +153,9 @@ class LedResult(NamedTuple):
     calib_slots: int = 0  #: slots of the Pull calibration's pilot runs (not in events_run)
     calib_se: float = float("nan")  #: SE of the last pilot's messages per task
     calibration: str = ""  #: the pilots, "p_hat -> messages per task (SE)", in order
+    #: debug runs of ``jsq``/``pod``: slots with decisions of two or more dispatchers in which
+    #: they did not all pick the same server (0 for ``jsq`` with ``ties="shared"``); else -1
+    herd_splits: int = -1
 
 
 class Calibration(NamedTuple):
@@ -280,7 +283,7 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
              events: int = 10**6, seed: int = 0, n_batches: int = 20, n_windows: int = 1000,
              max_level: int = 64, max_total_queue=None, n_servers=None,
              debug: bool = False, msg_budget=None, msg_budget_pod_d=None,
-             pilot_events=None) -> LedResult:
+             pilot_events=None, ties=None) -> LedResult:
     """Simulate the slotted LED engine; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -313,13 +316,21 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
         Stop (status ``unstable``) when ``sum Q`` exceeds it; None: ``100 N (1 + zeta/eps)``.
     debug : bool
         LED policies: count the slots at whose start some estimate differs from its queue
-        (``estimate_mismatches``; an O(M N) check per slot).
+        (``estimate_mismatches``; an O(M N) check per slot). ``jsq``, ``pod``: count the slots
+        in which the dispatchers with arrivals did not all pick one server (``herd_splits``).
     msg_budget, msg_budget_pod_d : float or int, optional
         LED policies, instead of ``p_hat``: a message budget, one-way messages per arriving task
         or Power-of-d's with that d (:func:`sim.led.model.model_spec`). Push: ``p_hat`` exact;
         Pull: calibrated by :func:`calibrate_pull` before the main run.
     pilot_events : int, optional
         Slots per calibration pilot (default :func:`pilot_slots`).
+    ties : str, optional
+        ``jsq``, ``pod``: the tie rule (:data:`sim.led.model.TIES`). ``"independent"`` (default):
+        each dispatcher breaks ties among the shortest true queues by a draw of its own.
+        ``"shared"``: one draw per slot is shared by every dispatcher: JSQ sends every
+        dispatcher's arrivals of the slot to the same one of the shortest queues (the paper's
+        "single shortest queue"); Power-of-d breaks ties among its own sample by a random order
+        of the servers that the shared draw defines. Ignored by the other policies.
 
     Raises
     ------
@@ -336,7 +347,7 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
                       count_own=count_own, arrival_dist=arrival_dist, arrival_n=arrival_n,
                       service_dist=service_dist, service_n=service_n,
                       service_rates=service_rates, dispatch_weights=dispatch_weights,
-                      msg_budget=msg_budget, msg_budget_pod_d=msg_budget_pod_d)
+                      msg_budget=msg_budget, msg_budget_pod_d=msg_budget_pod_d, ties=ties)
     if pilot_events is not None and (not isinstance(pilot_events, (int, np.integer))
                                      or pilot_events < 1):
         raise ValueError(f"pilot_events={pilot_events!r} must be an integer >= 1")
@@ -406,15 +417,17 @@ def _run(spec: ModelSpec, events, seed, n_batches, n_windows, max_level, cap, de
         out[k] = np.zeros(n_win)
     out["w_hist"] = np.zeros((n_win + 1, max_level + 1), dtype=np.int64)
     state = seed_state(seed)
-    slots, capped, mismatches, fallbacks = K.slotted_kernel(
+    slots, capped, mismatches, fallbacks, splits = K.slotted_kernel(
         code, upd, d=spec.d, d_u=spec.d_u, p_thr=threshold(spec.p_hat),
         count_own=spec.count_own, hetero=hetero, debug=debug, q_cap=cap, max_level=max_level,
         tables=tables, arr_law=arr_law, srv_law=srv_law, alias_thr=alias_thr,
-        alias_idx=alias_idx, mu=mu, bounds=bounds, state=state, out=out)
+        alias_idx=alias_idx, mu=mu, bounds=bounds, state=state, out=out,
+        ties=K.TIE_CODES[spec.ties])
     mism = mismatches if (debug and spec.policy in ("l_jsq", "l_jba", "l_pod")) else -1
     res = _analyse(spec, out, bounds, slots, capped, n_batches, max_level, mism)
     dec = float(out["w_dec"].sum())
-    return res._replace(jba_fallbacks=fallbacks / dec if dec > 0 else 0.0)
+    herd = splits if (debug and spec.policy in ("jsq", "pod")) else -1
+    return res._replace(jba_fallbacks=fallbacks / dec if dec > 0 else 0.0, herd_splits=herd)
 
 
 def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, mism):
@@ -500,7 +513,8 @@ def run_task(task: dict) -> dict:
         arrival_dist=get("arrival_dist"), arrival_n=as_int(task.get("arrival_n")),
         service_dist=get("service_dist"), service_n=as_int(task.get("service_n")),
         dispatch_weights=task.get("dispatch_weights"), msg_budget=task.get("msg_budget"),
-        msg_budget_pod_d=as_int(task.get("msg_budget_pod_d")), events=as_int(task["events"]),
+        msg_budget_pod_d=as_int(task.get("msg_budget_pod_d")), ties=task.get("ties"),
+        events=as_int(task["events"]),
         seed=as_int(task.get("seed", 0)), n_batches=as_int(task.get("n_batches", 20)),
         max_level=as_int(task.get("max_level", 64)), n_servers=as_int(task["n_servers"]))
     row = result_row(

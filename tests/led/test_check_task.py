@@ -51,6 +51,8 @@ BAD = [
     (dict(update="sync"), "update='sync' is unknown; valid: push, pull"),
     (dict(policy="lsq"), "policy='lsq' is unknown to the slotted engine"),
     (dict(count_own="yes"), "count_own='yes' must be true or false"),
+    (dict(policy="jsq", ties="first"), "ties='first' is unknown; valid: independent, shared"),
+    (dict(policy="pod", ties=1), "ties=1 is unknown; valid: independent, shared"),
     # message budgets (instead of p_hat)
     (dict(msg_budget=0.3), "msg_budget=0.3 and p_hat=0.5 are both given: the message budget "
                            "sets p_hat"),
