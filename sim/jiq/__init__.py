@@ -176,6 +176,8 @@ MODEL = Model(
         "join_rate": "float", "join_rate_se": "float", "delete_rate": "float",
         "delete_rate_se": "float", "probe_rate": "float", "probe_rate_se": "float",
         "messages_per_job_se": "float",
+        # meanfield rows of jiq and jiq_sqd: Lu et al.'s approximation (sim.jiq.lu, unverified)
+        "lu_mean_response": "float", "lu_rho": "float",
         # trajectory engine: p0(t) of the path and of the ODE, their sup distance
         "traj_p0": "floats", "traj_ode_p0": "floats", "traj_sup_dist_p0": "float",
     },

@@ -168,6 +168,7 @@ from scipy.special import erfcx, gammainc, logsumexp
 
 from sim.core.responses import exact_response_columns
 from sim.core.results import is_number
+from sim.jiq.lu import lu_approximation
 
 __all__ = [
     "POLICIES",
@@ -882,6 +883,14 @@ def run_task(task: dict) -> dict:
         "warmup_time": 0.0,
         "ci_method": CI_METHOD,
     }
+    # Lu et al.'s approximation (sim.jiq.lu; reconstructed, unverified) of the same point, for
+    # the policies it covers: JIQ-Random for jiq (d = 1), JIQ-SQ(d) for jiq_sqd; a limit value
+    # like the mean field's, so the analyses read it from this row (docs/jiq.md, Figure 5)
+    if policy in ("jiq", "jiq_sqd"):
+        lu = lu_approximation(lam, task.get("r"), 1 if policy == "jiq" else int(d))
+        out["lu_mean_response"], out["lu_rho"] = float(lu.mean_response), float(lu.rho)
+    else:
+        out["lu_mean_response"], out["lu_rho"] = None, None
     if task.get("responses"):  # docs/responses.md: the exact position law at the fixed point
         out.update(exact_response_columns(response_law(policy, lam, task.get("r"), d)))
         out["ci_method"] += "; response law exact (mean field)"
