@@ -59,7 +59,9 @@ def test_jiq_sweep_tiny_real_run(tmp_path):
     extra = out["analysis"]["extra"]["jiq"]
     text = extra["report"].read_text()
     assert "| JIQ-Po2 | agent | 1000 | 0.9 |" in text and "Maximum relative error" in text
-    assert [p.name for p in extra["plots"]] == ["response_vs_load.png", "tails.png", "messages.png"]
+    # the ordering of the policies by load and Lu et al.'s approximation come with the meanfield rows
+    assert [p.name for p in extra["plots"]] == ["response_vs_load.png", "tails.png", "messages.png",
+                                                "ordering_vs_load.png", "lu_vs_load.png"]
     assert all(p.stat().st_size > 10_000 for p in extra["plots"])
 
 
