@@ -153,9 +153,14 @@ def test_sub_halfin_whitt_runs_at_a_tiny_scale(tmp_path, ray_cluster):
     out = run_sweep(to_plain(cfg), quiet=True)
     frame = out["frame"]
     assert (frame["status"] == "ok").all(), frame.filter(pl.col("status") != "ok")["error"].to_list()
-    assert set(frame["variant"].unique()) == {"c1", "c4", "c1_loglog", "const2", "single_task"}
+    assert set(frame["variant"].unique()) == {"c1", "c4", "c4_buffer", "c1_loglog", "const2", "single_task"}
     assert (frame["queueing_ratio"] > -0.05).all()
+    # the buffered arm (b = 1): admitted jobs never wait, the drops are its cost
+    buffered = frame.filter(pl.col("variant") == "c4_buffer")
+    assert (buffered["b"] == 1).all() and (buffered["queueing_ratio"].abs() < 1e-12).all()
+    assert (buffered["drop_prob"] > 0).all()
     zq = out["analysis"]["extra"]["zero_queueing"]
-    assert zq["report"].exists() and len(zq["verdicts"]) == 15
+    assert zq["report"].exists() and len(zq["verdicts"]) == 18
+    assert all(v.get("drop_at_max_n") is not None for v in zq["verdicts"] if v["variant"] == "c4_buffer")
     assert all(v["verdict"] in ("vanishing", "not vanishing", "inconclusive") for v in zq["verdicts"])
     assert all(p.exists() for p in zq["plots"])
