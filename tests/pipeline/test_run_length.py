@@ -149,10 +149,10 @@ def test_headline_sweep_reaches_a_million_servers_by_time():
     sims = [t for t in plan.tasks if t["engine"] == "occupancy"]
     ns = sorted({t["n_servers"] for t in sims})
     assert ns[0] == 100 and ns[-1] == 10**6 and len(ns) == 9
-    # replications: "6 if N < 1e6 else 10"
+    # replications: "6 if N < 1e6 else 8"
     for n in ns:
         reps = {t["_meta"]["replication"] for t in sims if t["n_servers"] == n}
-        assert reps == set(range(6 if n < 10**6 else 10))
+        assert reps == set(range(6 if n < 10**6 else 8))
     for t in sims:
         # the single-task rule's runs are twice as long (its ratio is the noisiest)
         single = t["_meta"]["params"]["variant"] == "single_task"
