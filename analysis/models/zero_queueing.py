@@ -70,6 +70,10 @@ SLOPE_FLAT = 0.05
 FLOOR_B_MIN = -3.0
 #: confidence level of every interval of the rule
 LEVEL = 0.95
+#: ratios at or below this are drawn as zero on the log axes: a buffered arm's admitted jobs
+#: never wait (its ratio is rounding noise, ~1e-16), and per-task power-of-(kd) reaches 1e-293
+#: on the path, which would crush every other curve
+PLOT_RATIO_MIN = 1e-12
 METRICS = ("queueing_ratio", "mean_response", "drop_prob", "frac_within_h")
 VANISHING, NOT_VANISHING, INCONCLUSIVE = "vanishing", "not vanishing", "inconclusive"
 CONVERGES = "converges to a positive level"
@@ -713,8 +717,8 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             xs_all = []
             for i, key in enumerate(group):
                 pts = arms[key]
-                hidden += pts.filter(pl.col("queueing_ratio") <= 0).height
-                pts = pts.filter(pl.col("queueing_ratio") > 0)
+                hidden += pts.filter(pl.col("queueing_ratio") <= PLOT_RATIO_MIN).height
+                pts = pts.filter(pl.col("queueing_ratio") > PLOT_RATIO_MIN)
                 if pts.height == 0:
                     continue
                 xs = pts[x].to_numpy().astype(float)
@@ -732,7 +736,7 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
                 xs_all.extend(xs.tolist())
                 lp = limit_paths.get(key)
                 if lp is not None:
-                    lp = lp.filter(pl.col("queueing_ratio") > 0)
+                    lp = lp.filter(pl.col("queueing_ratio") > PLOT_RATIO_MIN)
                     ax.plot(lp[x].to_numpy(), lp["queueing_ratio"].to_numpy(), ls="--", lw=1.3, color=c)
                     xs_all.extend(lp[x].to_list())
             if any(limit_paths.get(k) is not None for k in group):
@@ -740,14 +744,14 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             if reach0:
                 ax.add_line(style.ci_zero_handle())
             if hidden:
-                ax.plot([], [], " ", label=f"{hidden} point(s) with ratio <= 0 not shown (log axis)")
+                ax.plot([], [], " ", label=f"{hidden} point(s) with ratio <= {PLOT_RATIO_MIN:g} not shown (log axis)")
             if len(group) > 1:
                 ax.plot([], [], " ", label="series offset slightly in N to stay visible")
             style.log_axis(ax, "x", xs_all or None)
             ys = np.concatenate([arms[k]["queueing_ratio"].drop_nulls().to_numpy() for k in group]
                                 + [limit_paths[k]["queueing_ratio"].drop_nulls().to_numpy() for k in group if k in limit_paths]
                                 or [np.array([])])
-            style.log_axis(ax, "y", ys[ys > 0] if ys.size else None)
+            style.log_axis(ax, "y", ys[ys > PLOT_RATIO_MIN] if ys.size else None)
             ax.set_xlabel(style.label(x))
             ax.set_ylabel(style.label("queueing_ratio"))
             ax.set_title(f"{style.policy_name(policy)}: queueing ratio vs N (simulations: 95% CI)"

@@ -125,27 +125,37 @@ K5 = math.ceil(math.log(N5) ** 2)
 PATH5 = {"c1": (7, 0.0003), "c1_loglog": (16, 0.004), "c4": (26, 0.007), "const2": (2, 0.0025)}
 
 
+def path_d(n: int, arm: str) -> int:
+    """d of a rule of the headline sweep at N = n (conf/sweep/sub_halfin_whitt.yaml)."""
+    lam, k = 1.0 - n ** -0.3, math.ceil(math.log(n) ** 2)
+    rule = {"c1": 1.0, "c4": 4.0, "c1_loglog": math.log(math.log(n))}
+    return 2 if arm == "const2" else min(math.ceil(rule[arm] / ((1.0 - lam) * math.log(k))), n // k)
+
+
+def assert_on_path(n: int, arm: str, allowance: float, seed: int, reps: int = 6) -> None:
+    """Batch-filling at N = n on the headline path: the control-variate estimate of ``reps`` runs
+    of 30 time units within 4 SE plus ``allowance`` of the mean field at the same (lam, k, d)."""
+    lam, k, d = 1.0 - n ** -0.3, math.ceil(math.log(n) ** 2), path_d(n, arm)
+    rows = []
+    for rep in range(reps):
+        task = dict(engine="occupancy", policy="batch_filling", n_servers=n, lam=lam, k=k, d=d,
+                    time=30.0, seed=seed + rep)
+        task["events"] = sim.events_for_time(task)
+        r = sim.run(task)
+        rows.append({"policy": "batch_filling", "engine": "occupancy", "status": "ok", "n_servers": n,
+                     "lam": lam, **{m: r[m] for m in METRICS}, **{f"{m}_se": r[f"{m}_se"] for m in METRICS},
+                     "drop_prob": r["drop_prob"], "tail": r["tail"]})
+    row = cv(pl.DataFrame(rows)).row(0, named=True)
+    assert row["ci_method"] == CV_METHOD
+    limit = meanfield_ratio(lam, k, d)["queueing_ratio"]
+    assert abs(row["queueing_ratio"] - limit) <= 4.0 * row["queueing_ratio_se"] + allowance, (
+        arm, n, row["queueing_ratio"], row["queueing_ratio_se"], limit)
+
+
 def test_rules_give_the_path_of_the_sweep():
-    c = {"c1": 1.0, "c4": 4.0}
-    for arm in ("c1", "c4"):
-        assert PATH5[arm][0] == math.ceil(c[arm] / ((1.0 - LAM5) * math.log(K5)))
-    assert PATH5["c1_loglog"][0] == math.ceil(math.log(math.log(N5)) / ((1.0 - LAM5) * math.log(K5)))
+    assert {arm: path_d(N5, arm) for arm in PATH5} == {arm: d for arm, (d, _) in PATH5.items()}
 
 
 @pytest.mark.parametrize("arm", sorted(PATH5))
 def test_occupancy_agrees_with_the_mean_field_on_the_path(arm):
-    d, allowance = PATH5[arm]
-    rows = []
-    for rep in range(6):
-        task = dict(engine="occupancy", policy="batch_filling", n_servers=N5, lam=LAM5, k=K5, d=d,
-                    time=30.0, seed=9000 + rep)
-        task["events"] = sim.events_for_time(task)
-        r = sim.run(task)
-        rows.append({"policy": "batch_filling", "engine": "occupancy", "status": "ok", "n_servers": N5,
-                     "lam": LAM5, **{m: r[m] for m in METRICS}, **{f"{m}_se": r[f"{m}_se"] for m in METRICS},
-                     "drop_prob": r["drop_prob"], "tail": r["tail"]})
-    row = cv(pl.DataFrame(rows)).row(0, named=True)
-    assert row["ci_method"] == CV_METHOD
-    limit = meanfield_ratio(LAM5, K5, d)["queueing_ratio"]
-    assert abs(row["queueing_ratio"] - limit) <= 4.0 * row["queueing_ratio_se"] + allowance, (
-        row["queueing_ratio"], row["queueing_ratio_se"], limit)
+    assert_on_path(N5, arm, PATH5[arm][1], seed=9000)
