@@ -144,15 +144,16 @@ def evaluation_order(
 
 
 def evaluate(key: str, expr: str, names: dict[str, float]):
-    """Evaluate one checked formula with the given variable values."""
+    """Evaluate one checked formula with the given variable values; ``key`` is the setting's
+    full name as the messages show it (``params.lam``, ``replications``), as for :func:`parse`."""
     evaluator = simpleeval.SimpleEval(operators=_OPERATORS, functions=FUNCTIONS, names={**CONSTANTS, **names})
     try:
         value = evaluator.eval(expr)
     except (simpleeval.InvalidExpression, ArithmeticError, ValueError, TypeError, OverflowError) as exc:
         shown = {k: v for k, v in names.items() if k != "N"}
-        raise ConfigError(f"params.{key}={expr!r}: cannot evaluate at {shown}: {exc}") from None
+        raise ConfigError(f"{key}={expr!r}: cannot evaluate at {shown}: {exc}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"params.{key}={expr!r}: gives {value!r}, not a number")
+        raise ConfigError(f"{key}={expr!r}: gives {value!r}, not a number")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"params.{key}={expr!r}: gives {value!r} at {names}")
+        raise ConfigError(f"{key}={expr!r}: gives {value!r} at {names}")
     return value

@@ -103,18 +103,11 @@ def _int_at_least(cfg: dict, key: str, lo: int) -> int:
     return int(v)
 
 
-def _replications_error(exc: ConfigError) -> ConfigError:
-    return ConfigError(str(exc).replace("params.replications=", "replications=", 1))
-
-
 def _check_replications(v) -> None:
     """``replications``: an integer >= 1, or a formula string (checked here, evaluated per point
     by :func:`_replications_at`)."""
     if isinstance(v, str):
-        try:
-            parse("replications", v)
-        except ConfigError as exc:
-            raise _replications_error(exc) from None
+        parse("replications", v)
         return
     if not (_is_number(v) and float(v).is_integer()) or v < 1:
         raise ConfigError(f"replications={v!r} must be an integer >= 1 or a formula "
@@ -128,10 +121,7 @@ def _replications_at(v, values: dict, where: str) -> int:
     scope = {n: x for n, x in values.items() if _is_number(x)}
     if "n_servers" in scope:
         scope["N"] = scope["n_servers"]
-    try:
-        r = evaluate("replications", v, scope)
-    except ConfigError as exc:
-        raise _replications_error(exc) from None
+    r = evaluate("replications", v, scope)
     if not float(r).is_integer() or not 1 <= r <= MAX_TASKS:
         raise ConfigError(f"replications={v!r} gives {r!r} at {where}: must be an integer in [1, {MAX_TASKS:,}]")
     return int(r)
@@ -585,7 +575,7 @@ def make_plan(cfg: dict) -> Plan:
                     scope = dict(values)
                     if "n_servers" in scope:
                         scope["N"] = scope["n_servers"]
-                    values[key] = evaluate(key, spec.formulas[key], scope)
+                    values[key] = evaluate(f"params.{key}", spec.formulas[key], scope)
                 values = {n: (_coerce(n, values[n], where) if n in values else None)
                           for n in names if n != "variant"}
                 if named:
