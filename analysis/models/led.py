@@ -1,5 +1,6 @@
 """Multiple dispatchers with local estimates (LED, Zhou, Shroff & Wierman): response against the
-load, the heavy-traffic ratio eps E[sum Q] / zeta against eps, messages, unstable points.
+load, the queue imbalance, messages, unstable points with their evidence; and (analysis
+``led_heavy_traffic``) the heavy-traffic ratio eps E[sum Q] / zeta against eps with its verdicts.
 
 Reads result frames only. Rows with ``status == "unstable"`` (the slotted engine's drift test,
 docs/led.md) are not averaged: they are listed, and plotted as crosses at the top of the panel.
@@ -18,6 +19,21 @@ the 95% interval at the smallest eps (reached, at that precision, or not), and g
 ``K = E[Q_Sigma(t+1) U_Sigma(t)] / eps`` (``mean_qu / eps``; E[U_Sigma] = eps): by the exact
 identity eps E[sum Q] = zeta + eps^2/2 - E[U^2]/2 + E[Q(t+1) U(t)], ratio - 1 is essentially
 ``K eps / zeta``, so a K that stays flat as eps falls means the distance falls linearly in eps.
+
+Theorem 2's claim, per arm (``theorem`` field; docs/led.md): ``reached`` if the 95% interval of
+the ratio at the smallest eps contains 1; else ``consistent`` if the intercept of a weighted
+least-squares line of ``ratio - 1`` against eps through the :data:`FIT_POINTS` smallest eps
+(weights 1/SE^2 of the replications' means) has a 95% interval containing 0 (t quantile with
+the replications' ``R - 1`` degrees of freedom, the smallest R of those points); else ``not
+shown``; ``unstable`` as above; ``too few points`` below :data:`FIT_POINTS` stable points. This
+is consistency with the theorem, not confirmation: a line through the last points extrapolates
+a K that may still move.
+
+Instability evidence (the slotted engine's ``unstable_by``, ``drift_p``, ``drift_rise`` and
+``relaxation_slots``): per flagged point the report lists which test fired (the queue cap, or the
+drift test with its p-value and fitted rise) and the run's length in relaxation times
+``2 zeta / eps^2``; a drift flag on a run shorter than :data:`SHORT_RUN` relaxation times is
+labelled a short run, not evidence of instability.
 
 Message budget (rows with ``msg_budget_per_job``, docs/led.md): the target beside the budget
 actually spent (``messages_per_job``) and the ``p_hat_used`` per point, in the report and as
@@ -38,20 +54,34 @@ from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
 
-__all__ = ["analyze_led", "heavy_traffic_table"]
+__all__ = ["analyze_led", "heavy_traffic_table", "intercept_fit", "instability_evidence"]
 
 METRICS = ("mean_response", "mean_total_queue", "unused_service", "imbalance", "ht_ratio")
 APPROACHES, NOT_APPROACHING, INCONCLUSIVE, UNSTABLE = (
     "falling toward 1", "not falling toward 1", "inconclusive", "unstable")
+#: points (smallest eps) of the intercept fit of Theorem 2's consistency check
+FIT_POINTS = 3
+#: a drift flag on a run of fewer relaxation times than this is called a short run: the warm-up
+#: that sim.led.slotted.suggested_slots allows (runs start empty)
+SHORT_RUN = 20.0
+REACHED, CONSISTENT, NOT_SHOWN, FEW = "reached", "consistent", "not shown", "too few points"
 _COLORS = list(style.PALETTE)
 _X_LABELS = {"lam": "load $\\rho = \\lambda_\\Sigma / \\mu_\\Sigma$ (arrivals over service capacity)",
              "p_hat": "update probability $\\hat p$ (Push, per dispatcher and slot)"}
 
 
-def _panels(keys: list[dict], arm: list[str]) -> list[list[dict]]:
+def _panels(keys: list[dict], arm: list[str]) -> list[tuple[str, list[dict]]]:
     """The arms in groups of at most ``style.MAX_SERIES`` (one colour each), split by an arm
-    column where one does it (:func:`analysis.style.split_series`)."""
-    return [g for _, g in style.split_series(keys, [a for a in arm if a != "policy"] + ["policy"])]
+    column where one does it (:func:`analysis.style.split_series`): ``(title suffix, arms)``."""
+    out = []
+    for fixed, g in style.split_series(keys, [a for a in arm if a != "policy"] + ["policy"]):
+        out.append((", ".join(f"{_SHORT.get(c, c)} = {_fmt(v)}" for c, v in fixed.items()
+                              if v is not None), g))
+    return out
+
+
+def _title(text: str, fixed: str) -> str:
+    return f"{text}; {fixed}" if fixed else text
 
 
 def _axes(n: int, width: float = 8.5, height: float = 4.8):
@@ -71,10 +101,54 @@ def _label(row: dict) -> str:
     return name
 
 
+#: arm columns that _label already shows (or that the variant's own columns spell out)
+_IN_LABEL = ("policy", "update", "ties", "d", "variant", "lam", "engine", "model")
+_SHORT = {"p_hat": "p\u0302", "d_u": "d_u", "m_dispatchers": "M", "n_servers": "N"}
+
+
+def _varying(keys: list[dict]) -> list[str]:
+    """The columns whose value differs between the arms ``keys`` (each a dict of arm values)."""
+    cols = list(dict.fromkeys(c for k in keys for c in k))
+    return [c for c in cols if len({repr(k.get(c)) for k in keys}) > 1]
+
+
+def _series_label(row: dict, varying: list[str]) -> str:
+    """:func:`_label` plus the arm columns that tell this arm from the others (``p_hat``,
+    ``d_u``, ...), or the variant's name where nothing else does."""
+    extra = [f"{_SHORT.get(c, c)}={_fmt(row.get(c))}" for c in varying
+             if c not in _IN_LABEL and row.get(c) is not None]
+    if not extra and "variant" in varying and row.get("variant"):
+        extra = [str(row["variant"])]
+    return _label(row) + (f" ({', '.join(extra)})" if extra else "")
+
+
 def _fmt(v) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
     return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def intercept_fit(eps, ratio, se, n_rep) -> tuple[float, float, float, float]:
+    """Weighted least squares of ``ratio - 1 = a + b eps`` (weights ``1/se^2``): ``(a, a_hw,
+    b, b_hw)`` with 95% half-widths from the SEs and the t quantile of ``min(n_rep) - 1``
+    degrees of freedom (normal if ``n_rep`` is 1). NaN when the fit is not determined."""
+    from scipy import stats
+
+    x = np.asarray(eps, float)
+    y = np.asarray(ratio, float) - 1.0
+    s_ = np.asarray(se, float)
+    nan = float("nan")
+    if x.size < 2 or np.unique(x).size < 2 or not np.all(np.isfinite(s_)) or np.any(s_ <= 0):
+        return nan, nan, nan, nan
+    w = 1.0 / (s_ * s_)
+    sw, sx, sy = w.sum(), (w * x).sum(), (w * y).sum()
+    sxx, sxy = (w * x * x).sum(), (w * x * y).sum()
+    det = sw * sxx - sx * sx
+    a = (sxx * sy - sx * sxy) / det
+    b = (sw * sxy - sx * sy) / det
+    r = int(min(n_rep))
+    q = float(stats.t.ppf(0.975, r - 1)) if r >= 2 else float(stats.norm.ppf(0.975))
+    return float(a), q * math.sqrt(sxx / det), float(b), q * math.sqrt(sw / det)
 
 
 def heavy_traffic_table(agg: pl.DataFrame, unstable: pl.DataFrame, arm: list[str]) -> list[dict]:
@@ -82,7 +156,9 @@ def heavy_traffic_table(agg: pl.DataFrame, unstable: pl.DataFrame, arm: list[str
     rows = []
     if "ht_ratio" not in agg.columns:
         return rows
-    for key in agg.select(arm).unique(maintain_order=True).iter_rows(named=True):
+    keys = agg.select(arm).unique(maintain_order=True).rows(named=True)
+    varying = _varying(keys)
+    for key in keys:
         pts = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
                          pl.col("ht_ratio").is_not_null()).sort("eps")
         uns = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]) if unstable.height else unstable
@@ -105,15 +181,88 @@ def heavy_traffic_table(agg: pl.DataFrame, unstable: pl.DataFrame, arm: list[str
             verdict = NOT_APPROACHING
         else:
             verdict = INCONCLUSIVE
+        fit_pts = pts.head(FIT_POINTS)
+        a = a_hw = b = b_hw = float("nan")
+        if eps_min_unstable:
+            theorem = UNSTABLE
+        elif contains_small:
+            theorem = REACHED
+        elif pts.height < FIT_POINTS:
+            theorem = FEW
+        else:
+            a, a_hw, b, b_hw = intercept_fit(fit_pts["eps"], fit_pts["ht_ratio"],
+                                             fit_pts["ht_ratio_se"], fit_pts["n_rep"])
+            theorem = CONSISTENT if abs(a) <= a_hw else NOT_SHOWN
         k_qu = ([q / e if q is not None and e else None
                  for q, e in zip(pts["mean_qu"].to_list(), pts["eps"].to_list())]
                 if "mean_qu" in pts.columns else [None] * pts.height)
-        rows.append({**key, "label": _label({**key, **small}), "eps": pts["eps"].to_list(),
+        rows.append({**key, "label": _series_label({**small, **key}, varying),
+                     "eps": pts["eps"].to_list(),
                      "ratio": pts["ht_ratio"].to_list(), "ratio_hw": pts["ht_ratio_hw"].to_list(),
                      "distance_at_min_eps": g_small, "distance_hw": hw, "distance_at_max_eps": g_large,
                      "one_in_ci_at_min_eps": bool(contains_small), "k_qu": k_qu,
-                     "verdict": verdict})
+                     "verdict": verdict, "theorem": theorem, "intercept": a,
+                     "intercept_hw": a_hw, "slope": b, "slope_hw": b_hw,
+                     "fit_eps": fit_pts["eps"].to_list()})
     return rows
+
+
+def _theorem_line(t: dict) -> str:
+    """The Theorem 2 field of one arm, with the number behind it."""
+    i = int(np.argmin(t["eps"]))
+    at = f"eps = {t['eps'][i]:.3g}: ratio {t['ratio'][i]:.3f} +- {_fmt(t['ratio_hw'][i])}"
+    if t["theorem"] in (CONSISTENT, NOT_SHOWN):
+        return (f"{t['theorem']} (intercept {t['intercept']:.3f} +- {t['intercept_hw']:.3f} "
+                f"through eps {', '.join(f'{e:.3g}' for e in t['fit_eps'])}; {at})")
+    return f"{t['theorem']} ({at})"
+
+
+def instability_evidence(unstable: pl.DataFrame, df: pl.DataFrame, params: list[str]) -> list[str]:
+    """Report lines: per point with unstable replications, the evidence (queue cap or drift
+    test, with its p-value and fitted rise) and the run's length in relaxation times."""
+    if not unstable.height:
+        return []
+    has = all(c in unstable.columns for c in ("unstable_by", "drift_p", "drift_rise",
+                                              "relaxation_slots"))
+    lines = ["", "## Unstable points (not averaged)", "",
+             "Evidence per replication: `cap` = sum Q passed the run's `queue_cap` (default 100 N "
+             "(1 + zeta/eps), a hundred times the level of mu-weighted random routing; the run "
+             "stopped there): an unstable policy, or a stable one whose level is above the cap "
+             "(stale L-JSQ on many servers is; docs/led.md), which only a run with a larger "
+             "`queue_cap` tells apart; `drift` = the batch "
+             "means of sum Q grow (one-sided p < 1e-4 and a fitted rise above 20% of the mean). "
+             "The run's length is in relaxation times 2 zeta / eps^2 (state-space collapse; a "
+             "policy without it relaxes more slowly). A drift flag on a run shorter than "
+             f"{SHORT_RUN:.0f} relaxation times (the warm-up of suggested_slots) is a short run; "
+             "on a longer run it says that sum Q was not steady within the run, which an unstable "
+             "policy and one relaxing far more slowly than 2 zeta / eps^2 both give.", ""]
+    if has:
+        lines += ["| policy | point | unstable / runs | evidence | run (slots) | run / relaxation "
+                  "time | reading |", "|---|---|---|---|---|---|---|"]
+    keys = ["policy", *params]
+    n_runs = df.group_by(keys, maintain_order=True).len().rename({"len": "_runs"})
+    pts = unstable.group_by(keys, maintain_order=True).agg(
+        pl.len().alias("_n"), *([pl.col(c) for c in ("unstable_by", "drift_p", "drift_rise",
+                                                       "relaxation_slots", "events_run")]
+                                if has else []))
+    pts = pts.join(n_runs, on=keys, how="left", nulls_equal=True).sort(keys)
+    for r in pts.iter_rows(named=True):
+        point = ", ".join(f"{p}={_fmt(r[p])}" for p in params)
+        if not has:
+            lines.append(f"- {_label(r)}: {point} ({r['_n']} replication(s) unstable)")
+            continue
+        ev, reading = [], set()
+        runs = [e / x if x else float("nan") for e, x in zip(r["events_run"], r["relaxation_slots"])]
+        for by, p, rise, rel in zip(r["unstable_by"], r["drift_p"], r["drift_rise"], runs):
+            if by == "cap":
+                ev.append("cap")
+                reading.add("cap passed: unstable or above the cap")
+            else:
+                ev.append(f"drift p={p:.1e} rise {100 * rise:.0f}%")
+                reading.add("drift in a short run" if rel < SHORT_RUN else "growing (drift test)")
+        lines.append(f"| {_label(r)} | {point} | {r['_n']} / {r['_runs']} | {'; '.join(ev)} | "
+                     f"{max(r['events_run']):.3g} | {min(runs):.3g} | {'; '.join(sorted(reading))} |")
+    return lines
 
 
 def _one_baseline_run(agg: pl.DataFrame) -> pl.DataFrame:
@@ -134,10 +283,12 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
     agg = _one_baseline_run(agg)
     if agg.height == 0 or agg[x].n_unique() < 3:
         return None
-    panels = _panels(agg.select(arm).unique(maintain_order=True).rows(named=True), arm)
+    all_keys = agg.select(arm).unique(maintain_order=True).rows(named=True)
+    varying = _varying(all_keys)
+    panels = _panels(all_keys, arm)
     fig, axes = _axes(len(panels))
     top = float(agg["mean_response"].max()) * 2
-    for ax, keys in zip(axes, panels):
+    for ax, (fixed, keys) in zip(axes, panels):
         zero, crosses = False, False
         for j, key in enumerate(keys):
             c = _COLORS[j]
@@ -146,7 +297,8 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
             zero |= style.errorbar_log(ax, s[x].to_numpy(), s["mean_response"].to_numpy(),
                                        np.asarray(s["mean_response_hw"].to_list(), float), color_=c,
                                        fmt=style.marker(j) + "-", ms=4, capsize=2,
-                                       label=_label({**key, **s.row(0, named=True)}) + extra)
+                                       label=_series_label({**s.row(0, named=True), **key},
+                                                           varying) + extra)
             if unstable.height:
                 u = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
                 if u.height:
@@ -161,7 +313,7 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
             style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
         ax.set_xlabel(_X_LABELS[x])
         ax.set_ylabel("mean response time (slots)")
-        ax.set_title("mean response time (95% CI over replications)", fontsize=10)
+        ax.set_title(_title("mean response time (95% CI over replications)", fixed), fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
         style.legend_outside(ax)
     path = outdir / f"response_vs_{x}.png"
@@ -180,7 +332,8 @@ def _plot_ratio(table: list[dict], outdir) -> Path | None:
         for j, t in enumerate(group):
             zero |= style.errorbar_log(ax, t["eps"], t["ratio"], np.asarray(t["ratio_hw"], float),
                                        color_=_COLORS[j], fmt=style.marker(j) + "-", ms=4, capsize=2,
-                                       label=f"{t['label']}: {t['verdict']}")
+                                       label=f"{t['label']}: {t['verdict']}; Theorem 2 "
+                                             f"{t['theorem']}")
         ax.axhline(1.0, color="k", ls="--", lw=1, label="heavy-traffic limit 1")
         if zero:
             ax.add_line(style.ci_zero_handle())
@@ -200,31 +353,120 @@ def _plot_messages(agg, arm, x, outdir) -> Path | None:
     agg = _one_baseline_run(agg)
     if agg.height == 0 or agg[x].n_unique() < 2:
         return None
-    panels = _panels(agg.select(arm).unique(maintain_order=True).rows(named=True), arm)
+    all_keys = agg.select(arm).unique(maintain_order=True).rows(named=True)
+    varying = _varying(all_keys)
+    panels = _panels(all_keys, arm)
     fig, axes = _axes(len(panels))
-    for ax, keys in zip(axes, panels):
+    for ax, (fixed, keys) in zip(axes, panels):
         vals = []
         for j, key in enumerate(keys):
             s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
                            pl.col("messages_per_job") > 0).sort(x)
             if s.height:
                 ax.plot(s[x], s["messages_per_job"], style.marker(j) + "-", ms=4, color=_COLORS[j],
-                        label=_label({**key, **s.row(0, named=True)}) + " (spent)")
+                        label=_series_label({**s.row(0, named=True), **key}, varying) + " (spent)")
                 vals += s["messages_per_job"].to_list()
                 b = s.filter(pl.col("msg_budget_per_job").is_not_null())
                 if b.height:
                     ax.plot(b[x], b["msg_budget_per_job"], "--", lw=1.2, color=_COLORS[j],
-                            label=_label({**key, **b.row(0, named=True)}) + " budget")
+                            label=_series_label({**b.row(0, named=True), **key}, varying)
+                            + " budget")
                     vals += b["msg_budget_per_job"].to_list()
         style.log_axis(ax, "y", vals or None)
         if x == "p_hat":
             style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
         ax.set_xlabel(_X_LABELS.get(x, style.label(x, ["slotted"])))
         ax.set_ylabel("one-way messages per arriving task")
-        ax.set_title("messages per arrival: spent (solid), budget (dashed); 0 not shown", fontsize=10)
+        ax.set_title(_title("messages per arrival: spent (solid), budget (dashed); 0 not shown",
+                            fixed), fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
         style.legend_outside(ax)
     path = outdir / "messages.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def imbalance_trend(agg: pl.DataFrame, arm: list[str], over: str) -> list[dict]:
+    """Per arm with at least 3 points in ``over`` (``p_hat``, or L-Pod's ``d`` as the tilt
+    (d - 1) / N): the log-log slope of ``imbalance`` against it by
+    :func:`analysis.fit.wls_loglog` (delta-method weights from the replications' SEs, 95% t
+    interval with the residual scale). ``over`` is taken out of the arm."""
+    from analysis.fit import wls_loglog
+
+    if over not in agg.columns or "imbalance" not in agg.columns:
+        return []
+    group = [c for c in arm if c != over]
+    keys = agg.select(group).unique(maintain_order=True).rows(named=True)
+    varying = _varying(keys)
+    out = []
+    for key in keys:
+        pts = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
+                         pl.col(over).is_not_null(), pl.col("imbalance") > 0,
+                         pl.col("imbalance_se") > 0).sort(over)
+        if pts[over].n_unique() < 3:
+            continue
+        xs = pts[over].to_numpy().astype(float)
+        if over == "d":  # the tilt toward the sampled shortest estimate, (d - 1) / N
+            xs = (xs - 1.0) / pts["n_servers"].to_numpy().astype(float)
+        fit = wls_loglog(xs, pts["imbalance"].to_numpy(), pts["imbalance_se"].to_numpy())
+        out.append({**key, "label": _series_label({**pts.row(0, named=True), **key}, varying),
+                    "over": over, "x": xs.tolist(), "imbalance": pts["imbalance"].to_list(),
+                    "slope": fit["slope"], "slope_lo": fit["slope_lo"], "slope_hi": fit["slope_hi"]})
+    return out
+
+
+def _trend_lines(trends: list[dict]) -> list[str]:
+    if not trends:
+        return []
+    over = trends[0]["over"]
+    what = ("the update probability p_hat" if over == "p_hat"
+            else "the tilt (d - 1) / N of L-Pod(d)")
+    lines = ["", f"## Queue imbalance against {what}", "",
+             "E||Q - mean(Q)||_2 at slot starts; slope of log(imbalance) against log("
+             f"{'p_hat' if over == 'p_hat' else '(d - 1) / N'}) by weighted least squares (95% CI).", "",
+             "| arm | " + ("p_hat" if over == "p_hat" else "tilt") + ": imbalance | slope (95% CI) |",
+             "|---|---|---|"]
+    for t in trends:
+        cells = "; ".join(f"{x:.3g}: {v:.4g}" for x, v in zip(t["x"], t["imbalance"]))
+        lines.append(f"| {t['label']} | {cells} | {t['slope']:.3f} [{t['slope_lo']:.3f}, "
+                     f"{t['slope_hi']:.3f}] |")
+    return lines
+
+
+def _plot_imbalance(agg, arm, x, outdir) -> Path | None:
+    agg = _one_baseline_run(agg)
+    if "imbalance" not in agg.columns or agg.height == 0 or agg[x].n_unique() < 3:
+        return None
+    all_keys = agg.select(arm).unique(maintain_order=True).rows(named=True)
+    varying = _varying(all_keys)
+    panels = _panels(all_keys, arm)
+    fig, axes = _axes(len(panels))
+    for ax, (fixed, keys) in zip(axes, panels):
+        zero = False
+        for j, key in enumerate(keys):
+            s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
+                           pl.col("imbalance").is_not_null()).sort(x)
+            if not s.height:
+                continue
+            extra = f", $\\rho$={key['lam']:g}" if x != "lam" and key.get("lam") is not None else ""
+            zero |= style.errorbar_log(ax, s[x].to_numpy(), s["imbalance"].to_numpy(),
+                                       np.asarray(s["imbalance_hw"].to_list(), float),
+                                       color_=_COLORS[j], fmt=style.marker(j) + "-", ms=4,
+                                       capsize=2,
+                                       label=_series_label({**s.row(0, named=True), **key},
+                                                           varying) + extra)
+        if zero:
+            ax.add_line(style.ci_zero_handle())
+        style.log_axis(ax, "y", agg["imbalance"].drop_nulls().to_list())
+        if x == "p_hat":
+            style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
+        ax.set_xlabel(_X_LABELS[x])
+        ax.set_ylabel("imbalance $E\\,\\|Q - \\bar Q\\,\\mathbf{1}\\|_2$ (tasks)")
+        ax.set_title(_title("queue imbalance at slot starts (95% CI over replications)", fixed),
+                     fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        style.legend_outside(ax)
+    path = outdir / f"imbalance_vs_{x}.png"
     fig.savefig(path, dpi=120)
     return path
 
@@ -253,8 +495,9 @@ def _budget_section(agg: pl.DataFrame, params: list[str]) -> list[str]:
     return lines
 
 
-def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
-    """The LED analysis of a sweep's rows: tables, plots and the heavy-traffic verdicts."""
+def analyze_led(frame, params, outdir, sweep_name: str = "", heavy_traffic: bool = False) -> dict:
+    """The LED analysis of a sweep's rows: tables and plots; with ``heavy_traffic`` (the
+    ``led_heavy_traffic`` analysis) also the heavy-traffic ratio against eps and its verdicts."""
     df = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -277,7 +520,9 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
     agg = agg.join(extra, on=["policy", "engine", *params], how="left", nulls_equal=True)
     # the curve variable: p_hat where it is an axis, else the load; an arm is one curve in it
     # (arm_columns leaves out the parameters that are functions of x, such as a d_u formula)
-    x = "p_hat" if "p_hat" in params and ok["p_hat"].drop_nulls().n_unique() > 1 else "lam"
+    # (the one with more values where both vary)
+    n_p = ok["p_hat"].drop_nulls().n_unique() if "p_hat" in params else 0
+    x = "p_hat" if n_p > 1 and n_p > ok["lam"].n_unique() else "lam"
     arm = ["policy", *arm_columns(ok, params, x)] if ok.height else ["policy"]
 
     lines += ["## Points", "", "| policy | " + " | ".join(p for p in params) +
@@ -292,30 +537,39 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
                      + (f" ({_fmt(r['msg_budget_per_job'])})" if r["msg_budget_per_job"] is not None else "")
                      + f" | {_fmt(r['p_hat_used'])} |")
     lines += _budget_section(agg, params)
-    if unstable.height:
-        lines += ["", "## Unstable points (not averaged)", ""]
-        for r in (unstable.group_by(["policy", *params], maintain_order=True).len()
-                  .sort(["policy", *params]).iter_rows(named=True)):
-            lines.append(f"- {_label(r)}: " + ", ".join(f"{p}={_fmt(r[p])}" for p in params) +
-                         f" ({r['len']} replication(s) unstable)")
-    table = heavy_traffic_table(_one_baseline_run(agg), unstable, arm) if x == "lam" else []
-    if table and agg["lam"].max() >= 0.98:
+    lines += instability_evidence(unstable, df, params)
+    table = (heavy_traffic_table(_one_baseline_run(agg), unstable, arm)
+             if heavy_traffic and x == "lam" else [])
+    if table:
         lines += ["", "## Heavy-traffic ratio eps E[sum Q] / zeta as eps -> 0", "",
                   "Rule (docs/led.md): the distance |ratio - 1| and its 95% CI at the smallest eps "
                   "against the distance at the largest eps.", "",
                   "K = E[Q_Sigma(t+1) U_Sigma(t)] / eps: ratio - 1 is essentially K eps / zeta (exact "
                   "identity), so a flat K means a distance falling linearly in eps.", "",
+                  "Theorem 2 (docs/led.md): `reached` if the ratio's 95% CI at the smallest eps "
+                  f"contains 1; else `consistent` if a weighted line of ratio - 1 against eps "
+                  f"through the {FIT_POINTS} smallest eps has an intercept whose 95% CI contains 0 "
+                  "(consistency, not confirmation); else `not shown`.", "",
                   "| arm | eps | ratio (95% CI) | K at each eps | |ratio - 1| at smallest eps (95% CI) "
-                  "| 1 in the CI there | at largest eps | verdict |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| 1 in the CI there | at largest eps | verdict | intercept (95% CI) | Theorem 2 |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for t in table:
             cells = "; ".join(f"{e:.3g}: {r:.3f} +- {_fmt(h)}" for e, r, h in zip(t["eps"], t["ratio"], t["ratio_hw"]))
             ks = ", ".join(f"{k:.0f}" if k is not None else "-" for k in t["k_qu"])
+            icpt = (f"{t['intercept']:.3f} +- {t['intercept_hw']:.3f}"
+                    if math.isfinite(t["intercept"]) else "-")
             lines.append(f"| {t['label']} | {_fmt(min(t['eps']))}..{_fmt(max(t['eps']))} | {cells} | {ks} | "
                          f"{t['distance_at_min_eps']:.3f} +- {_fmt(t['distance_hw'])} | "
                          f"{'yes' if t['one_in_ci_at_min_eps'] else 'no'} | "
-                         f"{t['distance_at_max_eps']:.3f} | {t['verdict']} |")
+                         f"{t['distance_at_max_eps']:.3f} | {t['verdict']} | {icpt} | {t['theorem']} |")
+    trends = imbalance_trend(agg, arm, "p_hat") if x == "p_hat" else []
+    if "d" in arm and agg.filter(pl.col("policy") == "l_pod")["d"].n_unique() >= 3:
+        trends += imbalance_trend(agg.filter(pl.col("policy") == "l_pod"),
+                                  list(dict.fromkeys([*arm, x])), "d")
+    for over in dict.fromkeys(t["over"] for t in trends):
+        lines += _trend_lines([t for t in trends if t["over"] == over])
     plots = [p for p in (_plot_response(agg, unstable, arm, x, outdir),
+                         _plot_imbalance(agg, arm, x, outdir),
                          _plot_ratio(table, outdir) if table else None,
                          _plot_messages(agg, arm, x, outdir)) if p is not None]
     lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
@@ -326,10 +580,15 @@ def analyze_led(frame, params, outdir, sweep_name: str = "") -> dict:
     metrics = [("led_ht_ratio_first_eps", float(t["ratio"][0]), 0,
                 {c: t[c] for c in arm if t.get(c) is not None}) for t in table]
     lines = [f"{t['label']}: heavy-traffic ratio eps E[sum Q] / zeta -> 1 as eps -> 0: {t['verdict']}"
-             for t in table]  # the console lines of the verdicts (pipeline.run prints them)
+             f"; Theorem 2: {_theorem_line(t)}" for t in table]
+    lines += [f"{t['label']}: imbalance ~ {'p_hat' if t['over'] == 'p_hat' else 'tilt (d-1)/N'}"
+              f"^{t['slope']:.2f} [{t['slope_lo']:.2f}, {t['slope_hi']:.2f}]" for t in trends]  # the console lines of the verdicts (pipeline.run prints them)
     return {"report": report, "plots": plots, "metrics": metrics, "heavy_traffic": table,
+            "imbalance_trends": trends,
             "verdict_lines": lines}
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
-ANALYSES = {"led": analyze_led}
+ANALYSES = {"led": analyze_led,
+            "led_heavy_traffic": lambda frame, params, outdir, sweep_name="": analyze_led(
+                frame, params, outdir, sweep_name, heavy_traffic=True)}

@@ -107,15 +107,18 @@ def event_cost(task: dict) -> float:
 def check_task(task: dict) -> None:
     """``ValueError`` with one clear message naming the key and its value if the task's model
     values cannot run: an unknown policy, ``p_hat`` outside [0, 1], ``d`` or ``d_u`` above
-    ``n_servers`` (or below 1), ``lam`` (the load rho) outside [0, 1), an unknown distribution
-    name, a distribution that cannot carry its mean (Bernoulli arrivals with ``lam_m > 1``,
-    Bernoulli service with ``mu_n > 1``, a binomial mean above its trials), negative means, a
-    ``service_rates`` list whose length is not ``n_servers``, ``m_dispatchers < 1``,
+    ``n_servers`` (or below 1), a ``queue_cap`` below 1, ``lam`` (the load rho) outside [0, 1),
+    an unknown distribution name, a distribution that cannot carry its mean (Bernoulli
+    arrivals with ``lam_m > 1``, Bernoulli service with ``mu_n > 1``, a binomial mean above
+    its trials), negative means, a ``service_rates`` list whose length is not ``n_servers``, ``m_dispatchers < 1``,
     ``dispatch_weights`` not positive or of a length other than ``m_dispatchers``; a message
     budget that is negative, out of range, doubly given or given with ``p_hat``; a ``ties`` of
     ``jsq`` or ``pod`` other than ``independent`` or ``shared``.
 
     Parameters a policy does not use are not checked (they are null in its row)."""
+    cap = task.get("queue_cap")
+    if cap is not None and (isinstance(cap, bool) or not float(cap).is_integer() or cap < 1):
+        raise ValueError(f"queue_cap={cap!r} must be an integer >= 1")
     model_spec(task.get("n_servers"), task.get("lam"), task.get("policy"),
                task.get("m_dispatchers"), **{k: task.get(k) for k in MODEL_KEYS
                                              if k != "m_dispatchers"})
@@ -126,19 +129,20 @@ _L = "sim.led.slotted:run_task"
 _LAWS = ("m_dispatchers", "arrival_dist", "arrival_n", "service_dist", "service_n",
          "service_rates", "dispatch_weights")
 _UPDATES = ("update", "p_hat", "d_u", "count_own", "msg_budget", "msg_budget_pod_d")
+_RUN = ("queue_cap",)
 MODEL = Model(
     name="led",
     title="multiple dispatchers with local estimates (Zhou, Shroff & Wierman), discrete time",
     # lam is the load rho = lam_Sigma / mu_Sigma
     entries=(
-        Entry("slotted", "l_jsq", _L, (), _UPDATES + _LAWS),
-        Entry("slotted", "l_jba", _L, (), _UPDATES + _LAWS),
-        Entry("slotted", "l_pod", _L, ("d",), _UPDATES + _LAWS),
-        Entry("slotted", "jsq", _L, (), ("ties",) + _LAWS),
-        Entry("slotted", "pod", _L, ("d",), ("ties",) + _LAWS),
-        Entry("slotted", "jiq", _L, (), _LAWS),
-        Entry("slotted", "random", _L, (), _LAWS),
-        Entry("slotted", "weighted_random", _L, (), _LAWS),
+        Entry("slotted", "l_jsq", _L, (), _UPDATES + _LAWS + _RUN),
+        Entry("slotted", "l_jba", _L, (), _UPDATES + _LAWS + _RUN),
+        Entry("slotted", "l_pod", _L, ("d",), _UPDATES + _LAWS + _RUN),
+        Entry("slotted", "jsq", _L, (), ("ties",) + _LAWS + _RUN),
+        Entry("slotted", "pod", _L, ("d",), ("ties",) + _LAWS + _RUN),
+        Entry("slotted", "jiq", _L, (), _LAWS + _RUN),
+        Entry("slotted", "random", _L, (), _LAWS + _RUN),
+        Entry("slotted", "weighted_random", _L, (), _LAWS + _RUN),
     ),
     params={
         "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
@@ -161,6 +165,10 @@ MODEL = Model(
                             "(Push exact, Pull calibrated by pilot runs); not with p_hat"),
         "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
                                   "(instead of msg_budget); not with p_hat"),
+        "queue_cap": Param("int", "stop a run (status unstable, unstable_by cap) when sum Q exceeds "
+                           "this (default 100 N (1 + zeta/eps), a hundred times mu-weighted random "
+                           "routing's level; a stable policy far worse than random, e.g. L-JSQ-Push "
+                           "with a small p_hat, can exceed it)"),
         "ties": Param("choice", "jsq, pod: tie rule among the shortest true queues, each "
                       "dispatcher's own draw (independent, default) or one draw per slot shared "
                       "by all (shared: JSQ's single shortest queue)", TIES),
@@ -174,6 +182,8 @@ MODEL = Model(
         "mean_u2": "float", "mean_u2_se": "float", "mean_qu": "float", "mean_qu_se": "float",
         "messages_per_job_se": "float", "p_hat_used": "float", "msg_budget_per_job": "float",
         "calib_slots": "int",
+        "unstable_by": "str", "drift_p": "float", "drift_rise": "float",
+        "relaxation_slots": "float",
     },
     main_estimate="mean_total_queue",
     events_per_time=events_per_time,

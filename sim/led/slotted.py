@@ -81,15 +81,17 @@ from sim.led.distributions import build_tables
 from sim.led.model import DEFAULTS, ModelSpec, model_spec
 
 __all__ = ["LedResult", "Calibration", "simulate", "run_task", "suggested_slots",
-           "calibrate_pull", "pilot_slots", "EXTRA_KEYS"]
+           "calibrate_pull", "pilot_slots", "EXTRA_KEYS", "Trend", "trend_test"]
 
 #: result keys this engine adds to :data:`sim.core.results.RESULT_KEYS`
 EXTRA_KEYS = ("mean_total_queue", "mean_total_queue_se", "unused_service", "unused_service_se",
               "imbalance", "imbalance_se", "eps", "zeta", "ht_ratio", "ht_ratio_se", "status",
               "mean_u2", "mean_u2_se", "mean_qu", "mean_qu_se",
-              "messages_per_job_se", "p_hat_used", "msg_budget_per_job", "calib_slots")
+              "messages_per_job_se", "p_hat_used", "msg_budget_per_job", "calib_slots",
+              "unstable_by", "drift_p", "drift_rise", "relaxation_slots")
 #: of :data:`EXTRA_KEYS`, those that are null (not NaN) in a row where they do not apply
-OPTIONAL_KEYS = ("p_hat_used", "msg_budget_per_job", "calib_slots")
+OPTIONAL_KEYS = ("p_hat_used", "msg_budget_per_job", "calib_slots", "unstable_by", "drift_p",
+                 "drift_rise")
 
 #: Pull calibration: at most this many pilot runs
 MAX_PILOTS = 6
@@ -156,6 +158,14 @@ class LedResult(NamedTuple):
     #: debug runs of ``jsq``/``pod``: slots with decisions of two or more dispatchers in which
     #: they did not all pick the same server (0 for ``jsq`` with ``ties="shared"``); else -1
     herd_splits: int = -1
+    #: evidence of the status: ``"cap"`` (sum Q passed ``max_total_queue``; the run stopped),
+    #: ``"drift"`` (the growth test fired) or ``""`` (status ok)
+    unstable_by: str = ""
+    drift_p: float = float("nan")  #: one-sided p-value of the growth test's slope (NaN: not run)
+    drift_rise: float = float("nan")  #: the growth test's fitted rise over the kept part / mean
+    #: ``2 zeta / eps^2``: the relaxation time of sum Q in heavy traffic under state-space
+    #: collapse (module docstring); ``events_run / relaxation_slots`` is the run in those units
+    relaxation_slots: float = float("nan")
 
 
 class Calibration(NamedTuple):
@@ -255,26 +265,37 @@ def suggested_slots(eps: float, zeta: float, rel_se: float = 0.05, *,
     return int(max(minimum, math.ceil(2.0 * keep + warm)))
 
 
-def _trend_unstable(batch_values) -> bool:
-    """The growth test of the instability rule (module docstring)."""
+class Trend(NamedTuple):
+    """The growth test of the instability rule (module docstring) on a run's batch means."""
+
+    unstable: bool  #: p < TREND_ALPHA and rise > TREND_RISE * mean
+    p: float  #: one-sided p-value of a positive slope (NaN if the test could not run)
+    rise: float  #: fitted rise over the kept part, as a fraction of the mean
+
+
+def trend_test(batch_values) -> Trend:
+    """The growth test of the instability rule (module docstring): least-squares slope of the
+    batch means over their index, its one-sided p-value (Student's t, ``B - 2`` degrees of
+    freedom) and the fitted rise over the kept part relative to the mean."""
     from scipy import stats
 
+    nan = float("nan")
     y = np.asarray(batch_values, dtype=np.float64)
     if y.size < 4 or not np.all(np.isfinite(y)):
-        return False
+        return Trend(False, nan, nan)
     x = np.arange(y.size, dtype=np.float64)
     x -= x.mean()
     slope = float((x * (y - y.mean())).sum() / (x * x).sum())
     resid = y - y.mean() - slope * x
     s2 = float((resid * resid).sum() / (y.size - 2))
-    if slope <= 0:
-        return False
-    se = math.sqrt(s2 / float((x * x).sum())) if s2 > 0 else 0.0
-    tstat = slope / se if se > 0 else math.inf
-    rise = slope * (y.size - 1)
     mean = float(y.mean())
-    return bool(tstat > stats.t.isf(TREND_ALPHA, y.size - 2) and mean > 0
-                and rise > TREND_RISE * mean)
+    rise = slope * (y.size - 1) / mean if mean > 0 else nan
+    se = math.sqrt(s2 / float((x * x).sum())) if s2 > 0 else 0.0
+    if se > 0:
+        p = float(stats.t.sf(slope / se, y.size - 2))
+    else:
+        p = 0.0 if slope > 0 else 1.0
+    return Trend(bool(p < TREND_ALPHA and mean > 0 and rise > TREND_RISE), p, rise)
 
 
 def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=None,
@@ -444,7 +465,8 @@ def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, 
             sim_time=float(slots), warmup_time=0.0, warmup_windows=0, n_windows=int(n_win),
             n_batches=int(n_batches), status="unstable", estimate_mismatches=int(mism),
             ci_method=f"none: the run stopped at slot {slots}, sum Q above its bound",
-            jba_fallbacks=0.0, calib_slots=0, calibration="")
+            jba_fallbacks=0.0, calib_slots=0, calibration="", unstable_by="cap",
+            relaxation_slots=_relaxation(eps, zeta))
         return LedResult(**fields)
     cut = warmup_cut(out["w_q"], lengths, n_servers, n_batches)
     keep = slice(cut, n_win)
@@ -474,7 +496,8 @@ def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, 
     little_se = tq.se / lam_sigma if lam_sigma > 0 else nan
     ratio = eps * tq.estimate / zeta if zeta > 0 else nan
     ratio_se = eps * tq.se / zeta if zeta > 0 else nan
-    status = "unstable" if _trend_unstable(tq.batch_values) else "ok"
+    trend = trend_test(tq.batch_values)
+    status = "unstable" if trend.unstable else "ok"
     return LedResult(
         mean_total_queue=tq.estimate, mean_total_queue_se=tq.se,
         mean_queue=tq.estimate / n_servers, mean_queue_se=tq.se / n_servers,
@@ -492,7 +515,13 @@ def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, 
         n_jobs=int(out["w_jobs"][keep].sum()), events_run=int(slots), sim_time=float(slots),
         warmup_time=float(bounds[cut]), warmup_windows=int(cut), n_windows=int(n_win),
         n_batches=int(n_batches), ci_method=ci_label(n_batches, tq.batch_values),
-        status=status, estimate_mismatches=int(mism), messages_per_job_se=msg_bm.se)
+        status=status, estimate_mismatches=int(mism), messages_per_job_se=msg_bm.se,
+        unstable_by="drift" if trend.unstable else "", drift_p=trend.p, drift_rise=trend.rise,
+        relaxation_slots=_relaxation(eps, zeta))
+
+
+def _relaxation(eps: float, zeta: float) -> float:
+    return 2.0 * zeta / (eps * eps) if eps > 0 else float("inf")
 
 
 def run_task(task: dict) -> dict:
@@ -514,7 +543,7 @@ def run_task(task: dict) -> dict:
         service_dist=get("service_dist"), service_n=as_int(task.get("service_n")),
         dispatch_weights=task.get("dispatch_weights"), msg_budget=task.get("msg_budget"),
         msg_budget_pod_d=as_int(task.get("msg_budget_pod_d")), ties=task.get("ties"),
-        events=as_int(task["events"]),
+        events=as_int(task["events"]), max_total_queue=as_int(task.get("queue_cap")),
         seed=as_int(task.get("seed", 0)), n_batches=as_int(task.get("n_batches", 20)),
         max_level=as_int(task.get("max_level", 64)), n_servers=as_int(task["n_servers"]))
     row = result_row(
@@ -524,6 +553,9 @@ def run_task(task: dict) -> dict:
     for key in EXTRA_KEYS:
         v = getattr(res, key)
         if key in OPTIONAL_KEYS:
+            if key == "unstable_by":
+                row[key] = v or None
+                continue
             applies = (res.calib_slots > 0 if key == "calib_slots"
                        else math.isfinite(float(v)))
             row[key] = (int(v) if key == "calib_slots" else float(v)) if applies else None

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from scipy import stats as sps
 
 from sim.core.results import RESULT_KEYS
 from sim.led.model import model_spec, push_p_hat_for_budget
-from sim.led.slotted import EXTRA_KEYS, run_task, simulate, suggested_slots
+from sim.led.slotted import EXTRA_KEYS, run_task, simulate, suggested_slots, trend_test
 from tests.helpers import ALPHA, assert_engines_agree, assert_within_se
 
 RATES = [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]  # mu_Sigma = 12
@@ -216,8 +217,36 @@ def test_uniform_random_on_heterogeneous_servers_is_unstable():
     # lam_Sigma = 0.9 * 8 = 7.2, a quarter to each server: 1.8 per slot to servers of mean 1
     res = simulate([1.0, 1.0, 1.0, 5.0], 0.9, "random", 2, events=2**16, seed=15)
     assert res.status == "unstable"
+    assert res.unstable_by == "cap"  # sum Q passed 100 N (1 + zeta/eps): the run stopped
+    assert res.relaxation_slots == pytest.approx(2 * res.zeta / res.eps ** 2)
     ok = simulate([1.0, 1.0, 1.0, 5.0], 0.9, "weighted_random", 2, events=2**16, seed=15)
     assert ok.status == "ok"
+    assert ok.unstable_by == "" and 0 <= ok.drift_p <= 1 and math.isfinite(ok.drift_rise)
+    assert not (ok.drift_p < 1e-4 and ok.drift_rise > 0.2)
+
+
+def test_a_run_too_short_for_its_relaxation_is_flagged_by_drift():
+    # weighted random routing at rho = 0.995 from empty queues: 2^16 slots are 6.6 relaxation
+    # times 2 zeta / eps^2, sum Q still rising: the growth test fires, and the row says so
+    res = simulate([1.0, 1.0, 1.0, 5.0], 0.995, "weighted_random", 2, events=2**16, seed=15)
+    assert res.status == "unstable" and res.unstable_by == "drift"
+    assert res.drift_p < 1e-4 and res.drift_rise > 0.2
+    assert res.events_run / res.relaxation_slots == pytest.approx(6.57, rel=0.01)
+    row = run_task(dict(engine="slotted", policy="weighted_random", n_servers=4, lam=0.995,
+                        m_dispatchers=2, service_rates=[1.0, 1.0, 1.0, 5.0], events=2**16,
+                        seed=15))
+    assert row["unstable_by"] == "drift" and row["drift_p"] == pytest.approx(res.drift_p)
+
+
+def test_trend_test_on_known_series():
+    rng = np.random.default_rng(4)
+    flat = trend_test(10.0 + rng.normal(0, 0.1, 20))
+    assert not flat.unstable and flat.p > 1e-3 and abs(flat.rise) < 0.05
+    rising = trend_test(np.linspace(10.0, 20.0, 20) + rng.normal(0, 0.1, 20))
+    assert rising.unstable and rising.p < 1e-10 and rising.rise == pytest.approx(2 / 3, rel=0.05)
+    small = trend_test(np.linspace(10.0, 11.0, 20) + rng.normal(0, 0.01, 20))
+    assert not small.unstable and small.p < 1e-4  # significant, but a rise of 10% of the mean
+    assert math.isnan(trend_test([1.0, 2.0]).p)
 
 
 def test_queue_bound_stops_the_run():
@@ -226,6 +255,7 @@ def test_queue_bound_stops_the_run():
     assert res.status == "unstable"
     assert res.events_run < 2**16
     assert math.isnan(res.mean_total_queue)
+    assert res.unstable_by == "cap" and math.isnan(res.drift_p)
 
 
 # ------------------------------------------------------------------------------------------
