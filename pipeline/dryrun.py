@@ -110,8 +110,14 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
         lines.extend(f"  not on the path: {why}" for why in plan.path_skipped)
     lines.append("varying: " + (", ".join(plan.varying) or "(nothing)"))
     shown = 12
+    # per point, the parameters some task of it takes (a task's row has the others null)
+    used: dict[int, set] = defaultdict(set)
+    for t in plan.tasks:
+        meta = t["_meta"]
+        used[meta["point_id"]].update(k for k, v in meta["params"].items() if v is not None)
+        used[meta["point_id"]].add("variant")
     for p in plan.points[:shown]:
-        lines.append(f"  {p.label()}")
+        lines.append(f"  {p.label(used[p.point_id])}")
     if len(plan.points) > shown:
         lines.append(f"  ... and {len(plan.points) - shown} more points")
     if not measure:

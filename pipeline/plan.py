@@ -50,8 +50,11 @@ class Point:
     policy: str
     values: dict  # parameter name -> int | float | bool | str | list
 
-    def label(self) -> str:
-        inner = " ".join(f"{k}={_fmt(v)}" for k, v in self.values.items() if k != "events")
+    def label(self, used: set[str] | None = None) -> str:
+        """``policy key=value ...``: the values set (not None), of the parameters in ``used``
+        if given (those some task of the point takes), the run length left out."""
+        inner = " ".join(f"{k}={_fmt(v)}" for k, v in self.values.items()
+                         if k != "events" and v is not None and (used is None or k in used))
         return f"{self.policy} {inner}"
 
 
@@ -476,12 +479,76 @@ def _check_limit_models(cfg: dict, policy: str, engines: list[str], values: dict
                 f"{name} out of its parameters")
 
 
-def make_plan(cfg: dict) -> Plan:
+def _config_defaults() -> dict:
+    """``params`` of ``conf/config.yaml``: the defaults every sweep composes over."""
+    import yaml
+
+    from pipeline.config import CONF_DIR
+
+    with open(CONF_DIR / "config.yaml") as fh:
+        return dict((yaml.safe_load(fh) or {}).get("params") or {})
+
+
+def _takers(name: str) -> str:
+    """Which policies of the registry take parameter ``name``, by model."""
+    by: dict[str, list[str]] = {}
+    for ent in registry.ENTRIES:
+        if name in ent.params and ent.policy not in by.setdefault(ent.model, []):
+            by[ent.model].append(ent.policy)
+    if not by:
+        return f"{name}: no policy of any model takes it"
+    return f"{name} is taken by " + "; ".join(f"{', '.join(pols)} ({model})"
+                                            for model, pols in by.items())
+
+
+def _check_unused(cfg: dict, specs: dict, variants: dict, policies: list[str],
+                  engines: list[str], unused: str) -> None:
+    """Refuse (or, ``unused="warn"``, log) every model parameter that the sweep file or the
+    command line sets and that no (engine, policy) of the sweep takes and no formula uses: its
+    value would be dropped from every task. ``conf/config.yaml``'s own defaults (its ``d``,
+    which ``central`` does not take) are not the user's doing and pass."""
+    takes = set().union(*(_entry(cfg, e, p).params for p in policies for e in engines))
+    defaults = _config_defaults()
+    found: dict[str, str] = {}  # key as set -> "key=value"
+    names: list[str] = []
+    for v, spec in specs.items():
+        over = variants.get(v) or {}
+        for name in [*spec.axes, *spec.constants, *spec.formulas]:
+            if name not in MODEL_PARAMS or name in takes or name in spec.used:
+                continue
+            if v is not None and name in over:
+                key, value = f"variants.{v}.{name}", over[name]
+            elif name in spec.axes:
+                key, value = f"axes.{name}", spec.axes[name]
+            else:
+                key = f"params.{name}"
+                value = spec.constants.get(name, spec.formulas.get(name))
+                if name in spec.constants and name in defaults and defaults[name] == value:
+                    continue  # the default of conf/config.yaml
+            found.setdefault(key, f"{key}={value!r}")
+            if name not in names:
+                names.append(name)
+    if not found:
+        return
+    msg = (f"{', '.join(found.values())}: no task of this sweep uses "
+           f"{'it' if len(found) == 1 else 'them'} (policies={policies}, engines={engines}); "
+           + "; ".join(_takers(n) for n in names))
+    if unused == "warn":
+        import logging
+
+        logging.getLogger("pipeline").warning(
+            "%s (a run made before such parameters were refused: its tasks run without them)", msg)
+    else:
+        raise ConfigError(msg)
+
+
+def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     """Validate ``cfg`` (a plain dict of the composed config) and expand it into tasks.
 
     The grid is policies x variants x the product of the axes. A variant (``variants.NAME``)
     overrides parameters of ``params`` (for example several rules for d); its name becomes the
-    ``variant`` column.
+    ``variant`` column. A model parameter the sweep sets that no (engine, policy) of it takes is
+    refused (``unused="warn"``: logged, for archives and runs made before that rule).
     """
     check_top_level(cfg)
     variants = _variants(cfg)
@@ -520,6 +587,7 @@ def make_plan(cfg: dict) -> Plan:
         for name in sorted(needed - defined):
             where = "params" if v is None else f"params (variant {v!r})"
             raise ConfigError(f"{where}.{name} is required (policies={policies}, engines={engines}) but not given")
+    _check_unused(cfg, specs, variants, policies, engines, unused)
 
     # the limit path (docs/sweeps.md): the limit engine at every simulated N and beyond
     lp = cfg.get("limit_path") or {}

@@ -496,7 +496,7 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
         execution = {"backend": ex["backend"], "address": address,
                      "num_cpus": (num_cpus or os.cpu_count()) if ex["backend"] == "ray" and not address else None}
         with _ray_environment(address):
-            result = run_sweep(cfg, quiet=True)
+            result = run_sweep(cfg, quiet=True, archived=True)
 
         new_doc = json.loads((out_dir / "tasks.json").read_text())
         seeds_match = [(t["_meta"]["task_id"], t["seed"]) for t in archived_doc["tasks"]] == \

@@ -85,7 +85,8 @@ def _check_resumable(out_dir: Path, plan: Plan) -> dict:
 
 
 def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: bool = False,
-              resume: bool = False, retry_failed: bool = False, group=None) -> dict:
+              resume: bool = False, retry_failed: bool = False, group=None,
+              archived: bool = False) -> dict:
     """Validate, execute, record, analyse, track and archive one sweep; return what was made.
 
     With ``resume``, ``output_dir`` is an existing run folder: only the tasks without a result
@@ -93,10 +94,12 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     ``results/failed/``), under the run's own run id and MLflow run, so that the final rows are
     those of an uninterrupted run. Raises :class:`Interrupted` after recording an interruption.
     ``group`` (a :class:`pipeline.multirun.Group`, in a Hydra multirun) shares its Ray session
-    and nests the sweep's MLflow parent run under the multirun's.
+    and nests the sweep's MLflow parent run under the multirun's. With ``resume`` or
+    ``archived`` (a reproduction of an archive) a parameter that no task uses is logged, not
+    refused: the run may predate that rule.
     """
     conf = to_plain(cfg)
-    plan = make_plan(conf)
+    plan = make_plan(conf, unused="warn" if (resume or archived) else "refuse")
     if conf.get("plan"):
         from pipeline.dryrun import describe
 

@@ -351,7 +351,7 @@ def test_no_temporary_folder_is_left(archive, tmp_path, capsys, monkeypatch):
 
     seen = []
 
-    def interrupted(cfg, quiet=False):
+    def interrupted(cfg, quiet=False, archived=False):
         seen.append(left())  # the extraction folder exists while the rerun runs
         raise KeyboardInterrupt
 
@@ -378,3 +378,25 @@ def test_archives_that_are_not_runs_exit_2(tmp_path, capsys, files, needle):
         tar.add(src, arcname="run")
     code, out, err = run_main([path, "--out", tmp_path / "again"], capsys)
     assert code == 2 and needle in err and err.count("\n") == 1 and not out, err
+
+
+def test_an_archive_with_an_unused_parameter_reproduces_with_a_warning(tmp_path, capsys, caplog):
+    # made as before the rule that refuses such parameters (run_sweep's archived mode only
+    # warns): smoke's pod takes no k, so k = 3 was dropped from every task
+    cfg = compose(["+sweep=smoke", f"output_dir={tmp_path / 'out'}", "mlflow.enabled=false",
+                   "execution.progress=false", "execution.backend=serial", "params.events=20000",
+                   "axes.n_servers=[20]", "+params.k=3"])
+    with pytest.raises(ConfigError, match=r"params.k=3: no task of this sweep uses it"):
+        run_sweep(to_plain(cfg), quiet=True)
+    with caplog.at_level("WARNING", logger="pipeline"):
+        out = run_sweep(to_plain(cfg), quiet=True, archived=True)
+    assert out["frame"]["k"].null_count() == out["frame"].height  # k applied to no task
+    assert any("params.k=3: no task" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="pipeline"):
+        code, text, _ = run_main([out["archive"], "--out", tmp_path / "again", "--no-progress"],
+                                 capsys)
+    assert code == 0, text
+    assert text.rstrip().endswith("\nREPRODUCED")
+    assert any("params.k=3: no task" in r.getMessage() and "run without them" in r.getMessage()
+               for r in caplog.records)
