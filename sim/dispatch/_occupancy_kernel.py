@@ -319,20 +319,33 @@ def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_
 # the event loop
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _make_run_span(policy: int, record: bool = False):
+def _make_run_span(policy: int, record: bool = False, single: bool = False):
     """The event loop compiled for one policy code (a compile-time constant of the closure, so
     numba removes the other policies' branches; cached on disk per code, as in
     :mod:`sim.dispatch._agent_kernel`). The policy branch is thus taken once, outside the hot loop.
 
     ``record`` (a closure constant too: a separate compiled variant) records each admitted
     job's signature ``tcnt[1..max position]`` for the response-time distribution
-    (:mod:`sim.core.responses`); the variant that does not record is the loop as before."""
+    (:mod:`sim.core.responses`); the variant that does not record is the loop as before.
+
+    ``single`` (a closure constant: ``k = 1`` under ``pod``, ``random`` or ``jsq``) places a
+    job by code written into the loop instead of the ``_place_*`` functions, which LLVM keeps
+    as out-of-line calls with every array argument's struct pushed on the stack, and skips the
+    per-job ``tcnt`` / ``plev`` bookkeeping (one task: its position is the job's signature).
+    It uses the same random numbers in the same order and finds the same levels, so the
+    results are bitwise those of the general path. Under ``random`` (``tails``) it also keeps
+    ``g[l]``, the number of servers with at least ``l`` tasks (one update per event), and finds
+    the level of a server's rank by blocks of :data:`TAIL_BLOCK` levels of ``g`` instead of a
+    scan of ``x`` one level at a time: queues are long under random routing (mean 49 at
+    lam = 0.98). Costs measured: docs/performance.md, "Occupancy engine against its C loop"."""
     policy = int(policy)
     record = bool(record)
+    single = bool(single)
+    tails = single and policy == RANDOM
 
     @njit(cache=True)
     def run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
-                 x, acc, tcnt, hs, plev, harm, memo_keys, memo_pos, memo_val, memo_fill,
+                 x, g, acc, tcnt, hs, plev, harm, memo_keys, memo_pos, memo_val, memo_fill,
                  memo_key, gl_x, gl_w, bounds, state,
                  w_first, e_first, t_w, qacc,
                  w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
@@ -364,7 +377,87 @@ def _make_run_span(policy: int, record: bool = False):
                 rate = arr_rate + busy
                 t_w += 1.0 / rate  # expected holding time of the current state
                 r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                if u01(r) * rate < arr_rate:
+                if single and u01(r) * rate < arr_rate:
+                    # ---- single-task job arrival: its level, then the same bookkeeping as
+                    # below with k = 1 (E[T] = position, harm[1] = 1.0 at position 1)
+                    # (written out here, not called: LLVM left even a small helper taking
+                    # x and hs as an out-of-line call with its array structs pushed)
+                    if policy == RANDOM:
+                        # a uniform server, its rank u counted from level 0 up (_place_random):
+                        # the level is the number of l >= 1 with g[l] > N - 1 - u (g is
+                        # non-increasing and 0 above top): whole blocks of TAIL_BLOCK levels
+                        # skipped on their last entry, then the last block counted
+                        u, s0, s1, s2, s3 = below64(n_servers, s0, s1, s2, s3)
+                        thr = n_servers - 1 - u
+                        m = 1
+                        while g[m + TAIL_BLOCK - 1] > thr:
+                            m += TAIL_BLOCK
+                        lvl = m - 1
+                        for i in range(TAIL_BLOCK - 1):
+                            lvl += g[m + i] > thr
+                    elif policy == JSQ:
+                        lvl = 0
+                        while x[lvl] == 0:
+                            lvl += 1
+                    else:
+                        # power-of-n_samp: the lowest level among n_samp distinct servers, with
+                        # the draws, scan order and early stop of draw_levels (stop = 1: a
+                        # draw at the lowest occupied level ends the sample), so the same
+                        # random numbers give the same level; a drawn server is taken out of
+                        # x itself (x[l] - hs[l] there, one load per level scanned here),
+                        # counted in hs, and both are restored after the sample
+                        low = 0
+                        while x[low] == 0:
+                            low += 1
+                        lvl = cap
+                        hi = 0
+                        for j in range(n_samp):
+                            u, s0, s1, s2, s3 = below64(n_servers - j, s0, s1, s2, s3)
+                            m = 0
+                            while u >= x[m]:
+                                u -= x[m]
+                                m += 1
+                            if m < lvl:
+                                lvl = m
+                            if m == low:
+                                break
+                            x[m] -= 1
+                            hs[m] += 1
+                            if m > hi:
+                                hi = m
+                        for i in range(lvl, hi + 1):
+                            x[i] += hs[i]
+                            hs[i] = 0
+                    w_arr[w] += 1
+                    if lvl < bmax:
+                        x[lvl] -= 1
+                        x[lvl + 1] += 1
+                        if tails:
+                            g[lvl + 1] += 1
+                        if lvl == 0:
+                            busy += 1
+                        acc[lvl + 1] += t_w
+                        total += 1
+                        qacc += t_w
+                        if lvl + 1 > top:
+                            top = lvl + 1
+                        w_adm[w] += 1
+                        w_resp[w] += lvl + 1.0
+                        w_wait[w] += lvl
+                        if lvl > 0:
+                            w_waited[w] += 1
+                        if lvl < h_thr:
+                            w_within[w] += 1
+                        if record:
+                            if lvl < r_sig.shape[1]:
+                                r_sig[w, lvl] += 1
+                            else:
+                                record_job(w, 1, tcnt, lvl + 1, r_sig, r_grid, r_over,
+                                           r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid,
+                                           r_ps, r_cs, r_key)
+                    else:
+                        w_drop[w] += 1
+                elif not single and u01(r) * rate < arr_rate:
                     # ---- job arrival (PASTA: it sees the state just held)
                     if policy == RANDOM:
                         ok, placed, s0, s1, s2, s3 = _place_random(
@@ -436,10 +529,20 @@ def _make_run_span(policy: int, record: bool = False):
                 else:
                     # ---- service completion at a uniform busy server
                     u, s0, s1, s2, s3 = below64(busy, s0, s1, s2, s3)
-                    lvl = 1
-                    while u >= x[lvl]:
-                        u -= x[lvl]
-                        lvl += 1
+                    if tails:  # as for the arrival: rank u among the busy, from level 1 up
+                        thr = busy - 1 - u
+                        m = 1
+                        while g[m + TAIL_BLOCK - 1] > thr:
+                            m += TAIL_BLOCK
+                        lvl = m - 1
+                        for i in range(TAIL_BLOCK - 1):
+                            lvl += g[m + i] > thr
+                        g[lvl] -= 1
+                    else:
+                        lvl = 1
+                        while u >= x[lvl]:
+                            u -= x[lvl]
+                            lvl += 1
                     x[lvl] -= 1
                     x[lvl - 1] += 1
                     acc[lvl] -= t_w
@@ -461,6 +564,18 @@ def _make_run_span(policy: int, record: bool = False):
         return w, e, t_w, qacc
 
     return run_span
+
+
+#: levels compared at a time in the tail-count searches of the single-task random loop
+TAIL_BLOCK = 8
+
+
+def _tail_counts(x):
+    """``g[l]`` = servers with at least ``l`` tasks (``l = 0 .. x.size - 1``), then
+    :data:`TAIL_BLOCK` zeros so that a blocked search never reads past the end."""
+    g = np.zeros(x.size + TAIL_BLOCK, dtype=np.int64)
+    g[: x.size] = np.cumsum(x[::-1])[::-1]
+    return g
 
 
 def new_memo(k, bits=16):
@@ -503,22 +618,25 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
     record = rec is not None
     if not record:
         rec = dummy_recorder()
-    run_span = _make_run_span(policy, record)
+    single = k == 1 and policy in (POD, RANDOM, JSQ)
+    run_span = _make_run_span(policy, record, single)
     n_windows = bounds.size - 1
     cap = x.size
     acc = np.zeros(cap)
     tcnt = np.zeros(cap, dtype=np.int64)
     hs = np.zeros(cap, dtype=np.int64)
     plev = np.zeros(k, dtype=np.int64)
+    g = _tail_counts(x)
     w, e, t_w, qacc = 0, int(bounds[0]), 0.0, 0.0
     while True:
         w, e, t_w, qacc = run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
-                                   x, acc, tcnt, hs, plev, harm, *memo, gl_x, gl_w, bounds,
+                                   x, g, acc, tcnt, hs, plev, harm, *memo, gl_x, gl_w, bounds,
                                    state, w, e, t_w, qacc, *outputs, *rec)
         if w >= n_windows:
             return x
         cap = 2 * x.size
         x = np.concatenate((x, np.zeros(cap - x.size, dtype=np.int64)))
         acc = np.concatenate((acc, np.zeros(cap - acc.size)))
+        g = _tail_counts(x)
         tcnt = np.zeros(cap, dtype=np.int64)  # all zero between jobs
         hs = np.zeros(cap, dtype=np.int64)

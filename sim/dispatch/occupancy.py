@@ -78,12 +78,13 @@ time (about ``events / (N * (1 + lam))``), so the fixed-point start matters ther
 Random numbers: xoshiro256+ seeded from ``numpy.random.SeedSequence(seed)``; bitwise
 reproducible for a given seed and inputs (and independent of the internal array sizes).
 
-Speed (benchmarks/bench_occupancy.py; 2 shared, loaded cores): 60-80 ns per event for
-power-of-2 and for batch-filling with k = 16, d = 4 at lam = 0.9, the same at N = 10**3 and
-N = 10**9; per job about 2x faster than the agent engine on power-of-2 at N = 10**6 and 3x
-faster than :mod:`sim.dispatch.agent_jobs` on batch-filling (k = 16, d = 4) at N = 10**6. Slow
-case: random routing (or any policy leaving jobs at deep, varied positions) with k > 1 at high
-load, where each job's E[T] is a fresh quadrature (:mod:`sim.dispatch._occupancy_kernel`).
+Speed (benchmarks/bench_limits.py, CPU time per jump against the C jump chain
+``../shared/limits/occupancy_limit.c`` in the same run; figures in docs/performance.md): the
+single-task policies (pod, random, jsq) cost 0.75-1.1 times the C loop's power-of-2 jump at
+N = 10**3, 10**6 and 10**9, the same at every N (nothing grows with N); batch-filling with
+k = 16, d = 4 about 2x its floor of k + 1 such jumps per job. Slow case: random routing (or any
+policy leaving jobs at deep, varied positions) with k > 1 at high load, where each job's E[T]
+is a fresh quadrature (:mod:`sim.dispatch._occupancy_kernel`).
 
 Caveat for large N: a run of ``events`` covers about ``events / (N * (lam + s_1))`` time units
 (~50 for 10**8 events at N = 10**6), so the within-run batch-means SE is honest only when that is
