@@ -51,6 +51,9 @@ class RunConfig:
     #: trajectory engine: points of the time grid from 0 to `time`, both included (>= 2;
     #: docs/transients.md)
     grid: int = 200
+    #: ``engines: [auto]``: the occupancy engine from this N on, the agent engine below
+    #: (pipeline.plan.auto_engine; docs/sweeps.md)
+    auto_occupancy_n: int = 100000
 
 
 @dataclass

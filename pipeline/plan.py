@@ -176,15 +176,28 @@ def check_top_level(cfg: dict) -> None:
     if not engines:
         raise ConfigError(f"engines={engines!r}: name at least one of {', '.join(sim.ENGINES)}")
     for e in engines:
-        if e not in ENGINE_POLICIES:
-            raise ConfigError(f"engines: {e!r} is unknown; valid engines: {', '.join(sim.ENGINES)}")
+        if e not in ENGINE_POLICIES and e != AUTO:
+            raise ConfigError(f"engines: {e!r} is unknown; valid engines: {', '.join(sim.ENGINES)}, "
+                              f"{AUTO} (agent or occupancy by N, docs/sweeps.md)")
+    if AUTO in engines and set(engines) & set(AUTO_ENGINES):
+        raise ConfigError(f"engines={engines!r}: {AUTO} chooses between {' and '.join(AUTO_ENGINES)} "
+                          "per point; name it or them, not both")
+    auto_n = (cfg.get("run") or {}).get("auto_occupancy_n", AUTO_OCCUPANCY_N)
+    if isinstance(auto_n, bool) or not isinstance(auto_n, int) or auto_n < 1:
+        raise ConfigError(f"run.auto_occupancy_n={auto_n!r} must be an integer >= 1")
     policies = cfg.get("policies") or []
     if not policies:
         raise ConfigError(f"policies={policies!r}: name at least one of {', '.join(POLICIES)}")
     for p in policies:
         if p not in POLICIES:
             raise ConfigError(f"policies: {p!r} is unknown; valid policies: {', '.join(POLICIES)}")
+    for p in policies:
+        if AUTO in engines and not _auto_candidates(cfg, p):
+            raise ConfigError(f"engines: {AUTO}: policy {p!r} has neither an agent nor an occupancy "
+                              "engine to choose from")
     for e in engines:
+        if e == AUTO:
+            continue
         for p in policies:
             if model is None and p not in ENGINE_POLICIES[e]:
                 raise ConfigError(
@@ -272,6 +285,45 @@ def _check_limit_path(cfg: dict) -> None:
     served = [p for p in cfg.get("policies") or [] if _serves(cfg, engine, p)]
     if not served:
         raise ConfigError(f"limit_path.engine={engine!r} serves none of policies={list(cfg.get('policies') or [])}")
+
+
+#: the engine name that lets the plan choose agent or occupancy per point (a fixed rule of N
+#: and the policy, never a timing: seeds hash the engine, so the tasks are the same everywhere)
+AUTO = "auto"
+AUTO_ENGINES = ("agent", "occupancy")
+#: ``run.auto_occupancy_n``'s default: from this N on, ``auto`` picks the occupancy engine.
+#: Measured (power-of-2, lam = 0.9, marginal CPU per job, AMD EPYC, 2 shared cores): agent 26,
+#: 58, 252 ns at N = 10^4, 10^5, 10^6; occupancy 47-48 ns at each (docs/sweeps.md)
+AUTO_OCCUPANCY_N = 100_000
+
+
+def _auto_candidates(cfg: dict, policy: str) -> list[str]:
+    """The engines of :data:`AUTO_ENGINES` that serve ``policy`` in the sweep's model."""
+    return [e for e in AUTO_ENGINES if _serves(cfg, e, policy)]
+
+
+def _concrete(cfg: dict, engines: list[str], policy: str) -> list[str]:
+    """``engines`` with ``auto`` replaced by the engines it may choose for ``policy``."""
+    out = []
+    for e in engines:
+        out += _auto_candidates(cfg, policy) if e == AUTO else [e]
+    return list(dict.fromkeys(out))
+
+
+def auto_engine(cfg: dict, policy: str, values: dict) -> str:
+    """The engine ``auto`` runs at a point: the occupancy engine when N >=
+    ``run.auto_occupancy_n`` and it takes every parameter the point sets that the agent engine
+    takes (heterogeneous ``service_rates``, for one, it does not), else the agent engine; the
+    one of them that serves the policy if only one does."""
+    cands = _auto_candidates(cfg, policy)
+    if len(cands) == 1:
+        return cands[0]
+    threshold = (cfg.get("run") or {}).get("auto_occupancy_n", AUTO_OCCUPANCY_N)
+    if values.get("n_servers") is None or values["n_servers"] < threshold:
+        return "agent"
+    agent, occ = (set(_entry(cfg, e, policy).params) for e in AUTO_ENGINES)
+    set_here = {k for k, v in values.items() if v is not None and k in MODEL_PARAMS}
+    return "occupancy" if not (set_here & agent) - occ else "agent"
 
 
 def _serves(cfg: dict, engine: str, policy: str) -> bool:
@@ -507,7 +559,8 @@ def _check_unused(cfg: dict, specs: dict, variants: dict, policies: list[str],
     command line sets and that no (engine, policy) of the sweep takes and no formula uses: its
     value would be dropped from every task. ``conf/config.yaml``'s own defaults (its ``d``,
     which ``central`` does not take) are not the user's doing and pass."""
-    takes = set().union(*(_entry(cfg, e, p).params for p in policies for e in engines))
+    takes = set().union(*(_entry(cfg, e, p).params for p in policies
+                          for e in _concrete(cfg, engines, p)))
     defaults = _config_defaults()
     found: dict[str, str] = {}  # key as set -> "key=value"
     names: list[str] = []
@@ -579,7 +632,7 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     # every parameter some (engine, policy) of the sweep requires (sim.registry.ENTRIES)
     needed: set[str] = set()
     for policy in policies:
-        for engine in engines:
+        for engine in _concrete(cfg, engines, policy):
             ent = _entry(cfg, engine, policy)
             needed.update(n for n in ent.params if n not in ent.optional and n != "time")
     for v, spec in specs.items():
@@ -648,9 +701,9 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                           for n in names if n != "variant"}
                 if named:
                     values = {"variant": variant, **values}
-                point_engines = list(engines)
+                point_engines = [auto_engine(cfg, policy, values) if e == AUTO else e for e in engines]
                 if on_path:
-                    why = _limit_mismatch(cfg, policy, engines, path_engine, values)
+                    why = _limit_mismatch(cfg, policy, point_engines, path_engine, values)
                     path_only = values["n_servers"] not in simulated_n
                     if why is not None:  # the arm has no limit on the path
                         if path_only:
@@ -662,7 +715,7 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                         point_engines.append(path_engine)
                 point = Point(pid, policy, values)
                 points.append(point)
-                _check_limit_models(cfg, policy, engines, values, where)
+                _check_limit_models(cfg, policy, point_engines, values, where)
                 for engine in point_engines:
                     ent = _entry(cfg, engine, policy)
                     used = ent.params
