@@ -74,7 +74,10 @@ def _panels(keys: list[dict], arm: list[str]) -> list[tuple[str, list[dict]]]:
     """The arms in groups of at most ``style.MAX_SERIES`` (one colour each), split by an arm
     column where one does it (:func:`analysis.style.split_series`): ``(title suffix, arms)``."""
     out = []
-    for fixed, g in style.split_series(keys, [a for a in arm if a != "policy"] + ["policy"]):
+    # split by a setting shared by the policies first (p_hat, a variant), so that a panel sets
+    # the policies side by side; by a policy's own parameter (d) or the policy last
+    own = ("policy", "d")
+    for fixed, g in style.split_series(keys, [a for a in arm if a not in own] + ["d", "policy"]):
         out.append((", ".join(f"{_SHORT.get(c, c)} = {_fmt(v)}" for c, v in fixed.items()
                               if v is not None), g))
     return out
