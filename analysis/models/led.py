@@ -239,15 +239,21 @@ def instability_evidence(unstable: pl.DataFrame, df: pl.DataFrame, params: list[
              f"{SHORT_RUN:.0f} relaxation times (the warm-up of suggested_slots) is a short run; "
              "on a longer run it says that sum Q was not steady within the run, which an unstable "
              "policy and one relaxing far more slowly than 2 zeta / eps^2 both give.", ""]
+    growth = has and all(c in unstable.columns for c in ("unused_service", "eps"))
     if has:
-        lines += ["| policy | point | unstable / runs | evidence | run (slots) | run / relaxation "
-                  "time | reading |", "|---|---|---|---|---|---|---|"]
+        lines += ["Growth: E[sum_n U_n] - eps, the rate at which sum Q rose (tasks per slot; 0 in "
+                  "steady state, by E[Q(t+1) - Q(t)] = lam_Sigma - mu_Sigma + E[U]). A transient "
+                  "from empty rises too: what tells instability is a growth that persists in a "
+                  "run several times longer (docs/led.md).", "",
+                  "| policy | point | unstable / runs | evidence | growth per slot | run (slots) | "
+                  "run / relaxation time | reading |", "|---|---|---|---|---|---|---|---|"]
     keys = ["policy", *params]
     n_runs = df.group_by(keys, maintain_order=True).len().rename({"len": "_runs"})
     pts = unstable.group_by(keys, maintain_order=True).agg(
         pl.len().alias("_n"), *([pl.col(c) for c in ("unstable_by", "drift_p", "drift_rise",
                                                        "relaxation_slots", "events_run")]
-                                if has else []))
+                                if has else []),
+        *([(pl.col("unused_service") - pl.col("eps")).mean().alias("_growth")] if growth else []))
     pts = pts.join(n_runs, on=keys, how="left", nulls_equal=True).sort(keys)
     for r in pts.iter_rows(named=True):
         point = ", ".join(f"{p}={_fmt(r[p])}" for p in params)
@@ -263,7 +269,8 @@ def instability_evidence(unstable: pl.DataFrame, df: pl.DataFrame, params: list[
             else:
                 ev.append(f"drift p={p:.1e} rise {100 * rise:.0f}%")
                 reading.add("drift in a short run" if rel < SHORT_RUN else "growing (drift test)")
-        lines.append(f"| {_label(r)} | {point} | {r['_n']} / {r['_runs']} | {'; '.join(ev)} | "
+        g = _fmt(r.get("_growth")) if growth else "-"
+        lines.append(f"| {_label(r)} | {point} | {r['_n']} / {r['_runs']} | {'; '.join(ev)} | {g} | "
                      f"{max(r['events_run']):.3g} | {min(runs):.3g} | {'; '.join(sorted(reading))} |")
     return lines
 

@@ -104,7 +104,8 @@ def test_instability_evidence_names_the_test_and_the_run():
     rows = [{"policy": "jiq", "lam": 0.95, "status": "unstable", "unstable_by": "cap",
              "drift_p": None, "drift_rise": None, "relaxation_slots": 4.0, "events_run": 3000},
             {"policy": "l_jsq", "lam": 0.95, "status": "unstable", "unstable_by": "drift",
-             "drift_p": 1e-6, "drift_rise": 0.5, "relaxation_slots": 8.0, "events_run": 400000},
+             "drift_p": 1e-6, "drift_rise": 0.5, "relaxation_slots": 8.0, "events_run": 400000,
+             "unused_service": 5.25, "eps": 5.0},
             {"policy": "l_jsq", "lam": 0.95, "status": "ok", "unstable_by": None,
              "drift_p": 0.3, "drift_rise": 0.01, "relaxation_slots": 8.0, "events_run": 400000},
             {"policy": "l_jba", "lam": 0.99, "status": "unstable", "unstable_by": "drift",
@@ -117,6 +118,7 @@ def test_instability_evidence_names_the_test_and_the_run():
     assert "| 1 / 1 | cap |" in jiq and "cap passed: unstable or above the cap" in jiq
     ljsq = next(ln for ln in table if ln.startswith("| L-JSQ"))
     assert "1 / 2" in ljsq and "p=1.0e-06 rise 50%" in ljsq and "| 5e+04 |" in ljsq
+    assert "| 0.25 | 4e+05 |" in ljsq  # growth E[U] - eps per slot, then the run length
     assert "growing (drift test)" in ljsq
     assert "drift in a short run" in next(ln for ln in table if ln.startswith("| L-JBA"))
 
