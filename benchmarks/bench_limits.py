@@ -20,8 +20,9 @@ Prints (no assertions):
    (``C pod_limit.c warm``): the file copied into the temporary build directory with one
    change, inserted before its event loop: the queues drawn i.i.d. from the same mean-field
    law, ``P(Q >= i) = lam**((d**i - 1) / (d - 1))``, by inversion of one ``u01()`` per server
-   taken from the loop's xoshiro stream before the loop (``total`` set to their sum); the loop, its 20% warm-up cut and
-   its output are unchanged. The unchanged file, started empty, is timed beside it.
+   taken from the loop's xoshiro stream before the loop (``total`` set to their sum); the
+   loop, its 20% warm-up cut and its output are unchanged. The unchanged file, started empty,
+   is timed beside it.
 3. ``batch``: batch-filling (k = 16, d = 4, N = 10**6, lam = 0.9) in the occupancy engine,
    marginal CPU per job, against its floor: the job's ``k + 1`` jumps (its arrival and its
    ``k`` service completions) at the per-jump cost of the single-task power-of-2 engine timed

@@ -320,6 +320,16 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
     return run_span
 
 
+def _queue_dtype(cap: int):
+    """dtype of the loop's copies of ``q`` and ``head`` for ring capacity ``cap``: the smallest
+    unsigned type holding ``cap`` (a queue reaches it when the loop stops to grow its ring)."""
+    if cap <= 255:
+        return np.uint8
+    if cap <= 65535:
+        return np.uint16
+    return np.uint32
+
+
 def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
                  q, buf, head, bounds, state,
                  w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes,
@@ -386,13 +396,15 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
     if not record:
         rec = dummy_recorder()
     run_span = _make_run_span(policy, use_fy, hetero, record)
-    # The loop works on uint32 copies of q and head (written back at the end): a zero-extended
-    # uint32 is known to LLVM to be non-negative, so numba's negative-index wraparound of
-    # buf[n, (head[n] + lvl) & mask], cnt[lvl + 1], ... is compiled away, which int64 and int32
-    # (signed) do not allow; the wraparound matters, not the footprint (docs/performance.md).
-    # Values are < the ring capacity, far below 2**32.
-    qw = q.astype(np.uint32)
-    hw = head.astype(np.uint32)
+    # The loop works on unsigned copies of q and head (written back at the end): a zero-extended
+    # unsigned value is known to LLVM to be non-negative, so numba's negative-index wraparound
+    # of buf[n, (head[n] + lvl) & mask], cnt[lvl + 1], ... is compiled away, which int64 and
+    # int32 (signed) do not allow (at N = 10**4 the wraparound mattered, not the footprint).
+    # They are as narrow as the ring capacity allows (_queue_dtype: uint8 up to C = 128): at
+    # N = 10**6 q and head take 1 MB each instead of 4, so they stay in cache while the rings
+    # do not; results bitwise unchanged (docs/performance.md, "the memory floor").
+    qw = q.astype(_queue_dtype(buf.shape[1]))
+    hw = head.astype(qw.dtype)
     w, e = 0, int(bounds[0])
     while True:
         w, e = run_span(d, p_arrival, alias_thr, alias_idx, probes_per_job,
@@ -402,6 +414,9 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
         if w >= n_windows:
             break
         buf, cnt, acc, start = grow_rings(qw, buf, hw, cnt, acc, start)
+        if _queue_dtype(buf.shape[1]) != qw.dtype:  # queues may now reach the new capacity
+            qw = qw.astype(_queue_dtype(buf.shape[1]))
+            hw = hw.astype(qw.dtype)
     q[:] = qw
     head[:] = hw
     return buf
