@@ -54,8 +54,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
+from urllib.parse import quote
 
 import polars as pl
 
@@ -289,17 +291,41 @@ def attach_fits(children: list[dict], analysis: dict) -> None:
                 c["tags"]["verdict_note"] = fit["note"]
 
 
-def note_text(analysis: dict) -> str:
+#: a Markdown image whose target is a relative path (``![plot](plot.png)``, as the reports write)
+_IMAGE = re.compile(r"!\[([^\]]*)\]\((?![a-zA-Z][a-zA-Z0-9+.-]*:|/|#)([^)\s]+)\)")
+
+
+def _images_as_artifacts(text: str, report: Path, analysis_dir: Path, run_id: str | None) -> str:
+    """The report's relative image links pointed at the tracking server's ``get-artifact`` route
+    for the parent's artefact ``analysis/...`` (relative, so a ``--static-prefix`` is kept):
+    left relative to the report's folder, the UI resolved them against its own address and
+    showed broken images. Links outside the analysis folder, or without a run id, are kept."""
+    if not run_id:
+        return text
+
+    def repl(m: re.Match) -> str:
+        try:
+            rel = (report.parent / m.group(2)).resolve().relative_to(analysis_dir.resolve())
+        except ValueError:
+            return m.group(0)
+        path = quote(f"analysis/{rel.as_posix()}", safe="/")
+        return f"![{m.group(1)}](get-artifact?path={path}&run_uuid={run_id})"
+
+    return _IMAGE.sub(repl, text)
+
+
+def note_text(analysis: dict, run_id: str | None = None) -> str:
     """The parent's ``mlflow.note.content``: the extra analyses' reports (the model's own), then
-    the generic report; cut at MLflow's tag limit with a pointer to the artefacts."""
+    the generic report; cut at MLflow's tag limit with a pointer to the artefacts. With the
+    parent's ``run_id`` the reports' figures show in the note (:func:`_images_as_artifacts`)."""
     parts = []
-    for extra in (analysis.get("extra") or {}).values():
-        rep = extra.get("report")
+    main = analysis.get("report")
+    analysis_dir = Path(main).parent if main else None
+    reports = [extra.get("report") for extra in (analysis.get("extra") or {}).values()] + [main]
+    for rep in reports:
         if rep and Path(rep).is_file():
-            parts.append(Path(rep).read_text())
-    rep = analysis.get("report")
-    if rep and Path(rep).is_file():
-        parts.append(Path(rep).read_text())
+            text = Path(rep).read_text()
+            parts.append(_images_as_artifacts(text, Path(rep), analysis_dir, run_id) if analysis_dir else text)
     text = "\n\n---\n\n".join(p.strip() for p in parts) or "no report"
     return clip(text, 8000, "the full reports are in the artefacts under analysis/")
 
@@ -327,7 +353,7 @@ def log_sweep(tracker: SweepTracker, plan: Plan, analysis: dict, artifacts: list
                 parent.append((item[0], item[1], item[2]))
     tracker.log_children(children)
     tracker.log_metrics(parent)
-    tracker.set_tags({"mlflow.note.content": note_text(analysis)})
+    tracker.set_tags({"mlflow.note.content": note_text(analysis, tracker.parent_id)})
     tracker.log_artifacts([a for a in artifacts if a.is_file()])
     for a in artifacts:
         if a.is_dir():
