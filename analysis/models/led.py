@@ -105,8 +105,9 @@ def _label(row: dict) -> str:
 
 
 #: arm columns that _label already shows (or that the variant's own columns spell out)
-_IN_LABEL = ("policy", "update", "ties", "d", "variant", "lam", "engine", "model")
-_SHORT = {"p_hat": "p\u0302", "d_u": "d_u", "m_dispatchers": "M", "n_servers": "N"}
+_IN_LABEL = ("policy", "update", "ties", "variant", "engine", "model")
+_SHORT = {"p_hat": "p\u0302", "d_u": "d_u", "m_dispatchers": "M", "n_servers": "N",
+          "lam": "\u03c1"}
 
 
 def _varying(keys: list[dict]) -> list[str]:
@@ -118,8 +119,11 @@ def _varying(keys: list[dict]) -> list[str]:
 def _series_label(row: dict, varying: list[str]) -> str:
     """:func:`_label` plus the arm columns that tell this arm from the others (``p_hat``,
     ``d_u``, ...), or the variant's name where nothing else does."""
+    shown = set(_IN_LABEL)
+    if row.get("d") is not None and _label(row) != _label({**row, "d": None}):
+        shown.add("d")  # the name carries it (power-of-2)
     extra = [f"{_SHORT.get(c, c)}={_fmt(row.get(c))}" for c in varying
-             if c not in _IN_LABEL and row.get(c) is not None]
+             if c not in shown and row.get(c) is not None]
     if not extra and "variant" in varying and row.get("variant"):
         extra = [str(row["variant"])]
     return _label(row) + (f" ({', '.join(extra)})" if extra else "")
@@ -303,12 +307,11 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
         for j, key in enumerate(keys):
             c = _COLORS[j]
             s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort(x)
-            extra = f", $\\rho$={key['lam']:g}" if x != "lam" and key.get("lam") is not None else ""
             zero |= style.errorbar_log(ax, s[x].to_numpy(), s["mean_response"].to_numpy(),
                                        np.asarray(s["mean_response_hw"].to_list(), float), color_=c,
                                        fmt=style.marker(j) + "-", ms=4, capsize=2,
                                        label=_series_label({**s.row(0, named=True), **key},
-                                                           varying) + extra)
+                                                           varying))
             if unstable.height:
                 u = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
                 if u.height:
@@ -458,13 +461,12 @@ def _plot_imbalance(agg, arm, x, outdir) -> Path | None:
                            pl.col("imbalance").is_not_null()).sort(x)
             if not s.height:
                 continue
-            extra = f", $\\rho$={key['lam']:g}" if x != "lam" and key.get("lam") is not None else ""
             zero |= style.errorbar_log(ax, s[x].to_numpy(), s["imbalance"].to_numpy(),
                                        np.asarray(s["imbalance_hw"].to_list(), float),
                                        color_=_COLORS[j], fmt=style.marker(j) + "-", ms=4,
                                        capsize=2,
                                        label=_series_label({**s.row(0, named=True), **key},
-                                                           varying) + extra)
+                                                           varying))
         if zero:
             ax.add_line(style.ci_zero_handle())
         style.log_axis(ax, "y", agg["imbalance"].drop_nulls().to_list())
