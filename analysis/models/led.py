@@ -593,7 +593,7 @@ def analyze_led(frame, params, outdir, sweep_name: str = "", heavy_traffic: bool
                 {c: t[c] for c in arm if t.get(c) is not None}) for t in table]
     lines = [f"{t['label']}: heavy-traffic ratio eps E[sum Q] / zeta -> 1 as eps -> 0: {t['verdict']}"
              f"; Theorem 2: {_theorem_line(t)}" for t in table]
-    lines += [f"{t['label']}: imbalance ~ {'p_hat' if t['over'] == 'p_hat' else 'tilt (d-1)/N'}"
+    lines += [f"{t['label']}: imbalance ~ {'p_hat' if t['over'] == 'p_hat' else '((d-1)/N)'}"
               f"^{t['slope']:.2f} [{t['slope_lo']:.2f}, {t['slope_hi']:.2f}]" for t in trends]  # the console lines of the verdicts (pipeline.run prints them)
     return {"report": report, "plots": plots, "metrics": metrics, "heavy_traffic": table,
             "imbalance_trends": trends,
