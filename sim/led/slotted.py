@@ -49,7 +49,10 @@ random routing, which any policy at least as good as it never reaches), or if th
 with a t statistic above the one-sided ``1e-4`` quantile of Student's t (``B - 2`` degrees of
 freedom) *and* the fitted rise over the kept part exceeds 20 % of the mean. Either an unstable
 policy or a run much shorter than the relaxation time (see :func:`suggested_slots`); either way
-the mean is not a steady-state mean. Otherwise ``"ok"``.
+the mean is not a steady-state mean. Otherwise ``"ok"``. The result says which
+(``unstable_by``: ``"cap"`` or ``"drift"``) and carries the growth test's ``drift_p`` and
+``drift_rise`` for every run and ``relaxation_slots`` = ``2 zeta / eps^2`` (below), so that a
+flag can be weighed against the run's length; a task's ``queue_cap`` sets ``max_total_queue``.
 
 Run length near eps = 0: in heavy traffic ``sum Q`` is close to a reflected random walk with
 drift ``-eps`` and variance ``2 zeta`` per slot; its relaxation time is about ``2 zeta / eps^2``
@@ -268,7 +271,7 @@ def suggested_slots(eps: float, zeta: float, rel_se: float = 0.05, *,
 class Trend(NamedTuple):
     """The growth test of the instability rule (module docstring) on a run's batch means."""
 
-    unstable: bool  #: p < TREND_ALPHA and rise > TREND_RISE * mean
+    unstable: bool  #: p < TREND_ALPHA and rise > TREND_RISE
     p: float  #: one-sided p-value of a positive slope (NaN if the test could not run)
     rise: float  #: fitted rise over the kept part, as a fraction of the mean
 
