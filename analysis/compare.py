@@ -48,9 +48,25 @@ def series_table(runs: list[Run], metric: str, x: str) -> pl.DataFrame:
     """One row per (run, arm, x): ``run, series, x, metric, metric_hw, n_rep``, sorted.
 
     ``ValueError`` naming the run if its rows lack ``metric`` or ``x``."""
-    parts = []
+    # parameters constant within each run but not across the runs (smoke at lam 0.8 and 0.9)
+    # label the runs' series, beside the folder name
+    consts = []
     for run in runs:
         df = run.frame
+        keep = {}
+        for p in run.params:
+            if p in df.columns and p not in (x, "events", "time"):
+                vals = df[p].drop_nulls().unique()
+                if vals.len() == 1:
+                    keep[p] = vals[0]
+        consts.append(keep)
+    differ = [p for p in dict.fromkeys(k for c in consts for k in c)
+              if len({repr(c.get(p)) for c in consts}) > 1]
+    parts = []
+    for run, const in zip(runs, consts):
+        df = run.frame
+        tag = style.param_text(const, [p for p in differ if p in const])
+        run_name = f"{run.label} ({tag})" if tag else run.label
         for col in (metric, x):
             if col not in df.columns:
                 raise ValueError(f"{run.label}: no column {col!r} in its rows")
@@ -70,7 +86,7 @@ def series_table(runs: list[Run], metric: str, x: str) -> pl.DataFrame:
             pts = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort(x)
             parts.append(pl.DataFrame({
                 "run": [run.label] * pts.height,
-                "series": [f"{run.label}: {_arm_text(key, shown)}"] * pts.height,
+                "series": [f"{run_name}: {_arm_text(key, shown)}"] * pts.height,
                 "x": pts[x].cast(pl.Float64),
                 metric: pts[metric].cast(pl.Float64),
                 f"{metric}_hw": pts[f"{metric}_hw"].cast(pl.Float64),
@@ -92,7 +108,8 @@ def compare_runs(runs: list[Run], metric: str, outdir, x: str = "n_servers") -> 
     outdir.mkdir(parents=True, exist_ok=True)
     series = table["series"].unique(maintain_order=True).to_list()
     groups = ([("", series)] if len(series) <= style.MAX_SERIES else
-              [(r.label, [s for s in series if s.startswith(f"{r.label}: ")]) for r in runs])
+              [(r.label, table.filter(pl.col("run") == r.label)["series"].unique(maintain_order=True)
+                .to_list()) for r in runs])
     panels = []
     for title, group in groups:  # a run with more arms than colours gets several panels
         for i in range(0, len(group), style.MAX_SERIES):
@@ -103,6 +120,9 @@ def compare_runs(runs: list[Run], metric: str, outdir, x: str = "n_servers") -> 
     log_y = _wide(table[metric].to_list())
     engines = [e for r in runs for e in (r.frame["engine"].unique().to_list()
                                          if "engine" in r.frame.columns else [])]
+    if len(panels) > 1:
+        fig.suptitle(f"{metric} against {x}, 95% CI over replications; one panel per run",
+                     fontsize=11)
     for n, (title, group) in enumerate(panels):
         ax = fig.add_subplot(len(panels), 1, n + 1)
         zero = False
@@ -124,8 +144,9 @@ def compare_runs(runs: list[Run], metric: str, outdir, x: str = "n_servers") -> 
             style.log_axis(ax, "y", table[metric].to_list())
         ax.set_xlabel(style.label(x, engines))
         ax.set_ylabel(style.label(metric, engines))
-        ax.set_title(f"{metric} against {x}, 95% CI over replications"
-                     + (f": {title}" if title else ""), fontsize=10)
+        ax.set_title(title or f"{metric} against {x}, 95% CI over replications", fontsize=10)
+        if log_x:  # the same range on every panel
+            ax.set_xlim(table["x"].min() / 1.25, table["x"].max() * 1.25)
         ax.grid(True, which="major", alpha=0.3)
         style.legend_outside(ax)
     png = outdir / f"compare_{metric}.png"

@@ -39,7 +39,9 @@ def test_two_runs_give_one_figure_and_one_table(runs, tmp_path, capsys):
         assert mine["mean_response"][0] == pytest.approx(agent["mean_response"].mean())
         assert mine["n_rep"][0] == agent.height
     md = (tmp_path / "cmp" / "compare_mean_response.md").read_text()
-    assert md.count("\n| smoke lam0.8: ") == 8 and "+-" in md
+    # the runs differ in lam, constant within each: it labels their series
+    assert md.count("\n| smoke lam0.8 (\u03bb = 0.8): ") == 8 and "+-" in md
+    assert md.count("\n| smoke lam0.9 (\u03bb = 0.9): ") == 8
     assert "figure:" in capsys.readouterr().out
 
 
