@@ -15,7 +15,7 @@ from numba import njit
 from sim.core.rng import u01, xoshiro_next
 from sim.core.windows import window_of, window_shift
 
-__all__ = ["close_censored", "grow_rings", "draw_initial_queues"]
+__all__ = ["close_censored", "grow_rings", "draw_initial_queues", "queue_dtype"]
 
 @njit(cache=True)
 def draw_initial_queues(tail, n_servers, state):
@@ -90,3 +90,13 @@ def grow_rings(q, buf, head, cnt, acc, start):
     nstart[: start.size] = start
     return nbuf, ncnt, nacc, nstart
 
+
+def queue_dtype(cap: int):
+    """dtype of a kernel loop's working copies of ``q`` and ``head`` for ring capacity ``cap``:
+    the smallest unsigned type holding ``cap`` (a queue reaches it when the loop stops to grow
+    its ring), so that the per-server state stays small in the caches."""
+    if cap <= 255:
+        return np.uint8
+    if cap <= 65535:
+        return np.uint16
+    return np.uint32

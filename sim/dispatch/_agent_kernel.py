@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
-from sim.core.fifo import grow_rings
+from sim.core.fifo import grow_rings, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.windows import flush_window, window_of, window_shift
@@ -320,16 +320,6 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
     return run_span
 
 
-def _queue_dtype(cap: int):
-    """dtype of the loop's copies of ``q`` and ``head`` for ring capacity ``cap``: the smallest
-    unsigned type holding ``cap`` (a queue reaches it when the loop stops to grow its ring)."""
-    if cap <= 255:
-        return np.uint8
-    if cap <= 65535:
-        return np.uint16
-    return np.uint32
-
-
 def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
                  q, buf, head, bounds, state,
                  w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes,
@@ -400,10 +390,10 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
     # unsigned value is known to LLVM to be non-negative, so numba's negative-index wraparound
     # of buf[n, (head[n] + lvl) & mask], cnt[lvl + 1], ... is compiled away, which int64 and
     # int32 (signed) do not allow (at N = 10**4 the wraparound mattered, not the footprint).
-    # They are as narrow as the ring capacity allows (_queue_dtype: uint8 up to C = 128): at
+    # They are as narrow as the ring capacity allows (queue_dtype: uint8 up to C = 128): at
     # N = 10**6 q and head take 1 MB each instead of 4, so they stay in cache while the rings
     # do not; results bitwise unchanged (docs/performance.md, "the memory floor").
-    qw = q.astype(_queue_dtype(buf.shape[1]))
+    qw = q.astype(queue_dtype(buf.shape[1]))
     hw = head.astype(qw.dtype)
     w, e = 0, int(bounds[0])
     while True:
@@ -414,8 +404,8 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
         if w >= n_windows:
             break
         buf, cnt, acc, start = grow_rings(qw, buf, hw, cnt, acc, start)
-        if _queue_dtype(buf.shape[1]) != qw.dtype:  # queues may now reach the new capacity
-            qw = qw.astype(_queue_dtype(buf.shape[1]))
+        if queue_dtype(buf.shape[1]) != qw.dtype:  # queues may now reach the new capacity
+            qw = qw.astype(queue_dtype(buf.shape[1]))
             hw = hw.astype(qw.dtype)
     q[:] = qw
     head[:] = hw

@@ -54,7 +54,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core.fifo import grow_rings
+from sim.core.fifo import grow_rings, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, sample_fy
@@ -512,7 +512,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
 
     Data layout: a ring restarts at slot 0 when its queue empties, so a short busy period touches
     one cache line of it, the one prefetched; ``q``, ``head`` and ``iq`` are unsigned (numba's
-    negative-index wraparound code compiles away) and as narrow as they fit (:func:`_queue_dtype`,
+    negative-index wraparound code compiles away) and as narrow as they fit (:func:`sim.core.fifo.queue_dtype`,
     :func:`_where_dtype`); the rings are one flat array addressed by a shift, ``rows[(n << cs) + k]``.
 
     ``record`` (a separately compiled variant) records each arrival's queue position in the
@@ -785,16 +785,6 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
     return run_span
 
 
-def _queue_dtype(cap: int):
-    """dtype of the loop's copies of ``q`` and ``head`` for ring capacity ``cap``: the smallest
-    unsigned type holding ``cap`` (a queue reaches it when the loop stops to grow its ring)."""
-    if cap <= 255:
-        return np.uint8
-    if cap <= 65535:
-        return np.uint16
-    return np.uint32
-
-
 def _where_dtype(n_sched: int, kshift: int):
     """dtype of the loop's working copy of ``where``: int32 while every flat I-queue position,
     after one more doubling of the rows too, fits (checked again after each doubling)."""
@@ -860,7 +850,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     # _make_run_span), and ``where`` in int32 when the positions fit
     if listed_idle and not _codes_fit(buf.dtype, n_sched, kshift):
         buf = buf.astype(np.int64)
-    qw = q.astype(_queue_dtype(buf.shape[1]))
+    qw = q.astype(queue_dtype(buf.shape[1]))
     hw = head.astype(qw.dtype)
     wh = where.astype(_where_dtype(n_sched, kshift))
     if check:
@@ -883,8 +873,8 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
             break
         if int(qw.max()) >= buf.shape[1]:
             buf, cnt, acc, start = grow_rings(qw, buf, hw, cnt, acc, start)
-            if _queue_dtype(buf.shape[1]) != qw.dtype:  # queues may now reach the new capacity
-                qw = qw.astype(_queue_dtype(buf.shape[1]))
+            if queue_dtype(buf.shape[1]) != qw.dtype:  # queues may now reach the new capacity
+                qw = qw.astype(queue_dtype(buf.shape[1]))
                 hw = hw.astype(qw.dtype)
         if int(isize.max()) >= (1 << kshift):
             iq, kshift = grow_iqueues(iq, isize, wh, kshift)
