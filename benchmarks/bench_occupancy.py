@@ -12,7 +12,12 @@ Prints (no assertions):
    wasted; occupancy: jump-chain transitions of rate N*lam + busy), so time per *job* is the
    like-for-like figure;
 3. batch-filling at N = 10**6 in the occupancy engine and, if ``sim/dispatch/agent_jobs.py`` exists
-   (agent engine for k-task jobs, written concurrently), in that engine: time per job.
+   (agent engine for k-task jobs, written concurrently), in that engine: time per job;
+4. the headline's batch sample at N = 10**6 (``sub_halfin_whitt``'s single-task rule: k = 191,
+   d = 64, k d = 12,224 queues, stop at k idle ones) on the counts of a state near its fixed
+   point: per sample, server by server (:func:`sim.core.sampling.draw_levels`) against level
+   counts by hypergeometrics (:func:`sim.core.sampling.draw_levels_hg`, which the engine uses for
+   samples of at least ``HG_MIN_SAMPLE`` queues).
 
 Each figure is the best of ``--repeat`` runs after a warm-up run (compile time excluded).
 Wall times include the whole ``simulate`` call (set-up and output analysis).
@@ -124,7 +129,47 @@ def main(argv=None) -> int:
         g = parallel_batch_filling(10**6, lam, a.k, a.d, ev, a.repeat)
         show("sim.dispatch.agent_jobs agent (uniformized events)", g)
         print(f"  -> time per job parallel / occupancy: {g['us_per_job'] / o['us_per_job']:.2f}")
+
+    print("\n4. one batch sample of 12,224 of 10^6 queues (k = 191), stop at k idle: draws vs level counts")
+    one, hg = sample_costs(a.repeat)
+    print(f"  server by server (draw_levels)      {one:9.2f} us/sample")
+    print(f"  level counts (draw_levels_hg)       {hg:9.2f} us/sample")
+    print(f"  -> draws / level counts: {one / hg:.1f}")
     return 0
+
+
+def sample_costs(repeat: int, samples: int = 20_000) -> tuple[float, float]:
+    """Microseconds per sample of :func:`draw_levels` and :func:`draw_levels_hg` (best of
+    ``repeat``) on counts like the headline's N = 10**6 state: 1.6% idle, a short tail."""
+    import numpy as np
+    from numba import njit
+
+    from sim.core.sampling import draw_levels, draw_levels_hg
+
+    @njit(cache=False)
+    def loop(x, n, stop, samples, fast, state):
+        hs = np.zeros(x.size + 2, dtype=np.int64)
+        s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+        n_servers = x.sum()
+        acc = 0
+        for _ in range(samples):
+            if fast:
+                top, s0, s1, s2, s3 = draw_levels_hg(x, n_servers, n, 0, stop, hs, s0, s1, s2, s3)
+            else:
+                top, s0, s1, s2, s3 = draw_levels(x, n_servers, n, 0, stop, hs, s0, s1, s2, s3)
+            acc += hs[0]
+            for i in range(top + 1):
+                hs[i] = 0
+        return acc
+
+    x = np.array([15_850, 900_000, 70_000, 14_150, 0, 0], dtype=np.int64)
+    state = np.random.SeedSequence(0).generate_state(4, dtype=np.uint64)
+    out = []
+    for fast in (False, True):
+        loop(x, 12_224, 191, 10, fast, state)
+        sec, _ = best_time(lambda f=fast: loop(x, 12_224, 191, samples, f, state), repeat)
+        out.append(sec / samples * 1e6)
+    return out[0], out[1]
 
 
 if __name__ == "__main__":

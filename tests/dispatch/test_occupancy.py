@@ -66,6 +66,115 @@ def test_sampled_levels_are_multivariate_hypergeometric():
     assert_frequencies(observed, probs)
 
 
+def test_level_counts_by_hypergeometrics_are_multivariate_hypergeometric():
+    # draw_levels_hg (samples of >= HG_MIN_SAMPLE queues) against the exact joint law: 70 of 150
+    # servers on 4 levels, the lowest one empty, no early stop
+    from sim.core.sampling import sample_levels_hg
+    x = np.array([0, 30, 100, 15, 5], dtype=np.int64)
+    n = 70
+    state = new_state(11)
+    observed: dict = {}
+    for _ in range(40_000):
+        key = tuple(sample_levels_hg(x, n, -1, state)[: x.size])
+        observed[key] = observed.get(key, 0) + 1
+    total = math.comb(int(x.sum()), n)
+    probs = {}
+    for h in itertools.product(*(range(c + 1) for c in x)):
+        if sum(h) == n:
+            probs[h] = math.prod(math.comb(int(c), j) for c, j in zip(x, h)) / total
+    # pool the outcomes too rare for the chi-square into one cell
+    rare = {h for h, p in probs.items() if p * 40_000 < 5}
+    obs = {("rare" if h in rare else h): 0 for h in probs}
+    for h, c in observed.items():
+        obs["rare" if h in rare else h] += c
+    pr = {("rare" if h in rare else h): 0.0 for h in probs}
+    for h, p in probs.items():
+        pr["rare" if h in rare else h] += p
+    assert_frequencies(obs, pr)
+
+
+@pytest.mark.parametrize("total,good,n", [(150, 30, 64), (10**6, 15_850, 12_224),
+                                          (10**9, 10**7, 5_000), (50, 3, 49), (10**6, 10**6 - 10, 12_224)])
+def test_hypergeometric_draws_follow_the_pmf(total, good, n):
+    from sim.core.sampling import hypergeometric_draws
+    v = hypergeometric_draws(total, good, n, 100_000, new_state(12))
+    law = sps.hypergeom(total, good, n)
+    ks = np.arange(int(law.ppf(1e-6)), int(law.ppf(1 - 1e-6)) + 1)
+    assert v.min() >= ks[0] - 3 and v.max() <= ks[-1] + 3
+    probs = {int(k): float(law.pmf(k)) for k in ks}
+    big = {k for k, p in probs.items() if p * v.size >= 5}
+    obs = {k: int((v == k).sum()) for k in big}
+    pr = {k: probs[k] for k in big}
+    if 1.0 - sum(pr.values()) > 1e-12:
+        obs["rest"] = v.size - sum(obs.values())
+        pr["rest"] = 1.0 - sum(pr.values())
+    assert_frequencies(obs, pr)
+
+
+def test_log_falling_is_exact_where_lgamma_cancels():
+    from sim.core.sampling import log_falling
+    for a, b in [(10**9, 12_224), (10**12, 5), (10**6, 191), (40, 20), (25, 25), (19, 3)]:
+        ref = math.fsum(math.log(a - i) for i in range(b))
+        assert log_falling(a, b) == pytest.approx(ref, rel=1e-14, abs=1e-13)
+
+
+@pytest.mark.parametrize("policy", ["bf", "bs"])
+def test_large_samples_place_jobs_with_the_law_of_single_draws(policy):
+    # the placements of a sample of >= HG_MIN_SAMPLE queues drawn as level counts (the engine's
+    # path) and server by server (draw_levels) have one law: two-sample chi-square on the job's
+    # position signature, at a load where both the early stop (k idle queues sampled) and the
+    # full sample occur
+    from sim.core.sampling import HG_MIN_SAMPLE, draw_levels
+    code = {"bf": BF, "bs": BS}[policy]
+    x = np.array([3, 400, 150, 47], dtype=np.int64)
+    k, n_samp = 4, HG_MIN_SAMPLE
+    reps = 20_000
+    fast: dict = {}
+    state = new_state(13)
+    for _ in range(reps):
+        ok, plev, pos, _ = K.place_job(code, x, k, n_samp, UNB, state)
+        fast[signature(pos)] = fast.get(signature(pos), 0) + 1
+    slow: dict = {}
+    state = new_state(14)
+    xl = np.zeros(x.size + k + 2, dtype=np.int64)
+    xl[: x.size] = x
+    for _ in range(reps):
+        hs = np.zeros(xl.size, dtype=np.int64)
+        _, state[0], state[1], state[2], state[3] = draw_levels(
+            xl, int(x.sum()), n_samp, 0, k, hs, state[0], state[1], state[2], state[3])
+        ok, plev, pos = K.fill_sample(code, hs, k, UNB, state)
+        slow[signature(pos)] = slow.get(signature(pos), 0) + 1
+    keys = sorted(set(fast) | set(slow))
+    table = np.array([[fast.get(key, 0) for key in keys], [slow.get(key, 0) for key in keys]])
+    keep = table.sum(axis=0) >= 10
+    if (~keep).any():
+        table = np.column_stack([table[:, keep], table[:, ~keep].sum(axis=1)])
+    assert table.shape[1] >= 3  # both outcomes of the early stop, and more
+    pval = sps.chi2_contingency(table)[1]
+    assert pval > ALPHA, (keys, table, pval)
+
+
+def test_large_per_task_samples_join_the_sampled_minimum():
+    # pod_per_task with n_samp >= HG_MIN_SAMPLE queues per task (drawn server by server, with
+    # the early stop at the first idle one): the level joined is the minimum of a sample without
+    # replacement, P(min >= l) = C(G_l, n) / C(N, n), G_l the servers at
+    # level >= l (one task, so the job's position is that level + 1)
+    from sim.core.sampling import HG_MIN_SAMPLE
+    x = np.array([2, 300, 150, 48], dtype=np.int64)  # N = 500, few idle: the minimum varies
+    n = HG_MIN_SAMPLE
+    N = int(x.sum())
+    g = np.concatenate([np.cumsum(x[::-1])[::-1], [0]])
+    surv = [math.comb(int(gl), n) / math.comb(N, n) for gl in g]
+    probs = {lvl: surv[lvl] - surv[lvl + 1] for lvl in range(x.size) if surv[lvl] - surv[lvl + 1] > 0}
+    observed: dict = {}
+    state = new_state(15)
+    for _ in range(20_000):
+        ok, plev, pos, _ = K.place_job(PPT, x, 1, n, UNB, state)
+        observed[int(plev[0])] = observed.get(int(plev[0]), 0) + 1
+    assert len(probs) >= 2
+    assert_frequencies(observed, probs)
+
+
 def test_job_delay_of_deep_positions_is_finite_and_exact():
     # deep positions (random routing at high load): E[Gamma(p, 1)] = p; sim.core.jobdelay used to
     # loop forever on them (cdf underflow at small t)
