@@ -611,9 +611,12 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     specs = {v: _spec(cfg, {**base, **over}, "params" if v is None else f"variants.{v}")
              for v, over in variants.items()}
 
-    # an auxiliary variable (not a model parameter) must be used by a formula of some variant,
+    # an auxiliary variable (not a model parameter) must be used by a formula of some variant
+    # (or by the replications formula),
     # so that a misspelt parameter (``lamda``) is refused rather than silently ignored
     used = set().union(*(sp.used for sp in specs.values()))
+    if isinstance(cfg["replications"], str):  # the replications formula uses names too
+        used |= {"n_servers" if n == "N" else n for n in parse("replications", cfg["replications"])}
     for sp in specs.values():
         for name in list(sp.axes) + list(sp.constants) + list(sp.formulas):
             if name not in MODEL_PARAMS and name not in used:

@@ -33,6 +33,13 @@ def test_a_formula_that_uses_the_parameter_counts_as_a_use():
     assert {t["d"] for t in plan.tasks} == {2}
 
 
+def test_a_name_only_the_replications_formula_uses_counts_as_a_use():
+    plan = _plan("+sweep=smoke", "+params.reps=3", "replications=reps")
+    assert {t["_meta"]["replication"] for t in plan.tasks if t["engine"] == "agent"} == {0, 1, 2}
+    with pytest.raises(ConfigError, match="params.reps2 is not a model parameter"):
+        _plan("+sweep=smoke", "+params.reps2=3", "replications=2")
+
+
 def test_unused_is_refused_then_only_warned_for_archived_runs(caplog):
     with pytest.raises(ConfigError, match=r"^params.k=3: no task of this sweep uses it \(policies="
                                           r"\['pod'\], engines=\['agent', 'meanfield'\]\); k is taken by "):
