@@ -23,7 +23,8 @@ from numba.extending import intrinsic
 from sim.core.rng import below, below64, next_raw, threshold, u01
 
 __all__ = ["prefetch", "sample_fy", "sample_rej", "draw_levels", "draw_levels_hg", "hypergeometric",
-           "log_falling", "sample_levels", "sample_levels_hg", "hypergeometric_draws", "lowest_occupied", "alias_table", "HG_MIN_SAMPLE"]
+           "log_falling", "sample_levels", "sample_levels_hg", "hypergeometric_draws",
+           "lowest_occupied", "alias_table", "HG_MIN_SAMPLE"]
 
 #: batch samples of at least this many servers are drawn by :func:`draw_levels_hg` in the
 #: occupancy engine (one hypergeometric per level, about 0.4 us a sample at N = 10**6) instead of

@@ -42,6 +42,17 @@ def assert_frequencies(observed: dict, probs: dict):
     assert pval > ALPHA, (dict(zip(keys, counts)), dict(zip(keys, p)), pval)
 
 
+def multivariate_hypergeometric(x, n) -> dict:
+    """Exact law of the level histogram of ``n`` servers drawn without replacement from the
+    counts ``x``: ``{histogram tuple: probability}``."""
+    total = math.comb(int(x.sum()), n)
+    probs = {}
+    for h in itertools.product(*(range(c + 1) for c in x)):
+        if sum(h) == n:
+            probs[h] = math.prod(math.comb(int(c), j) for c, j in zip(x, h)) / total
+    return probs
+
+
 def signature(positions):
     """Job signature as a hashable tuple: (position, count) pairs with count > 0."""
     return tuple((p, int(c)) for p, c in enumerate(positions) if c > 0)
@@ -58,11 +69,7 @@ def test_sampled_levels_are_multivariate_hypergeometric():
     for _ in range(20_000):
         key = tuple(K.sample_levels(x, n, state)[: x.size])
         observed[key] = observed.get(key, 0) + 1
-    total = math.comb(int(x.sum()), n)
-    probs = {}
-    for h in itertools.product(*(range(c + 1) for c in x)):
-        if sum(h) == n:
-            probs[h] = math.prod(math.comb(int(c), j) for c, j in zip(x, h)) / total
+    probs = multivariate_hypergeometric(x, n)
     assert_frequencies(observed, probs)
 
 
@@ -77,11 +84,7 @@ def test_level_counts_by_hypergeometrics_are_multivariate_hypergeometric():
     for _ in range(40_000):
         key = tuple(sample_levels_hg(x, n, -1, state)[: x.size])
         observed[key] = observed.get(key, 0) + 1
-    total = math.comb(int(x.sum()), n)
-    probs = {}
-    for h in itertools.product(*(range(c + 1) for c in x)):
-        if sum(h) == n:
-            probs[h] = math.prod(math.comb(int(c), j) for c, j in zip(x, h)) / total
+    probs = multivariate_hypergeometric(x, n)
     # pool the outcomes too rare for the chi-square into one cell
     rare = {h for h, p in probs.items() if p * 40_000 < 5}
     obs = {("rare" if h in rare else h): 0 for h in probs}
