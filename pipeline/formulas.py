@@ -97,8 +97,10 @@ def parse(key: str, expr: str) -> set[str]:
             if node.id.startswith("_"):
                 raise ConfigError(f"{key}={expr!r}: name {node.id!r} is not allowed")
         elif isinstance(node, ast.Constant):
-            if not isinstance(node.value, (int, float)) or isinstance(node.value, bool):
-                raise ConfigError(f"{key}={expr!r}: only numeric constants are allowed")
+            # strings for comparisons such as ``policy == 'batch_filling'`` (the replications
+            # formula sees the point's policy and variant); a formula's value must be a number
+            if not isinstance(node.value, (int, float, str)) or isinstance(node.value, bool):
+                raise ConfigError(f"{key}={expr!r}: only numbers and strings are allowed as constants")
         elif not isinstance(node, _ALLOWED_NODES):
             raise ConfigError(
                 f"{key}={expr!r}: {type(node).__name__} expressions are not allowed"

@@ -5,6 +5,7 @@ key and value. Nothing here touches the file system, Ray or MLflow.
 """
 from __future__ import annotations
 
+import ast
 import itertools
 import keyword
 import math
@@ -117,17 +118,39 @@ def _check_replications(v) -> None:
                           "of the point's parameters (e.g. \"6 if N < 1e6 else 10\")")
 
 
-def _replications_at(v, values: dict, where: str) -> int:
-    """The replications of one point: ``v`` itself, or its formula evaluated on the point."""
+def _replications_at(v, values: dict, where: str, policy: str) -> int:
+    """The replications of one point: ``v`` itself, or its formula evaluated on the point's
+    numeric parameters, ``N``, and its ``policy`` and ``variant`` (names, as strings)."""
     if not isinstance(v, str):
         return int(v)
     scope = {n: x for n, x in values.items() if _is_number(x)}
     if "n_servers" in scope:
         scope["N"] = scope["n_servers"]
+    scope["policy"] = policy
+    if isinstance(values.get("variant"), str):
+        scope["variant"] = values["variant"]
     r = evaluate("replications", v, scope)
     if not float(r).is_integer() or not 1 <= r <= MAX_TASKS:
         raise ConfigError(f"replications={v!r} gives {r!r} at {where}: must be an integer in [1, {MAX_TASKS:,}]")
     return int(r)
+
+
+def _check_named_strings(expr: str, known: dict[str, list[str]]) -> None:
+    """In the replications formula, a string compared with ``policy`` or ``variant`` must be one
+    of the sweep's policies or variants (a misspelt name would otherwise match nothing)."""
+    for node in ast.walk(ast.parse(expr, mode="eval")):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        names = [n.id for n in sides if isinstance(n, ast.Name) and n.id in known]
+        for name in names:
+            for other in sides:
+                if isinstance(other, ast.Constant) and isinstance(other.value, str) \
+                        and other.value not in known[name]:
+                    valid = ", ".join(known[name]) or "none (the sweep has no variants)"
+                    plural = {"policy": "policies", "variant": "variants"}[name]
+                    raise ConfigError(f"replications={expr!r}: {other.value!r} is not a {name} of this "
+                                      f"sweep ({plural}: {valid})")
 
 
 def seed_for(root_seed: int, point_id: int, engine: str, replication: int) -> int:
@@ -617,6 +640,15 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     used = set().union(*(sp.used for sp in specs.values()))
     if isinstance(cfg["replications"], str):  # the replications formula uses names too
         used |= {"n_servers" if n == "N" else n for n in parse("replications", cfg["replications"])}
+    if isinstance(cfg["replications"], str):
+        _check_named_strings(cfg["replications"], {"policy": list(cfg["policies"]),
+                                                   "variant": [v for v in variants if v is not None]})
+    # a sweep's own variable may not hide the names the replications formula gets from the point
+    for name in ("policy", "variant"):
+        for sp in specs.values():
+            if name in sp.axes or name in sp.constants or name in sp.formulas:
+                raise ConfigError(f"{sp.where}.{name}: {name!r} is the point's {name} name in the "
+                                  "replications formula; give the variable another name")
     for sp in specs.values():
         for name in list(sp.axes) + list(sp.constants) + list(sp.formulas):
             if name not in MODEL_PARAMS and name not in used:
@@ -725,7 +757,7 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                     # a model parameter the task does not use is null in its row
                     row_params = {n: (v if n not in MODEL_PARAMS or n in used else None)
                                   for n, v in values.items()}
-                    reps = _replications_at(replications, values, where) if engine in STOCHASTIC_ENGINES else 1
+                    reps = _replications_at(replications, values, where, policy) if engine in STOCHASTIC_ENGINES else 1
                     for rep in range(reps):
                         task = {
                             "model": ent.model,

@@ -119,3 +119,19 @@ def test_power_of_large_bases():
     assert evaluate("k", "2**10", {}) == 1024
     with pytest.raises(ConfigError, match="range"):
         evaluate("x", "10.0**400", {})
+
+
+def test_replications_formula_sees_the_policy_and_variant():
+    over = ["+sweep=smoke", "policies=[pod,random]", "engines=[agent]", "axes.n_servers=[100,1000]",
+            "+variants={a: {d: 2}, b: {d: 3}}", "~axes.d"]
+    base = plan_for([*over, "replications=2"])
+    plan = plan_for([*over, "replications=\"4 if policy == 'pod' and variant != 'b' and N > 100 else 2\""])
+    reps = {}
+    for t in plan.tasks:
+        key = (t["policy"], t["_meta"]["params"]["variant"], t["n_servers"])
+        reps.setdefault(key, set()).add(t["_meta"]["replication"])
+    assert len(reps) == 8
+    assert all(r == (set(range(4)) if k == ("pod", "a", 1000) else {0, 1}) for k, r in reps.items())
+    # replication r of a point has the seed it has under any other count
+    seeds = {t["_meta"]["task_id"]: t["seed"] for t in plan.tasks}
+    assert all(seeds[t["_meta"]["task_id"]] == t["seed"] for t in base.tasks)
