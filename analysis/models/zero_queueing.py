@@ -567,6 +567,10 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     arm = [p for p in arm if p != x]
     limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)))
     lim_agg = aggregate(limits, params, metrics=METRICS) if limits.height else None
+    # a limit row meets an arm on the parameters the limit engine takes: a run length (time,
+    # events) that is constant along the arm is an arm parameter but null in every limit row
+    lim_arm = [p for p in arm if lim_agg is not None and p in lim_agg.columns
+               and lim_agg[p].null_count() < lim_agg.height]
     verdicts = []
     arms: dict[tuple, pl.DataFrame] = {}
     paths: dict[tuple, pl.DataFrame] = {}
@@ -575,7 +579,9 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         lcond = pl.col("policy") == row["policy"]
         for p in arm:
             same = pl.col(p).is_null() if row[p] is None else pl.col(p) == row[p]
-            cond, lcond = cond & same, lcond & same
+            cond = cond & same
+            if p in lim_arm:
+                lcond = lcond & same
         pts = ok.filter(cond).sort(x)
         key = _arm_key(row, arm)
         arms[key] = pts
@@ -604,13 +610,13 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     metrics = []
     for key, pts in arms.items():
         route = {c: pts[c][0] for c in ("policy", "engine") if c in pts.columns}
-        route.update({c: k for c, k in zip(arm, key) if k is not None})
+        route.update({c: k for c, k in zip(arm, key[2:]) if k is not None})
         for r in pts.iter_rows(named=True):
             if r["queueing_ratio"] is not None:
                 metrics.append(("queueing_ratio", r["queueing_ratio"], int(r[x]), route))
     for key, pts in paths.items():  # the limit along the path, on its own child runs
         route = {"policy": pts["policy"][0], "engine": pts["engine"][0]}
-        route.update({c: k for c, k in zip(arm, key[2:]) if k is not None})
+        route.update({c: k for c, k in zip(arm, key[2:]) if k is not None and c in lim_arm})
         for r in pts.iter_rows(named=True):
             metrics.append(("queueing_ratio", r["queueing_ratio"], int(r[x]), route))
     for v in verdicts:

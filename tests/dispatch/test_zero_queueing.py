@@ -176,6 +176,10 @@ def test_verdicts_on_known_trends(tmp_path):
     assert all(p.stat().st_size > 1000 for p in out["plots"])
     assert any(k == "queueing_ratio" and step == 100_000 and arm.get("policy")
                for k, _, step, arm in out["metrics"])
+    # each metric names its own arm: pipeline.mlflow_log puts it on the child runs that match
+    for _, _, _, route in out["metrics"]:
+        assert route["policy"] == "batch_filling" and route["engine"] == "occupancy", route
+        assert route["variant"] in ("falls", "grows", "zero") and route["d"] == 3, route
     # arms are labelled by what does not change along N (variant), not by k, d, lam
     assert out["arm_params"] == ["variant", "d"]
 
@@ -202,6 +206,26 @@ def test_json_report_and_console_carry_the_floor(tmp_path):
     text = out["report"].read_text()
     assert "floor c0 [95% CI]" in text and f"**{CONVERGES}**" in text
     assert any(k == "queueing_ratio_level" for k, *_ in out["metrics"])
+
+
+def test_limit_rows_meet_an_arm_whose_run_length_is_constant(tmp_path):
+    # as in sub_halfin_whitt_gap: lam, k, d and the run length fixed while N grows; the mean
+    # field's rows take no run length (time is null there) and must still meet the arm
+    ns = [10**4, 10**5, 10**6, 10**7]
+    sims = frame(lambda n: 0.02 + 2.0 * n ** -0.5, "single_task", rel_noise=0.01, ns=ns)
+    for r in sims:
+        r.update(lam=0.98, k=191, d=64, time=60.0)
+    limits = [{**r, "engine": "meanfield", "time": None, "replication": 0, "queueing_ratio": 0.02,
+               "queueing_ratio_se": None, "task_id": f"mf-{r['n_servers']}"}
+              for r in sims if r["replication"] == 0]
+    out = analyze_zero_queueing(pl.DataFrame(sims + limits, infer_schema_length=None),
+                                ["n_servers", "variant", "k", "d", "lam", "time"], tmp_path, "t")
+    (v,) = out["verdicts"]
+    assert v["path_engine"] == "meanfield"
+    assert [g["n"] for g in v["gaps"]] == ns and all(g["limit"] == 0.02 for g in v["gaps"])
+    assert v["gap_verdict"] == "converges" and v["gap_slope_lo"] < -0.5 < v["gap_slope_hi"]
+    routes = [(route["engine"], route.get("time")) for k, _, _, route in out["metrics"] if k == "queueing_ratio"]
+    assert set(routes) == {("occupancy", 60.0), ("meanfield", None)}  # the limit's child has no time
 
 
 def test_too_few_points_is_inconclusive(tmp_path):
