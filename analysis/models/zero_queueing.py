@@ -407,15 +407,17 @@ def hypotheses(row: dict) -> dict | None:
 
 
 def rule_class(points: pl.DataFrame, x: str = "n_servers") -> str:
-    """``constant``, ``Theta`` or ``omega``: how ``d (1 - lam) log k`` behaves along the points
-    (the path where there is one): d the same everywhere; that product growing more than 1.25-fold
+    """``fixed``, ``constant``, ``Theta`` or ``omega``: how ``d (1 - lam) log k`` behaves along
+    the points (the path where there is one): d and lam the same everywhere (one system whose N
+    alone grows, not a rule of N); d the same everywhere; that product growing more than 1.25-fold
     over the points with N >= 10^4 (where the cap d <= N/k no longer binds; a Theta rule's ceiling
     moves it by a few percent, log log N and log k grow 1.6-fold from 10^4 to 10^15); else bounded."""
     if "d" not in points.columns or points.height == 0:
         return "-"
     ds = points["d"].drop_nulls()
     if ds.n_unique() == 1:
-        return "constant"
+        lams = points["lam"].drop_nulls() if "lam" in points.columns else None
+        return "fixed" if lams is not None and lams.n_unique() == 1 and points.height > 1 else "constant"
     hs = [hypotheses(r) for r in points.sort(x).iter_rows(named=True) if r[x] >= 1e4]
     m = [h["rule"] for h in hs if h is not None]
     if len(m) < 2:
@@ -425,6 +427,7 @@ def rule_class(points: pl.DataFrame, x: str = "n_servers") -> str:
 
 #: what each class of rule means for the two theorems (docs/analysis.md)
 RULE_COVERAGE = {
+    "fixed": "lam and d fixed while N grows: one system, no rule of N (the theorems need lam -> 1)",
     "constant": "constant d: Theorem 3-4's lower bound (d = e^o(log N / log k)): no zero queueing",
     "Theta": "d = Theta(1/((1-lam) log k)): the boundary, covered by neither theorem",
     "omega": "d = omega(1/((1-lam) log k)): Theorem 2's rule (zero queueing, under its hypotheses)",

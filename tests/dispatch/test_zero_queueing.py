@@ -224,6 +224,7 @@ def test_limit_rows_meet_an_arm_whose_run_length_is_constant(tmp_path):
     assert v["path_engine"] == "meanfield"
     assert [g["n"] for g in v["gaps"]] == ns and all(g["limit"] == 0.02 for g in v["gaps"])
     assert v["gap_verdict"] == "converges" and v["gap_slope_lo"] < -0.5 < v["gap_slope_hi"]
+    assert v["rule_class"] == "fixed"  # not "constant d", whose lower bound is about a path
     routes = [(route["engine"], route.get("time")) for k, _, _, route in out["metrics"] if k == "queueing_ratio"]
     assert set(routes) == {("occupancy", 60.0), ("meanfield", None)}  # the limit's child has no time
 
