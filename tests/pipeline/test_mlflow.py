@@ -198,3 +198,35 @@ def test_resumed_run_continues_progress_steps(two_sweeps, tmp_path):
     assert sorted(m.step for m in hist) == [1, 2, 3, 4]
     assert again.client.get_run(pid).data.metrics["tasks_failed"] == 1
     assert again.client.get_run(pid).data.tags["mlflow.user"] == again.common_tags["mlflow.user"]
+
+
+@pytest.mark.parametrize("sweep", ["sub_halfin_whitt_gap", "sub_halfin_whitt"])
+def test_extra_analysis_metrics_land_on_their_own_child_runs(sweep, tmp_path):
+    """Every per-arm metric of the zero-queueing analysis (the simulated ratio per N, the limit's
+    along the path, slopes, levels) matches exactly one child run of its own engine, built from
+    the sweep's real plan; rows are made up (no simulation), one per task."""
+    import numpy as np
+    import polars as pl
+
+    from analysis.models.zero_queueing import analyze_zero_queueing
+    from pipeline.mlflow_log import _matches, build_children
+    from pipeline.plan import make_plan
+
+    plan = make_plan(to_plain(compose([f"+sweep={sweep}", f"output_dir={tmp_path}"])))
+    rng = np.random.default_rng(0)
+    rows = []
+    for t in plan.tasks:
+        meta = t["_meta"]
+        ratio = 0.1 + 0.01 * rng.normal() if t["engine"] != "meanfield" else 0.1
+        rows.append({**{p: meta["params"].get(p) for p in plan.param_columns},
+                     "policy": t["policy"], "engine": t["engine"], "status": "ok",
+                     "replication": meta["replication"], "task_id": meta["task_id"],
+                     "queueing_ratio": ratio, "queueing_ratio_se": 0.01, "mean_response": 5.0 * (1 + ratio),
+                     "mean_response_se": 0.05, "drop_prob": 0.0, "tail": [t["lam"], 0.1]})
+    params = [p for p in plan.param_columns if p not in ("events",)]
+    out = analyze_zero_queueing(pl.DataFrame(rows, infer_schema_length=None), params, tmp_path / "zq", sweep)
+    children = build_children(plan, {"params": None}, pl.DataFrame(), {})
+    assert out["metrics"]
+    for name, _, step, route in out["metrics"]:
+        hits = [c["name"] for c in children if _matches(c, route)]
+        assert len(hits) == 1 and route["engine"] in hits[0], (name, step, route, hits)
