@@ -425,6 +425,9 @@ def rule_class(points: pl.DataFrame, x: str = "n_servers") -> str:
     return "omega" if m[-1] / m[0] > 1.25 else "Theta"
 
 
+#: parameters that set a simulation's run length, which limit rows do not have
+RUN_LENGTH = ("time", "events")
+
 #: what each class of rule means for the two theorems (docs/analysis.md)
 RULE_COVERAGE = {
     "fixed": "lam and d fixed while N grows: one system, no rule of N (the theorems need lam -> 1)",
@@ -570,10 +573,11 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     arm = [p for p in arm if p != x]
     limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)))
     lim_agg = aggregate(limits, params, metrics=METRICS) if limits.height else None
-    # a limit row meets an arm on the parameters the limit engine takes: a run length (time,
-    # events) that is constant along the arm is an arm parameter but null in every limit row
-    lim_arm = [p for p in arm if lim_agg is not None and p in lim_agg.columns
-               and lim_agg[p].null_count() < lim_agg.height]
+    # a limit row meets an arm on every arm parameter but the run length (time, events), which
+    # the limit takes none of: constant along an arm it is an arm parameter, null in limit rows.
+    # Other parameters must match, null included (a buffered arm has no unbuffered limit)
+    lim_arm = [p for p in arm if not (p in RUN_LENGTH and lim_agg is not None and p in lim_agg.columns
+                                      and lim_agg[p].null_count() == lim_agg.height)]
     verdicts = []
     arms: dict[tuple, pl.DataFrame] = {}
     paths: dict[tuple, pl.DataFrame] = {}
