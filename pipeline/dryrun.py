@@ -5,8 +5,12 @@ and an estimated wall time on this machine and on a cluster of ``plan_cpus`` CPU
 writes no file, logs nothing to MLflow.
 
 The estimate is measured, not guessed: for each (engine, policy, variant) of the sweep, the task with the
-most servers runs for a short while in this process (a warm-up run first, so that compilation is
-not counted), and its CPU time per event scales every task of that pair to its own event count.
+most servers runs twice in this process, for ``PROBE_EVENTS`` and five times as many events (a
+warm-up run first, so that compilation is not counted). The difference gives the marginal CPU
+time per event and the rest a fixed cost per task (setting up the state, e.g. the mean-field
+start of a large system), and every task of that pair costs the fixed part plus its own events
+at the marginal rate. (From one short run alone the fixed part was read as a per-event cost:
+at N = 10^8 it tripled the estimate of a batch-filling sweep.)
 Mean-field tasks count as a short fixed time, except on a limit path beyond N = 10^7 (large k
 and d), where each (engine, policy, variant)'s largest-N task is timed too. The wall time on P CPUs is that of the
 longest-first schedule of the tasks on P CPUs plus Ray's start, about what the grouping achieves.
@@ -39,10 +43,11 @@ def _key(task: dict) -> tuple:
     return task["engine"], task["policy"], task["_meta"]["params"].get("variant") or ""
 
 
-def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, float]:
-    """CPU seconds per event of each stochastic (engine, policy, variant), on its largest-N
-    task; and, keyed the same way, CPU seconds per task of each limit (engine, policy, variant)
-    that a limit path takes beyond ``LIMIT_N`` (its largest-N task, once after a warm-up)."""
+def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, tuple[float, float]]:
+    """``(fixed CPU seconds per task, CPU seconds per event)`` of each stochastic (engine,
+    policy, variant), on its largest-N task (module docstring); and, keyed the same way,
+    ``(CPU seconds per task, 0)`` of each limit (engine, policy, variant) that a limit path takes
+    beyond ``LIMIT_N`` (its largest-N task, once after a warm-up)."""
     import sim
 
     largest: dict[tuple, dict] = {}
@@ -59,22 +64,39 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, f
             sim.run(task)
             c0 = time.process_time()
             sim.run(task)
-            per_event[key] = time.process_time() - c0
+            per_event[key] = (time.process_time() - c0, 0.0)
             continue
-        n = max(1000, min(probe_events, _events(t)))
-        sim.run({**task, "events": max(n // 10, 1000)})
+        n1 = max(1000, min(probe_events, _events(t)))
+        n2 = max(n1, min(5 * probe_events, _events(t)))
+        sim.run({**task, "events": max(n1 // 10, 1000)})
         c0 = time.process_time()
-        sim.run({**task, "events": n})
-        per_event[key] = (time.process_time() - c0) / n
+        sim.run({**task, "events": n1})
+        t1 = time.process_time() - c0
+        if n2 == n1:  # the task is no longer than the probe: its own cost, all per event
+            per_event[key] = (0.0, t1 / n1)
+            continue
+        c0 = time.process_time()
+        sim.run({**task, "events": n2})
+        t2 = time.process_time() - c0
+        marginal = (t2 - t1) / (n2 - n1)
+        if marginal <= 0.0:  # timer noise on a cheap task: the longer run's average
+            marginal = t2 / n2
+        per_event[key] = (max(0.0, t2 - marginal * n2), marginal)
     return per_event
 
 
-def task_seconds(plan: Plan, per_event: dict[tuple, float]) -> list[float]:
-    """Estimated CPU seconds of each task: a simulation's events times its pair's cost per
-    event; a limit task its pair's measured cost at its largest N (an upper bound), or
-    ``MEANFIELD_SECONDS`` if none was measured."""
-    return [per_event.get(_key(t), MEANFIELD_SECONDS) if t["engine"] not in STOCHASTIC_ENGINES
-            else per_event[_key(t)] * _events(t) for t in plan.tasks]
+def task_seconds(plan: Plan, per_event: dict[tuple, tuple[float, float]]) -> list[float]:
+    """Estimated CPU seconds of each task: a simulation's fixed cost plus its events at its
+    pair's marginal cost per event; a limit task its pair's measured cost at its largest N (an
+    upper bound), or ``MEANFIELD_SECONDS`` if none was measured."""
+    out = []
+    for t in plan.tasks:
+        if t["engine"] not in STOCHASTIC_ENGINES:
+            out.append(per_event[_key(t)][0] if _key(t) in per_event else MEANFIELD_SECONDS)
+        else:
+            fixed, marginal = per_event[_key(t)]
+            out.append(fixed + marginal * _events(t))
+    return out
 
 
 def wall_seconds(costs: list[float], cpus: int) -> float:
@@ -125,13 +147,13 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
     per_event = measure_costs(plan)
     costs = task_seconds(plan, per_event)
     here = int(conf["execution"].get("num_cpus") or os.cpu_count() or 1)
-    lines.append("measured CPU time per event here (largest N of each): " + ", ".join(
-        f"{'/'.join(filter(None, k))} {v * 1e9:.0f} ns" for k, v in sorted(per_event.items())
-        if k[0] in STOCHASTIC_ENGINES))
+    lines.append("measured CPU time per event here (largest N of each; + fixed cost per task): " + ", ".join(
+        f"{'/'.join(filter(None, k))} {v[1] * 1e9:.0f} ns" + (f" + {v[0]:.2g} s" if v[0] >= 0.001 else "")
+        for k, v in sorted(per_event.items()) if k[0] in STOCHASTIC_ENGINES))
     limit = {k: v for k, v in per_event.items() if k[0] not in STOCHASTIC_ENGINES}
     if limit:
         lines.append("measured CPU time per limit task here (largest N of each): " + ", ".join(
-            f"{'/'.join(filter(None, k))} {v:.2f} s" for k, v in sorted(limit.items())))
+            f"{'/'.join(filter(None, k))} {v[0]:.2f} s" for k, v in sorted(limit.items())))
     lines.append(f"estimated: {sum(costs) / 3600:.2f} core-hours; the dearest task {_duration(max(costs))}; "
                  f"wall time {_duration(wall_seconds(costs, here))} on this machine ({here} CPUs), "
                  f"{_duration(wall_seconds(costs, cluster_cpus))} on {cluster_cpus} CPUs")

@@ -36,3 +36,31 @@ def test_wall_time_is_the_longest_first_schedule():
     assert wall_seconds([4, 3, 3, 2], 2) == pytest.approx(6 + RAY_START_SECONDS)  # {4,2} {3,3}
     assert wall_seconds([5, 1, 1, 1], 8) == pytest.approx(5 + RAY_START_SECONDS)
     assert wall_seconds([1.0] * 10, 1) == pytest.approx(10 + RAY_START_SECONDS)
+
+
+def test_estimate_separates_a_tasks_fixed_cost_from_its_cost_per_event(tmp_path, monkeypatch):
+    """A simulation that costs 0.4 s to set up plus 20 ns an event (a fake, on a fake clock):
+    the estimate recovers both and scales only the second with each task's events. One short
+    run alone would read the set-up as a per-event cost (2 us an event at 200,000 events)."""
+    import sim
+    from pipeline import dryrun
+    from pipeline.plan import make_plan
+
+    clock = [0.0]
+
+    def fake_run(task):
+        clock[0] += 0.4 + 20e-9 * task["events"]
+        return {}
+
+    monkeypatch.setattr(sim, "run", fake_run)
+    monkeypatch.setattr(dryrun.time, "process_time", lambda: clock[0])
+    plan = make_plan(to_plain(compose(["+sweep=smoke", f"output_dir={tmp_path}", "params.events=10000000",
+                                       "engines=[occupancy]"])))
+    costs = dryrun.measure_costs(plan)
+    assert costs and all(fixed == pytest.approx(0.4) and per == pytest.approx(20e-9) for fixed, per in costs.values())
+    seconds = dryrun.task_seconds(plan, costs)
+    assert seconds == pytest.approx([0.4 + 20e-9 * 10_000_000] * len(plan.tasks))
+    # a task no longer than the probe is timed whole
+    short = make_plan(to_plain(compose(["+sweep=smoke", f"output_dir={tmp_path}", "params.events=5000",
+                                        "engines=[occupancy]"])))
+    assert all(fixed == 0.0 and per == pytest.approx(0.4 / 5000 + 20e-9) for fixed, per in dryrun.measure_costs(short).values())
