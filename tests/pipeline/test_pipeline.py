@@ -135,6 +135,17 @@ def test_grouping_follows_the_cpus_and_balances_cost():
     assert group_tasks([], cpus=2, tasks_per_cpu=4, events_per_second=5e7) == []
 
 
+def test_grouping_spreads_tasks_of_one_kind_over_the_groups():
+    # the plan lists the tasks of one (policy, variant, N) together; their estimates err alike,
+    # so a group must not take a run of them (the last 24 here stand for 20-fold underestimates)
+    tasks = [{"engine": "agent", "policy": "pod", "events": 1_000_000 * (1 + i % 7), "i": i} for i in range(96)]
+    tasks += [{"engine": "agent", "policy": "pod", "events": 500_000, "i": 96 + i} for i in range(24)]
+    groups = group_tasks(tasks, cpus=2, tasks_per_cpu=4, events_per_second=2e7)
+    assert len(groups) == 8 and sorted(t["i"] for g in groups for t in g) == list(range(120))
+    assert all(2 <= sum(t["i"] >= 96 for t in g) <= 4 for g in groups)  # 24 over 8 groups (by cutting: 1 or 2 groups)
+    assert all([t["i"] for t in g] == sorted(t["i"] for t in g) for g in groups)  # plan order within
+
+
 def test_rows_name_their_node(smoke_run):
     out, _ = smoke_run
     frame = out["frame"]
