@@ -9,8 +9,8 @@ most servers runs twice in this process, for ``PROBE_EVENTS`` and five times as 
 warm-up run first, so that compilation is not counted). The difference gives the marginal CPU
 time per event and the rest a fixed cost per task (setting up the state, e.g. the mean-field
 start of a large system), and every task of that pair costs the fixed part plus its own events
-at the marginal rate. (From one short run alone the fixed part was read as a per-event cost:
-at N = 10^8 it tripled the estimate of a batch-filling sweep.)
+at the marginal rate. One short run alone would charge the fixed part to every event, which
+overstates long tasks several-fold where the set-up grows with N.
 Mean-field tasks count as a short fixed time, except on a limit path beyond N = 10^7 (large k
 and d), where each (engine, policy, variant)'s largest-N task is timed too. The wall time on P CPUs is that of the
 longest-first schedule of the tasks on P CPUs plus Ray's start, about what the grouping achieves.

@@ -61,9 +61,8 @@ def group_tasks(tasks: list[dict], cpus: int, tasks_per_cpu: int,
     Tasks are dealt longest-first, each to the group with the least estimated cost so far, and
     keep the plan's order within a group. Dealing, rather than cutting the plan into runs of
     consecutive tasks, spreads the tasks of one (policy, variant, N), whose estimates err
-    alike, over all groups: a run of consecutive tasks whose cost per event was underestimated
-    20-fold (batch-sampling with d = 2 at N = 10^7) once made one group that ran alone on one
-    CPU for most of a sweep's last half hour."""
+    alike, over all groups, so that a kind of task whose cost is underestimated cannot fill
+    one group that then runs alone on one CPU at the end of the sweep."""
     if not tasks:
         return []
     costs = [estimated_seconds(t, events_per_second) for t in tasks]
