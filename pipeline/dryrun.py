@@ -57,14 +57,14 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, t
         key = _key(t)
         if key not in largest or t["n_servers"] > largest[key]["n_servers"]:
             largest[key] = t
-    per_event = {}
+    unit_costs = {}
     for key, t in largest.items():
         task = {k: v for k, v in t.items() if k not in ("_meta", "precision")}
         if t["engine"] not in STOCHASTIC_ENGINES:  # a limit task's cost is per task
             sim.run(task)
             c0 = time.process_time()
             sim.run(task)
-            per_event[key] = (time.process_time() - c0, 0.0)
+            unit_costs[key] = (time.process_time() - c0, 0.0)
             continue
         n1 = max(1000, min(probe_events, _events(t)))
         n2 = max(n1, min(5 * probe_events, _events(t)))
@@ -73,7 +73,7 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, t
         sim.run({**task, "events": n1})
         t1 = time.process_time() - c0
         if n2 == n1:  # the task is no longer than the probe: its own cost, all per event
-            per_event[key] = (0.0, t1 / n1)
+            unit_costs[key] = (0.0, t1 / n1)
             continue
         c0 = time.process_time()
         sim.run({**task, "events": n2})
@@ -81,20 +81,20 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, t
         marginal = (t2 - t1) / (n2 - n1)
         if marginal <= 0.0:  # timer noise on a cheap task: the longer run's average
             marginal = t2 / n2
-        per_event[key] = (max(0.0, t2 - marginal * n2), marginal)
-    return per_event
+        unit_costs[key] = (max(0.0, t2 - marginal * n2), marginal)
+    return unit_costs
 
 
-def task_seconds(plan: Plan, per_event: dict[tuple, tuple[float, float]]) -> list[float]:
+def task_seconds(plan: Plan, unit_costs: dict[tuple, tuple[float, float]]) -> list[float]:
     """Estimated CPU seconds of each task: a simulation's fixed cost plus its events at its
     pair's marginal cost per event; a limit task its pair's measured cost at its largest N (an
     upper bound), or ``MEANFIELD_SECONDS`` if none was measured."""
     out = []
     for t in plan.tasks:
         if t["engine"] not in STOCHASTIC_ENGINES:
-            out.append(per_event[_key(t)][0] if _key(t) in per_event else MEANFIELD_SECONDS)
+            out.append(unit_costs[_key(t)][0] if _key(t) in unit_costs else MEANFIELD_SECONDS)
         else:
-            fixed, marginal = per_event[_key(t)]
+            fixed, marginal = unit_costs[_key(t)]
             out.append(fixed + marginal * _events(t))
     return out
 
@@ -144,13 +144,13 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
         lines.append(f"  ... and {len(plan.points) - shown} more points")
     if not measure:
         return "\n".join(lines)
-    per_event = measure_costs(plan)
-    costs = task_seconds(plan, per_event)
+    unit_costs = measure_costs(plan)
+    costs = task_seconds(plan, unit_costs)
     here = int(conf["execution"].get("num_cpus") or os.cpu_count() or 1)
     lines.append("measured CPU time per event here (largest N of each; + fixed cost per task): " + ", ".join(
         f"{'/'.join(filter(None, k))} {v[1] * 1e9:.0f} ns" + (f" + {v[0]:.2g} s" if v[0] >= 0.001 else "")
-        for k, v in sorted(per_event.items()) if k[0] in STOCHASTIC_ENGINES))
-    limit = {k: v for k, v in per_event.items() if k[0] not in STOCHASTIC_ENGINES}
+        for k, v in sorted(unit_costs.items()) if k[0] in STOCHASTIC_ENGINES))
+    limit = {k: v for k, v in unit_costs.items() if k[0] not in STOCHASTIC_ENGINES}
     if limit:
         lines.append("measured CPU time per limit task here (largest N of each): " + ", ".join(
             f"{'/'.join(filter(None, k))} {v[0]:.2f} s" for k, v in sorted(limit.items())))
