@@ -279,7 +279,7 @@ def check_top_level(cfg: dict) -> None:
     addr = ex.get("address")
     if addr is not None and (not isinstance(addr, str) or not addr.strip() or addr == "local"):
         raise ConfigError(f"execution.address={addr!r} must be a cluster address such as "
-                          "'10.0.0.5:6379' or 'auto' (leave it null for a local cluster)")
+                          "'head-node:6379' or 'auto' (leave it null for a local cluster)")
     for key in ("connect_timeout", "events_per_second"):
         v = ex.get(key)
         if not _is_number(v) or not v > 0:

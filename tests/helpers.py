@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
@@ -58,3 +59,37 @@ def compose(overrides: list[str]):
 
 def sweep_names() -> list[str]:
     return sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
+
+
+@contextlib.contextmanager
+def unresponsive_peer():
+    """``(host, port)`` on loopback where a connection attempt times out instead of being refused.
+
+    A socket listening with backlog 0 whose accept queue is already full: the kernel drops later
+    SYNs, so ``connect`` waits for its time limit (a socket that merely never accepts would still
+    complete the handshake). Used wherever a test needs a peer that does not answer; tests never
+    address anything outside loopback.
+    """
+    import select
+    import socket
+
+    server = socket.socket()
+    clients = []
+    try:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        for _ in range(16):  # fill the queue: stop at the first attempt that no longer completes
+            c = socket.socket()
+            c.setblocking(False)
+            clients.append(c)
+            c.connect_ex(("127.0.0.1", port))
+            if not select.select([], [c], [], 0.2)[1]:
+                break
+        else:
+            raise RuntimeError("could not fill a listen(0) backlog on loopback")
+        yield "127.0.0.1", port
+    finally:
+        for c in clients:
+            c.close()
+        server.close()

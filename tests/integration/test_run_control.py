@@ -15,7 +15,7 @@ import time
 import polars as pl
 
 from pipeline.run import PARTIAL_MARKER
-from tests.helpers import REPO
+from tests.helpers import REPO, unresponsive_peer
 from tests.integration.conftest import SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap, start_driver, wait_for
 
 
@@ -128,13 +128,14 @@ def test_failed_tasks_give_exit_1_and_a_failed_mlflow_run(tmp_path, monkeypatch)
 
 def test_unreachable_cluster_leaves_nothing_behind(tmp_path):
     """An address nobody answers: exit 3 within the connection time limit, one line, no output
-    folder and no MLflow run (TEST-NET-1 address, which routes nowhere)."""
+    folder and no MLflow run (a loopback peer that drops the connection attempt)."""
     out, db = tmp_path / "out", tmp_path / "mlflow.db"
-    t0 = time.time()
-    res = subprocess.run([sys.executable, "-m", "pipeline", "+sweep=smoke", f"output_dir={out}",
-                          f"mlflow.tracking_uri=sqlite:///{db}", "execution.address=192.0.2.123:6379",
-                          "execution.connect_timeout=3"], cwd=REPO, env=driver_env(),
-                         capture_output=True, text=True, timeout=120)
+    with unresponsive_peer() as (host, port):
+        t0 = time.time()
+        res = subprocess.run([sys.executable, "-m", "pipeline", "+sweep=smoke", f"output_dir={out}",
+                              f"mlflow.tracking_uri=sqlite:///{db}", f"execution.address={host}:{port}",
+                              "execution.connect_timeout=3"], cwd=REPO, env=driver_env(),
+                             capture_output=True, text=True, timeout=120)
     assert res.returncode == 3, res.stderr[-2000:]
     assert time.time() - t0 < 60
     assert "Traceback" not in res.stdout + res.stderr and "cannot reach" in res.stdout + res.stderr

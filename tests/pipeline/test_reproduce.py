@@ -20,7 +20,7 @@ from pipeline import reproduce as rp
 from pipeline.archive import safe_extract
 from pipeline.errors import ConfigError
 from pipeline.run import run_sweep, to_plain
-from tests.helpers import REPO, compose
+from tests.helpers import REPO, compose, unresponsive_peer
 
 TASK = "p00000-agent-r000"  # the row the alterations touch
 
@@ -215,8 +215,11 @@ def _short_tmp() -> Path:
 
 @pytest.mark.integration  # the real command line with a local Ray cluster of its own
 def test_archived_cluster_address_and_ray_address_are_not_used(archive, tmp_path):
-    address = "ray://10.255.255.1:10001"  # unroutable: joining it would hang
+    with unresponsive_peer() as (host, port):  # joining it would hang until Ray's time limit
+        _archived_address_not_used(archive, tmp_path, f"ray://{host}:{port}")
 
+
+def _archived_address_not_used(archive, tmp_path, address: str) -> None:
     def edit(run: Path) -> None:
         cfg = yaml.safe_load((run / "config.yaml").read_text())
         cfg["execution"].update(backend="ray", address=address, num_cpus=64)
@@ -248,7 +251,7 @@ def test_execution_section_is_this_machines():
 
     from pipeline.config import ExecutionConfig
 
-    archived = {"backend": "ray", "address": "ray://10.255.255.1:10001", "num_cpus": 64,
+    archived = {"backend": "ray", "address": "ray://127.0.0.9:10001", "num_cpus": 64,
                 "auth": "token", "connect_timeout": 600.0, "min_task_seconds": 30.0, "progress": True}
     ex = rp.local_execution(archived, None, None, None, False)
     assert ex == {**dataclasses.asdict(ExecutionConfig()), "backend": "ray", "address": None,

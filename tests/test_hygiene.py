@@ -1,0 +1,158 @@
+"""The tree's own hygiene: every import is installed by the declared dependencies, and no test,
+tool or config names a network address outside loopback.
+
+The import check reads the declared requirements, not what happens to be installed: a module
+counts as provided only if a distribution in the transitive requirement closure of
+``lbsweep[test]`` ships it, so a package installed by hand on the machine cannot make it pass.
+"""
+from __future__ import annotations
+
+import ast
+import ipaddress
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.helpers import REPO
+
+DIST = "lbsweep"
+EXTRAS = ("test",)
+FIRST_PARTY = {"sim", "pipeline", "analysis", "tests", "benchmarks"}
+#: the folders whose Python files are read (the packages, their tests and the benchmarks)
+PY_ROOTS = ("sim", "pipeline", "analysis", "tests", "benchmarks")
+#: where an address could hide: code, configs and the CI script
+SCANNED = (*PY_ROOTS, "conf", ".ci")
+SCANNED_SUFFIXES = {".py", ".yaml", ".yml", ".toml", ".sh", ".cfg", ".ini", ""}
+
+
+def _python_files() -> list[Path]:
+    return sorted(f for root in PY_ROOTS for f in (REPO / root).rglob("*.py") if "__pycache__" not in f.parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Top-level names of the absolute imports in ``path``, those inside functions included."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def requirement_closure(dist: str, extras: tuple[str, ...]) -> set[str]:
+    """Canonical names of ``dist`` and of every distribution it requires, with ``extras``,
+    transitively (markers evaluated for this interpreter; an extra is followed where a
+    requirement asks for it)."""
+    seen: set[tuple[str, str]] = set()
+    closure: set[str] = set()
+    stack = [(canonicalize_name(dist), extra) for extra in ("", *extras)]
+    env = default_environment()
+    while stack:
+        name, extra = stack.pop()
+        if (name, extra) in seen:
+            continue
+        seen.add((name, extra))
+        closure.add(name)
+        try:
+            reqs = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            raise AssertionError(f"{name} is required (through {dist}[{','.join(extras)}]) but not "
+                                 "installed: run pip install -e \".[test]\"") from None
+        for text in reqs:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate({**env, "extra": extra}):
+                continue
+            child = canonicalize_name(req.name)
+            stack.extend((child, e) for e in ("", *sorted(req.extras)))
+    return closure
+
+
+def undeclared_imports(files, closure: set[str], providers: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Module -> files importing it, for each imported module that is neither standard library,
+    nor first-party, nor shipped by a distribution in ``closure`` (``providers``: module ->
+    distributions, as :func:`importlib.metadata.packages_distributions` gives)."""
+    missing: dict[str, list[str]] = {}
+    for path in files:
+        for mod in imported_modules(path):
+            if mod in sys.stdlib_module_names or mod in FIRST_PARTY or mod == "__future__":
+                continue
+            if not {canonicalize_name(d) for d in providers.get(mod, ())} & closure:
+                missing.setdefault(mod, []).append(str(path))
+    return missing
+
+
+def test_every_import_is_provided_by_a_declared_dependency():
+    providers = metadata.packages_distributions()
+    missing = undeclared_imports(_python_files(), requirement_closure(DIST, EXTRAS), providers)
+    assert not missing, "imported but not installed by lbsweep[test]'s requirements: " + "; ".join(
+        f"{mod} ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}; provided by "
+        f"{', '.join(providers.get(mod, ())) or 'nothing installed'})" for mod, files in sorted(missing.items()))
+
+
+def test_the_import_check_refuses_what_only_the_machine_has(tmp_path):
+    """An import inside a function is read; a module that is installed (by hand) but shipped by
+    no distribution of the closure is reported; a transitive requirement counts."""
+    f = tmp_path / "m.py"
+    f.write_text("import os\nfrom a.b import c\nfrom . import d\n\ndef g():\n    import numpy.linalg\n    import yaml\n")
+    assert imported_modules(f) == {"os", "a", "numpy", "yaml"}
+    closure = requirement_closure(DIST, EXTRAS)
+    assert {"numpy", "pytest", "mpmath", "pyyaml"} <= closure  # pyyaml arrives transitively
+    assert "lbsweep" in closure and "pytest" not in requirement_closure(DIST, ())
+    providers = {"numpy": ["numpy"], "yaml": ["PyYAML"], "a": ["handmade-dist"]}  # 'a' installed by hand
+    assert undeclared_imports([f], closure, providers) == {"a": [str(f)]}
+
+
+#: an IPv4 literal: four dotted numbers not part of a longer dotted run (versions such as 1.2.3.4.5)
+_IPV4 = re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d.])")
+#: an IPv6 literal in brackets (as in a URL); a bare ``::`` is Python slicing
+_IPV6 = re.compile(r"\[([0-9A-Fa-f:]*:[0-9A-Fa-f:.]*)\]")
+
+
+def addresses_outside_loopback(text: str) -> list[str]:
+    found = []
+    for m in _IPV4.finditer(text):
+        if all(int(g) <= 255 for g in m.groups()) and not ipaddress.ip_address(m.group(0)).is_loopback:
+            found.append(m.group(0))
+    for m in _IPV6.finditer(text):
+        try:
+            addr = ipaddress.ip_address(m.group(1))
+        except ValueError:
+            continue
+        if not addr.is_loopback:
+            found.append(m.group(1))
+    return found
+
+
+def _scanned_files() -> list[Path]:
+    return sorted(f for root in SCANNED for f in (REPO / root).rglob("*")
+                  if f.is_file() and f.suffix in SCANNED_SUFFIXES and "__pycache__" not in f.parts)
+
+
+def test_no_address_outside_loopback():
+    """Tests and tools send packets to 127.0.0.0/8 and ::1 only: no other address is named."""
+    hits = {str(f.relative_to(REPO)): addrs for f in _scanned_files()
+            if (addrs := addresses_outside_loopback(f.read_text(errors="replace")))}
+    assert not hits, f"addresses outside loopback: {hits}"
+
+
+#: the scan's own examples, assembled so that this file names no such address itself
+_TEST_NET, _PRIVATE, _DOC6 = ".".join(["192", "0", "2", "1"]), ".".join(["10", "255", "255", "1"]), ":".join(["2001", "db8", "", "1"])
+
+
+@pytest.mark.parametrize("text, found", [
+    (f"check_reachable('{_TEST_NET}:6379')", [_TEST_NET]),
+    (f"ray://{_PRIVATE}:10001", [_PRIVATE]),
+    (f"http://[{_DOC6}]:80", [_DOC6]),
+    ("127.0.0.2:6379 and [::1]:80", []),
+    ("version 1.2.3.4.5 and x[::-1]", []),
+])
+def test_the_address_scan(text, found):
+    assert addresses_outside_loopback(text) == found
