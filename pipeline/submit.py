@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         if conf["mlflow"]["enabled"] and not mlflow_uri:
             mlflow_uri = f"sqlite:///{(PROJECT_ROOT / 'mlflow.db').resolve()}"
         check_reachable(address, args.timeout)
-        configure_auth({"auth": conf["execution"].get("auth", "auto")}, joining=True)
+        auth = configure_auth({"auth": conf["execution"].get("auth", "auto")}, joining=True)
     except ConfigError as exc:
         log.error("configuration error: %s", exc)
         return 2
@@ -155,17 +155,19 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     finally:
         _remove_tree(provenance)  # uploaded (or not); the archive keeps it
+    # Ray's CLI uses a token only when told to: the lines must work when pasted into a shell
+    ray_cli = "RAY_AUTH_MODE=token ray" if auth == "token" else "ray"
     print(f"submitted job {job_id} to {address}\n"
           f"  output:  {out_dir}\n"
-          f"  logs:    ray job logs {job_id} --address {address} --follow\n"
-          f"  status:  ray job status {job_id} --address {address}\n"
-          f"  stop:    ray job stop {job_id} --address {address}", flush=True)
+          f"  logs:    {ray_cli} job logs {job_id} --address {address} --follow\n"
+          f"  status:  {ray_cli} job status {job_id} --address {address}\n"
+          f"  stop:    {ray_cli} job stop {job_id} --address {address}", flush=True)
     if args.no_wait:
         return 0
     try:
         status, code = follow(client, job_id)
     except KeyboardInterrupt:
-        print(f"\nstopped following; the job goes on (ray job stop {job_id} --address {address})")
+        print(f"\nstopped following; the job goes on ({ray_cli} job stop {job_id} --address {address})")
         return 130
     print(f"job {job_id}: {status} (driver exit code {code})")
     if status == "SUCCEEDED":

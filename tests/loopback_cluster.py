@@ -118,6 +118,9 @@ class LoopbackCluster:
         self.env = dict(os.environ)
         for key in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
             self.env.pop(key, None)
+        # a Ray job's entrypoint `python -m pipeline` finds python on the nodes' PATH: this
+        # interpreter's (its virtual environment's), as on a cluster whose nodes run the project's
+        self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
         if auth_token:
             token = self.tmp / "auth_token"
             token.write_text(auth_token)
