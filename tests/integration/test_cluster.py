@@ -17,7 +17,7 @@ import time
 import polars as pl
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, driver_cwd
 from tests.integration.conftest import SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap, serial_reference, start_driver, wait_for
 
 #: the sweep of the `ray job stop` test: its simulations (3e8 events, about 3 s each here) must
@@ -32,7 +32,7 @@ def reference_long(tmp_path_factory):
 
 
 def run_driver(args: list[str], env: dict, timeout: float = 600, module: str = "pipeline"):
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=driver_cwd(), env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -15,7 +15,7 @@ import time
 import polars as pl
 
 from pipeline.run import PARTIAL_MARKER
-from tests.helpers import REPO
+from tests.helpers import driver_cwd
 from tests.integration.conftest import SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap, start_driver, wait_for
 
 
@@ -49,7 +49,7 @@ def test_ctrl_c_gives_one_line_killed_run_and_resume_completes_it(tmp_path, refe
     done_before = n_results(out)
     assert 1 <= done_before < reference.height
 
-    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=REPO,
+    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=driver_cwd(),
                          env=driver_env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     assert f"{reference.height - done_before} run now" in res.stdout
@@ -74,14 +74,14 @@ def test_sigkill_of_the_driver_then_resume(tmp_path, reference):
     assert state["status"] == "running" and (out / PARTIAL_MARKER).exists()
     assert mlflow_status(db, state["mlflow_run_id"]) == "RUNNING"  # nobody could say otherwise
 
-    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=REPO,
+    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=driver_cwd(),
                          env=driver_env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert mlflow_status(db, state["mlflow_run_id"]) == "FINISHED"
     assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
     # a finished folder resumes to the same rows without running anything
     res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress",
-                          "--backend", "serial"], cwd=REPO, env=driver_env(), capture_output=True,
+                          "--backend", "serial"], cwd=driver_cwd(), env=driver_env(), capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "0 run now" in res.stdout, res.stderr[-3000:]
     assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
@@ -133,7 +133,7 @@ def test_unreachable_cluster_leaves_nothing_behind(tmp_path):
     t0 = time.time()
     res = subprocess.run([sys.executable, "-m", "pipeline", "+sweep=smoke", f"output_dir={out}",
                           f"mlflow.tracking_uri=sqlite:///{db}", "execution.address=192.0.2.123:6379",
-                          "execution.connect_timeout=3"], cwd=REPO, env=driver_env(),
+                          "execution.connect_timeout=3"], cwd=driver_cwd(), env=driver_env(),
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 3, res.stderr[-2000:]
     assert time.time() - t0 < 60
