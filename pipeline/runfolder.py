@@ -101,7 +101,12 @@ def _hydra_file_handlers() -> list[logging.FileHandler]:
 
     if not HydraConfig.initialized():
         return []
-    hydra_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
+    from omegaconf import OmegaConf
+
+    where = OmegaConf.select(HydraConfig.get(), "runtime.output_dir", throw_on_missing=False)
+    if not where:  # a config set by hand (tests), not a running Hydra job
+        return []
+    hydra_dir = Path(where).resolve()
     return [h for h in logging.getLogger().handlers
             if isinstance(h, logging.FileHandler) and h is not _handler
             and Path(h.baseFilename).resolve().parent == hydra_dir]
