@@ -42,6 +42,7 @@ def test_ctrl_c_gives_one_line_killed_run_and_resume_completes_it(tmp_path, refe
     assert "Traceback" not in text, text[-3000:]
     errors = [line for line in text.splitlines() if "[ERROR]" in line]
     assert len(errors) == 1 and "interrupted:" in errors[0] and "pipeline.resume" in errors[0], errors
+    assert errors[0].split("] - ", 1)[1] in (out / "__main__.log").read_text()  # the run folder's log has it
     state = json.loads((out / "run.json").read_text())
     assert state["status"] == "interrupted" and (out / PARTIAL_MARKER).exists()
     assert not (out / "archive.tar.gz").exists()
@@ -56,6 +57,7 @@ def test_ctrl_c_gives_one_line_killed_run_and_resume_completes_it(tmp_path, refe
     assert not (out / PARTIAL_MARKER).exists() and (out / "archive.tar.gz").exists()
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     assert mlflow_status(db, state["mlflow_run_id"]) == "FINISHED"
+    assert (out / "__main__.log").read_text().count("sweep 'smoke'") == 2  # the resume's lines follow
     frame = pl.read_parquet(out / "results.parquet")
     assert frame["run_id"].unique().to_list() == [state["run_id"]]
     assert_same_rows(frame, reference)
