@@ -109,3 +109,20 @@ def test_refused_input_and_dry_run_make_no_folder(tmp_path, monkeypatch, capsys)
     out = run_sweep(to_plain(compose([*TINY, "plan=true"])), quiet=True)
     assert out["dry_run"] and "tasks" in capsys.readouterr().out
     assert not (tmp_path / "outputs").exists()
+
+
+def test_reproduce_twice_in_one_second_makes_two_folders(tmp_path, monkeypatch):
+    import time
+
+    from pipeline.reproduce import reproduce
+
+    run = run_sweep(to_plain(compose([*TINY, f"output_dir={tmp_path / 'run'}"])), quiet=True)
+    real = time.strftime
+    monkeypatch.setattr(time, "strftime", lambda fmt, *t: "20261204-210000" if fmt == "%Y%m%d-%H%M%S" else real(fmt, *t))
+    first = reproduce(run["archive"], backend="serial", progress=False)
+    second = reproduce(run["archive"], backend="serial", progress=False)
+    assert first["ok"] and second["ok"]
+    assert [first["output_dir"].name, second["output_dir"].name] == ["reproduce-20261204-210000",
+                                                                      "reproduce-20261204-210000-2"]
+    with pytest.raises(ConfigError, match="is a run folder"):  # an explicit --out that exists
+        reproduce(run["archive"], first["output_dir"], backend="serial", progress=False)
