@@ -94,6 +94,8 @@ def test_submit_as_a_ray_job_keeps_results_provenance_and_mlflow(cluster, refere
     job_id = res.stdout.split("submitted job ", 1)[1].split()[0]
     (out,) = list((results / "smoke").iterdir())
     assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
+    # the driver's log moved from results/.log/JOB_ID into the run folder
+    assert "sweep 'smoke'" in (out / "__main__.log").read_text() and not any((results / ".log").iterdir())
     with tarfile.open(out / "archive.tar.gz") as tar:
         git = json.load(tar.extractfile("run/git.json"))
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
