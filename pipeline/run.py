@@ -92,6 +92,11 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
               archived: bool = False) -> dict:
     """Validate, execute, record, analyse, track and archive one sweep; return what was made.
 
+    The run folder is made here once the plan is valid and Ray is up (:mod:`pipeline.runfolder`):
+    ``output_dir`` if given (refused, ConfigError, if it exists: checked before Ray starts and
+    again by the exclusive ``mkdir``), else a new ``outputs/<name>/<date>_<time>[-k]`` of the
+    working folder (in a multirun, ``group.job_folder``); the log moves into it. A refused input
+    or a dry run makes no folder.
     With ``resume``, ``output_dir`` is an existing run folder: only the tasks without a result
     file run (with ``retry_failed``, also those whose row is an error: their old rows move to
     ``results/failed/``), under the run's own run id and MLflow run, so that the final rows are
