@@ -5,8 +5,8 @@ planned first, then run under one Ray start and one MLflow parent run; the exit 
 worst of theirs.
 
 Exit codes: 0 done; 1 some tasks failed (rows with ``status == "error"``; MLflow run FAILED);
-2 refused configuration (nothing started); 3 Ray could not be started or joined (nothing
-written); 130 interrupted by Ctrl-C or SIGTERM (MLflow run KILLED, folder marked partial,
+2 refused configuration, or an ``output_dir`` that exists (nothing started); 3 Ray could not be
+started or joined (nothing written); 130 interrupted by Ctrl-C or SIGTERM (MLflow run KILLED, folder marked partial,
 ``python -m pipeline.resume DIR`` finishes it).
 """
 from __future__ import annotations
@@ -35,27 +35,31 @@ def run_cli(run) -> int:
     """Run ``run()`` (a sweep) and map its outcome to an exit code with one line of message."""
     from pipeline.execute import ClusterError
     from pipeline.run import EXIT_CLUSTER, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_TASKS_FAILED, Interrupted
+    from pipeline.runfolder import close_log
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if main_thread else None
     try:
-        out = run()
-    except ConfigError as exc:
-        log.error("configuration error: %s", exc)
-        return EXIT_CONFIG
-    except ClusterError as exc:
-        log.error("cluster error: %s", exc)
-        return EXIT_CLUSTER
-    except Interrupted as exc:
-        log.error("%s", exc)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:  # before any task started: nothing to resume
-        log.error("interrupted before the sweep started")
-        return EXIT_INTERRUPTED
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
-    return EXIT_TASKS_FAILED if out["errors"] else 0
+        try:
+            out = run()
+        except ConfigError as exc:
+            log.error("configuration error: %s", exc)
+            return EXIT_CONFIG
+        except ClusterError as exc:
+            log.error("cluster error: %s", exc)
+            return EXIT_CLUSTER
+        except Interrupted as exc:
+            log.error("%s", exc)
+            return EXIT_INTERRUPTED
+        except KeyboardInterrupt:  # before any task started: nothing to resume
+            log.error("interrupted before the sweep started")
+            return EXIT_INTERRUPTED
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous)
+        return EXIT_TASKS_FAILED if out["errors"] else 0
+    finally:  # the run folder's log got the outcome's line too
+        close_log()
 
 
 #: set when Hydra has composed the config and called :func:`main`: an exception before that is

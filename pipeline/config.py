@@ -7,13 +7,17 @@ themselves (ranges, names of policies, formulas) are checked in :mod:`pipeline.p
 
 Hydra's own refusals (a misspelt key, a wrong type, an unknown or unreadable sweep file) are
 turned into one line by :func:`compose_error_message`, so that ``python -m pipeline`` shows
-every refusal the same way (exit code 2). ``conf/config.yaml`` builds Hydra's run folder from
-``name`` through the resolver ``lbsweep_folder`` (:func:`run_folder_name`): a name that could
-leave ``outputs/`` (``../../x``) becomes :data:`REFUSED_NAME_FOLDER`, so Hydra's log of the
-refusal stays under ``outputs/``; the plan then refuses the name itself.
+every refusal the same way (exit code 2). ``conf/config.yaml`` names Hydra's log folder
+(``outputs/.log/<time>_<name>_<pid>``) through the resolvers ``lbsweep_folder``
+(:func:`run_folder_name`: a name that could leave ``outputs/``, ``../../x``, becomes
+:data:`REFUSED_NAME_FOLDER`, so Hydra's log of the refusal stays under ``outputs/.log/``; the
+plan then refuses the name itself) and ``lbsweep_pid`` (the process id: two runs started in the
+same second get two log folders). The run folder itself is made by the pipeline
+(:mod:`pipeline.runfolder`).
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,7 +134,8 @@ class Config:
     limit_path: LimitPathConfig = field(default_factory=LimitPathConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
-    #: where results go (default: Hydra's run folder)
+    #: where results go: null, a new ``outputs/<name>/<date>_<time>[-k]`` (pipeline/runfolder.py);
+    #: a given folder must not exist yet (it is made exclusively; resume reuses a folder)
     output_dir: Optional[str] = None
     #: dry run: validate, print the points, task count, events and estimated wall times; run nothing
     plan: bool = False
@@ -147,7 +152,7 @@ def check_name(name) -> str:
     return name
 
 
-#: the run folder (under ``outputs/``) of a run whose ``name`` is refused: it holds only the log
+#: the part of Hydra's log folder (under ``outputs/.log/``) that names a run whose ``name`` is refused
 REFUSED_NAME_FOLDER = "_refused_name"
 
 
@@ -231,6 +236,8 @@ def register() -> None:
     ConfigStore.instance().store(name="lbsweep_schema", node=Config)
     if not OmegaConf.has_resolver("lbsweep_folder"):
         OmegaConf.register_new_resolver("lbsweep_folder", run_folder_name)
+    if not OmegaConf.has_resolver("lbsweep_pid"):
+        OmegaConf.register_new_resolver("lbsweep_pid", lambda: str(os.getpid()))
 
 
 register()

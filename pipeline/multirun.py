@@ -9,7 +9,12 @@ one after the other in this process. Three things make that a single run for the
   differ gets a new one), instead of starting and stopping a cluster per sweep;
 - each sweep's MLflow parent run is nested (``mlflow.parentRunId``) under one *multirun* run per
   tracking store and experiment, named after the multirun folder and tagged with the command
-  line, which ends FINISHED, FAILED (some job failed) or KILLED.
+  line, which ends FINISHED, FAILED (some job failed) or KILLED;
+- the sweeps' folders are ``outputs/multirun/<time>/<job>-<name>``, made by the pipeline as a
+  single run's folder is (:mod:`pipeline.runfolder`): the multirun folder when its first sweep
+  starts (``<time>-2``, ... if another multirun took the name), each sweep's exclusively. Hydra's
+  own sweep folder (``outputs/.log/<time>_multirun_<pid>``) only holds its logs until they move
+  (a sweep given ``output_dir`` goes there instead, which must not exist).
 
 The process exits with the worst of the jobs' exit codes; an interruption (130) or a cluster
 failure (3) stops the remaining jobs.
@@ -75,7 +80,10 @@ class Group:
     """What the jobs of one multirun share: the Ray session and the MLflow parent runs."""
 
     def __init__(self, sweep_dir: str, argv: list[str]):
+        #: Hydra's sweep folder (its logs; conf/config.yaml's hydra.sweep.dir)
         self.sweep_dir = sweep_dir
+        #: the multirun's folder of sweep folders, made by the first :meth:`job_folder`
+        self.folder: Path | None = None
         self.command = " ".join(argv)
         self.codes: list[int] = []
         self.session = None
@@ -102,6 +110,30 @@ class Group:
             self.session.close()
             self.session = None
 
+    # ---- folders
+    def job_folder(self, name: str) -> Path:
+        """A new folder ``<job>-<name>`` in the multirun's folder (made on first use)."""
+        from hydra.core.hydra_config import HydraConfig
+
+        from pipeline.runfolder import OUTPUTS, create_exclusive, new_run_folder, stamp
+
+        if self.folder is None:
+            self.folder = new_run_folder(Path(OUTPUTS) / "multirun", stamp())
+        num = HydraConfig.get().job.num if HydraConfig.initialized() else len(self.codes)
+        return create_exclusive(self.folder / f"{num}-{name}")
+
+    def _move_hydra_record(self) -> None:
+        """Hydra's multirun.yaml into the multirun's folder, and its sweep folder away if empty."""
+        if self.folder is None:
+            return
+        record = Path(self.sweep_dir) / "multirun.yaml"
+        try:
+            if record.is_file():
+                record.replace(self.folder / record.name)
+            Path(self.sweep_dir).rmdir()
+        except OSError:
+            pass  # a job's log stays there (one that made no folder): keep it
+
     # ---- MLflow
     def parent_for(self, tracker) -> str:
         """The multirun's parent run in ``tracker``'s store and experiment (made on first use)."""
@@ -111,12 +143,13 @@ class Group:
 
         key = (tracker.uri, tracker.experiment_id)
         if key not in self._parents:
-            tags = {MLFLOW_USER: user_name(), MULTIRUN_TAG: self.sweep_dir,
+            folder = str(self.folder or self.sweep_dir)  # Hydra's, if every sweep named its folder
+            tags = {MLFLOW_USER: user_name(), MULTIRUN_TAG: folder,
                     "command": self.command, **tracker.common_tags,
                     MLFLOW_RUN_NOTE: f"multirun of lbsweep: `python -m pipeline {self.command}`; "
-                                     f"one child run per sweep; folder {self.sweep_dir}"}
+                                     f"one child run per sweep; folder {folder}"}
             run = tracker.client.create_run(
-                tracker.experiment_id, run_name=f"multirun-{Path(self.sweep_dir).name}",
+                tracker.experiment_id, run_name=f"multirun-{Path(folder).name}",
                 tags={k[:MAX_KEY]: clip(v, MAX_TAG) for k, v in tags.items()})
             self._parents[key] = (tracker.client, run.info.run_id)
         return self._parents[key][1]
@@ -135,6 +168,7 @@ class Group:
                 log.warning("MLflow: could not end the multirun run %s (%s)", run_id, exc)
         self._parents.clear()
         self.close_session()
+        self._move_hydra_record()
 
 
 _group: Group | None = None

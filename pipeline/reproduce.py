@@ -487,8 +487,10 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
         use_archived(run)  # an out-of-tree model's archived source runs, not the machine's
         cfg, archived_exec, archived_doc, archived_env = _read_run(run, archive)
         archived_out = cfg.get("output_dir")
-        if out_dir is None:
-            out_dir = archive.resolve().parent / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}"
+        if out_dir is None:  # the first free name (run_sweep makes it exclusively, or refuses)
+            base = archive.resolve().parent / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}"
+            out_dir = next(f for f in (base, *(base.with_name(f"{base.name}-{k}") for k in range(2, 1000)))
+                           if not os.path.lexists(f))
         out_dir = Path(out_dir).resolve()
         cfg["output_dir"] = str(out_dir)
         cfg["mlflow"]["enabled"] = False
@@ -558,7 +560,8 @@ def parser() -> argparse.ArgumentParser:
                "when the environment matches). See the module docstring of pipeline/reproduce.py.")
     ap.add_argument("archive", type=Path, help="a run's archive.tar.gz")
     ap.add_argument("--out", type=Path, default=None,
-                    help="output folder of the rerun (default: reproduce-<time> next to the archive)")
+                    help="output folder of the rerun, which must not exist (default: reproduce-<time> next "
+                         "to the archive)")
     ap.add_argument("--backend", choices=["ray", "serial"], default=None,
                     help="override the archived execution backend")
     ap.add_argument("--address", default=None, metavar="ADDR",

@@ -1,7 +1,9 @@
 """One sweep from a composed config to results, analysis, MLflow and the archive.
 
 Order matters for bad input: the whole plan is validated (:func:`pipeline.plan.make_plan`)
-before anything is written or started, so a refused config leaves only Hydra's log behind.
+before anything is written or started, so a refused config leaves only Hydra's log behind (in
+``outputs/.log/``). The run folder is made by :func:`run_sweep` itself, exclusively, once Ray is
+up (:mod:`pipeline.runfolder`): one run, one folder.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.errors import ConfigError
 from pipeline.execute import PROJECT_ROOT, connect, execute
 from pipeline.plan import Plan, make_plan
+from pipeline.runfolder import OUTPUTS, attach_log, check_new, create_exclusive, new_run_folder, stamp
 from pipeline.store import read_results, schema_for, write_row
 from sim.registry import STOCHASTIC_ENGINES
 
@@ -89,6 +92,11 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
               archived: bool = False) -> dict:
     """Validate, execute, record, analyse, track and archive one sweep; return what was made.
 
+    The run folder is made here once the plan is valid and Ray is up (:mod:`pipeline.runfolder`):
+    ``output_dir`` if given (refused, ConfigError, if it exists: checked before Ray starts and
+    again by the exclusive ``mkdir``), else a new ``outputs/<name>/<date>_<time>[-k]`` of the
+    working folder (in a multirun, ``group.job_folder``); the log moves into it. A refused input
+    or a dry run makes no folder.
     With ``resume``, ``output_dir`` is an existing run folder: only the tasks without a result
     file run (with ``retry_failed``, also those whose row is an error: their old rows move to
     ``results/failed/``), under the run's own run id and MLflow run, so that the final rows are
@@ -108,15 +116,14 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
             raise ConfigError(f"plan_cpus={cpus!r} must be a positive integer")
         print(describe(plan, conf, cpus))
         return {"errors": 0, "plan": plan, "dry_run": True}
-    if not conf.get("output_dir"):
-        raise ConfigError("output_dir is not set (it defaults to Hydra's run folder)")
-    out_dir = Path(conf["output_dir"]).resolve()
-    results_dir = out_dir / "results"
+    given = conf.get("output_dir")
+    out_dir = Path(given).resolve() if given else None
     if resume:
+        if out_dir is None:
+            raise ConfigError("output_dir is not set: resume needs the run folder")
         state = _check_resumable(out_dir, plan)
-    elif results_dir.exists() and any(results_dir.iterdir()):
-        raise ConfigError(f"output_dir={str(out_dir)!r} already holds results; choose a new folder "
-                          f"or resume it with python -m pipeline.resume {out_dir}")
+    elif out_dir is not None:
+        check_new(out_dir)  # refused before Ray starts; create_exclusive below decides
     # before anything is written: a failure leaves nothing
     from pipeline.models import py_modules
 
@@ -124,7 +131,16 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     session = (group.connect(conf["execution"], shipped) if group is not None
                else connect(conf["execution"], shipped))
     try:
-        return _run(conf, plan, out_dir, results_dir, session, project_root, quiet,
+        if not resume:  # Ray is up: claim the folder (a concurrent run gets another one)
+            if out_dir is not None:
+                out_dir = create_exclusive(out_dir)
+            elif group is not None:
+                out_dir = group.job_folder(plan.sweep)
+            else:
+                out_dir = new_run_folder(Path(OUTPUTS) / plan.sweep, stamp())
+            conf["output_dir"] = str(out_dir)  # config.yaml names the folder (resume, reproduce)
+        attach_log(out_dir)
+        return _run(conf, plan, out_dir, out_dir / "results", session, project_root, quiet,
                     state if resume else None, retry_failed, group)
     finally:
         if group is None:  # a multirun's session serves its next sweep (Group.close ends it)
@@ -144,8 +160,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
                 if f.name.rsplit("-", 1)[0] in failed:
                     f.replace(results_dir / "failed" / f.name)
     else:
-        run_id = uuid.uuid4().hex[:16]
-        out_dir.mkdir(parents=True, exist_ok=True)
+        run_id = uuid.uuid4().hex[:16]  # out_dir: made by run_sweep, empty but for the log
         (out_dir / PARTIAL_MARKER).write_text("this run has not finished: some tasks have no result; "
                                               f"python -m pipeline.resume {out_dir}\n")
         (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(conf)))

@@ -7,7 +7,9 @@ What ``ray job submit --working-dir . -- python -m pipeline ...`` alone loses, t
 - the git commit, dirty flag and diff are recorded here, before the upload (which has no
   ``.git``), and travel with the job in ``.lbsweep-submit/<job id>/``, where the archive
   takes them from;
-- the job writes its output folder, its Hydra log and MLflow runs to absolute paths chosen here:
+- the job writes its output folder (``output_dir=DIR/NAME/STAMP``, unless given: it must not
+  exist), its Hydra log (``DIR/.log/JOB_ID`` until the run folder is made, as for a local run)
+  and MLflow runs to absolute paths chosen here:
   by default this project's ``outputs/`` and ``mlflow.db``, which the head node must see (the same
   machine, or a shared filesystem mounted at the same path); ``--results-dir`` and
   ``mlflow.tracking_uri=...`` point elsewhere (e.g. a folder on the head's disk fetched back with
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from pipeline.errors import ConfigError
 from pipeline.execute import PROJECT_ROOT, ClusterError, check_reachable, configure_auth
+from pipeline.runfolder import LOG_DIR, check_new
 
 log = logging.getLogger("pipeline.submit")
 
@@ -115,7 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
         conf = compose(overrides, str(results_dir / "_validation"))
         name = conf["name"]
-        out_dir = results_dir / name / stamp
+        given = [o.split("=", 1)[1] for o in overrides if o.startswith("output_dir=")]
+        out_dir = Path(given[-1]).expanduser() if given and given[-1] not in ("", "null") \
+            else results_dir / name / stamp
+        if not out_dir.is_absolute():
+            raise ConfigError(f"output_dir={str(out_dir)!r} must be an absolute path (the job runs "
+                              "in another folder)")
+        check_new(out_dir)  # the driver makes it exclusively (pipeline/runfolder.py)
         job_id = f"lbsweep-{name}-{stamp}".replace("_", "-")
         mlflow_uri = conf["mlflow"]["tracking_uri"]
         if conf["mlflow"]["enabled"] and not mlflow_uri:
@@ -130,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
     provenance = record_provenance(job_id)
-    entry = ["python", "-m", "pipeline", *overrides, f"hydra.run.dir={out_dir}"]
+    entry = ["python", "-m", "pipeline", *overrides, f"output_dir={out_dir}",
+             f"hydra.run.dir={results_dir / LOG_DIR / job_id}"]
     if mlflow_uri and not conf["mlflow"]["tracking_uri"]:
         entry.append(f"mlflow.tracking_uri={mlflow_uri}")
     import shlex

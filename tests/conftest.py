@@ -1,11 +1,38 @@
-"""Shared fixtures: one small local Ray cluster per test session (starting Ray takes seconds)."""
+"""Shared fixtures: one small local Ray cluster per test session (starting Ray takes seconds);
+the repository's ``outputs/`` untouched by the tests."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+import tests.helpers
 from tests.helpers import CONF, REPO  # noqa: F401  (re-exported for fixtures)
+
+
+def _tree(root: Path) -> set[str]:
+    """Every file and folder under ``root`` (relative paths; empty if ``root`` does not exist)."""
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        found.update(os.path.normpath(os.path.join(rel, n)) for n in dirs + files)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def repository_outputs_untouched(tmp_path_factory):
+    """No test writes under the repository's ``outputs/``: tests give ``output_dir`` (or run
+    ``python -m pipeline`` in :func:`tests.helpers.driver_cwd`, a temporary folder). Fails the
+    session (an error at teardown) naming what appeared there, so run no pipeline in this
+    checkout's folder while its tests run."""
+    outputs = REPO / "outputs"
+    before = _tree(outputs)
+    tests.helpers.DRIVER_CWD = tmp_path_factory.mktemp("drivers")
+    yield
+    added = sorted(_tree(outputs) - before)
+    assert not added, f"tests wrote under {outputs}: {', '.join(added[:8])}" + (
+        f" and {len(added) - 8} more" if len(added) > 8 else "")
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +46,12 @@ def ray_cluster():
 
     yield ray
     session.close()
+
+
+@pytest.fixture(autouse=True)
+def _close_run_log():
+    """A test that calls run_sweep directly leaves its run folder's log open (run_cli closes it)."""
+    yield
+    from pipeline.runfolder import close_log
+
+    close_log()

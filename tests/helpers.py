@@ -14,6 +14,16 @@ from scipy import stats as _sps
 
 REPO = Path(__file__).resolve().parent.parent
 CONF = REPO / "conf"
+#: the working folder of the tests' ``python -m pipeline`` subprocesses (set per test session by
+#: tests/conftest.py): their ``outputs/`` (Hydra's logs in outputs/.log/, default run folders)
+#: land there, never in the repository's
+DRIVER_CWD: Path | None = None
+
+
+def driver_cwd() -> Path:
+    """The working folder for a ``python -m pipeline`` subprocess of a test (not the repository)."""
+    assert DRIVER_CWD is not None, "tests/conftest.py's session fixture sets it"
+    return DRIVER_CWD
 
 #: standard errors an estimate may be from the truth (two-sided p about 6e-5 per check)
 Z = 4.0

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import driver_cwd
 from tests.loopback_cluster import LoopbackCluster
 
 #: the sweep every integration test runs: the smoke grid with tasks long enough to interrupt
@@ -87,7 +87,7 @@ def driver_env(extra: dict | None = None, cluster: LoopbackCluster | None = None
 
 def start_driver(args: list[str], env: dict, log: Path, module: str = "pipeline") -> subprocess.Popen:
     out = open(log, "wb")
-    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env, stdout=out,
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=driver_cwd(), env=env, stdout=out,
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, driver_cwd
 from tests.integration.conftest import SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap, serial_reference, start_driver, wait_for
 
 #: the sweep of the `ray job stop` test: its simulations (3e8 events, about 3 s each here) must
@@ -34,7 +34,7 @@ def reference_long(tmp_path_factory):
 
 
 def run_driver(args: list[str], env: dict, timeout: float = 600, module: str = "pipeline"):
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=driver_cwd(), env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -96,6 +96,8 @@ def test_submit_as_a_ray_job_keeps_results_provenance_and_mlflow(cluster, refere
     job_id = res.stdout.split("submitted job ", 1)[1].split()[0]
     (out,) = list((results / "smoke").iterdir())
     assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
+    # the driver's log moved from results/.log/JOB_ID into the run folder
+    assert "sweep 'smoke'" in (out / "__main__.log").read_text() and not any((results / ".log").iterdir())
     with tarfile.open(out / "archive.tar.gz") as tar:
         git = json.load(tar.extractfile("run/git.json"))
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()

@@ -15,7 +15,7 @@ import time
 import polars as pl
 
 from pipeline.run import PARTIAL_MARKER
-from tests.helpers import REPO, unresponsive_peer
+from tests.helpers import driver_cwd, unresponsive_peer
 from tests.integration.conftest import SWEEP, assert_same_rows, driver_env, kill_tree, n_results, reap, start_driver, wait_for
 
 
@@ -42,6 +42,7 @@ def test_ctrl_c_gives_one_line_killed_run_and_resume_completes_it(tmp_path, refe
     assert "Traceback" not in text, text[-3000:]
     errors = [line for line in text.splitlines() if "[ERROR]" in line]
     assert len(errors) == 1 and "interrupted:" in errors[0] and "pipeline.resume" in errors[0], errors
+    assert errors[0].split("] - ", 1)[1] in (out / "__main__.log").read_text()  # the run folder's log has it
     state = json.loads((out / "run.json").read_text())
     assert state["status"] == "interrupted" and (out / PARTIAL_MARKER).exists()
     assert not (out / "archive.tar.gz").exists()
@@ -49,13 +50,14 @@ def test_ctrl_c_gives_one_line_killed_run_and_resume_completes_it(tmp_path, refe
     done_before = n_results(out)
     assert 1 <= done_before < reference.height
 
-    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=REPO,
+    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=driver_cwd(),
                          env=driver_env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     assert f"{reference.height - done_before} run now" in res.stdout
     assert not (out / PARTIAL_MARKER).exists() and (out / "archive.tar.gz").exists()
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     assert mlflow_status(db, state["mlflow_run_id"]) == "FINISHED"
+    assert (out / "__main__.log").read_text().count("sweep 'smoke'") == 2  # the resume's lines follow
     frame = pl.read_parquet(out / "results.parquet")
     assert frame["run_id"].unique().to_list() == [state["run_id"]]
     assert_same_rows(frame, reference)
@@ -74,14 +76,14 @@ def test_sigkill_of_the_driver_then_resume(tmp_path, reference):
     assert state["status"] == "running" and (out / PARTIAL_MARKER).exists()
     assert mlflow_status(db, state["mlflow_run_id"]) == "RUNNING"  # nobody could say otherwise
 
-    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=REPO,
+    res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress"], cwd=driver_cwd(),
                          env=driver_env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert mlflow_status(db, state["mlflow_run_id"]) == "FINISHED"
     assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
     # a finished folder resumes to the same rows without running anything
     res = subprocess.run([sys.executable, "-m", "pipeline.resume", str(out), "--no-progress",
-                          "--backend", "serial"], cwd=REPO, env=driver_env(), capture_output=True,
+                          "--backend", "serial"], cwd=driver_cwd(), env=driver_env(), capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "0 run now" in res.stdout, res.stderr[-3000:]
     assert_same_rows(pl.read_parquet(out / "results.parquet"), reference)
@@ -134,7 +136,7 @@ def test_unreachable_cluster_leaves_nothing_behind(tmp_path):
         t0 = time.time()
         res = subprocess.run([sys.executable, "-m", "pipeline", "+sweep=smoke", f"output_dir={out}",
                               f"mlflow.tracking_uri=sqlite:///{db}", f"execution.address={host}:{port}",
-                              "execution.connect_timeout=3"], cwd=REPO, env=driver_env(),
+                              "execution.connect_timeout=3"], cwd=driver_cwd(), env=driver_env(),
                              capture_output=True, text=True, timeout=120)
     assert res.returncode == 3, res.stderr[-2000:]
     assert time.time() - t0 < 60

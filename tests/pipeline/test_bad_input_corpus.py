@@ -1,6 +1,6 @@
 """The bad-input corpus (bad_input_corpus.txt, one case a line): every case is refused before
 any compute with one line naming the key and the value, exit code 2, no traceback, no Ray and
-nothing written but Hydra's log.
+nothing written but Hydra's log (in ``outputs/.log/``, never under ``outputs/<name>/``).
 
 Every line runs in-process: Hydra's compose API (its refusals turned into one line by
 :func:`pipeline.config.compose_error_message`, as ``python -m pipeline`` does), then
@@ -154,6 +154,6 @@ def test_refused_by_the_command_line(case, cli_results):
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert len(lines) == 1 and "configuration error" in lines[0], out
     _check_message(case, lines[0])
-    # nothing but Hydra's log, and that only under outputs/ of the working folder
+    # nothing but Hydra's log, and that only under outputs/.log/ of the working folder
     for f in res["files"]:
-        assert f.startswith(os.path.join("a", "b", "outputs", "")) and f.endswith("__main__.log"), res["files"]
+        assert f.startswith(os.path.join("a", "b", "outputs", ".log", "")) and f.endswith("__main__.log"), res["files"]

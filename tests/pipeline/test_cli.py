@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import CONF, REPO
+from tests.helpers import CONF, driver_cwd
 
 pytestmark = pytest.mark.integration  # real command lines
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration  # real command lines
 def lbsweep(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     exe = shutil.which("lbsweep")
     assert exe, "the console script lbsweep is not installed (pip install -e .)"
-    return subprocess.run([exe, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([exe, *args], cwd=driver_cwd(), capture_output=True, text=True, timeout=timeout)
 
 
 def test_help_describes_the_app_and_lists_every_shipped_sweep():
