@@ -594,13 +594,16 @@ def test_trusted_archive_models_load_only_the_named_package(toy_archive, tmp_pat
         assert "run/models/pprint.py" not in tar.getnames()
 
 
+def alias_bomb() -> str:
+    """About 1 kB of YAML whose aliases expand to 9**10 strings (a "billion laughs")."""
+    levels = "".join(f"l{i + 1}: &l{i + 1} [" + ", ".join([f"*l{i}"] * 9) + "]\n" for i in range(9))
+    return 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + levels
+
+
 def test_yaml_alias_bomb_is_refused_at_once(archive, tmp_path, capsys):
     """Issue 34 (4): a 1,250-byte config.yaml of nested aliases took minutes and gigabytes."""
-    levels = "".join(f"l{i + 1}: &l{i + 1} [" + ", ".join([f"*l{i}"] * 9) + "]\n" for i in range(9))
-    bomb_text = 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + levels
-
     def edit(run: Path) -> None:
-        (run / "config.yaml").write_text(bomb_text + (run / "config.yaml").read_text())
+        (run / "config.yaml").write_text(alias_bomb() + (run / "config.yaml").read_text())
 
     bomb = repack(archive, tmp_path / "bomb.tar.gz", edit)
     t0 = time.perf_counter()
@@ -609,6 +612,20 @@ def test_yaml_alias_bomb_is_refused_at_once(archive, tmp_path, capsys):
     assert proc.returncode == 2 and not proc.stdout, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "run/config.yaml" in proc.stderr, proc.stderr
     assert "expands to more than" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_resume_reads_a_run_folders_config_bounded(archive, tmp_path):
+    """``python -m pipeline.resume`` loads the folder's config.yaml through the same bounds."""
+    folder = tmp_path / "run"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (folder / "config.yaml").write_text(alias_bomb() + (folder / "config.yaml").read_text())
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
+    proc = subprocess.run([sys.executable, "-m", "pipeline.resume", str(folder), "--no-progress"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert "configuration error" in lines[0] and "expands to more than" in lines[0], lines
 
 
 @pytest.mark.parametrize("text,needle", [
