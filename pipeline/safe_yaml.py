@@ -23,6 +23,7 @@ Hydra composes them.
 """
 from __future__ import annotations
 
+import fnmatch
 import io
 import stat
 from pathlib import Path
@@ -169,16 +170,35 @@ def _search_dirs(argv: list[str], conf_dir: Path) -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
-def _sweep_names(argv: list[str]) -> list[str]:
-    names = []
+def _sweep_names(argv: list[str], dirs: list[Path]) -> list[str]:
+    """The sweeps the command line's ``sweep=`` overrides name, as Hydra's parser reads them
+    (``+sweep=a,b``, ``choice(...)``, a list, ``glob(...)`` matched against the files there)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+
+    parser = OverridesParser.create()
+    names: list[str] = []
     for word in argv:
-        key, sep, value = word.partition("=")
-        if sep and key.lstrip("+~") == "sweep":
-            value = value.strip()
-            if value.startswith(("choice(", "[")) or value.endswith(")"):
-                value = value[value.index("(") + 1:-1] if "(" in value else value.strip("[]")
-            names += [v.strip().strip("'\"") for v in value.split(",") if v.strip()]
-    return [n for n in names if n and n != "null"]
+        if word.startswith("-") or "sweep" not in word:
+            continue
+        try:  # one word at a time: flags' values and bad words are Hydra's to refuse
+            (override,) = parser.parse_overrides([word])
+        except Exception:  # noqa: BLE001  (Hydra's grammar errors)
+            continue
+        if override.key_or_group != "sweep" or override.is_delete():
+            continue
+        value = override.value()
+        if isinstance(value, Glob):
+            found = {f.stem for d in dirs for f in (d / "sweep").glob("*.yaml")}
+            names += [n for n in sorted(found) if any(fnmatch.fnmatchcase(n, g) for g in value.include)
+                      and not any(fnmatch.fnmatchcase(n, g) for g in value.exclude)]
+        elif override.is_sweep_override():
+            names += list(override.sweep_string_iterator())
+        elif isinstance(value, list):
+            names += [v for v in value if isinstance(v, str)]
+        elif isinstance(value, str):
+            names.append(value)
+    return list(dict.fromkeys(names))
 
 
 def _defaults(cfg, group: str) -> list[str]:
@@ -207,7 +227,7 @@ def check_sweep_files(argv: list[str], conf_dir: Path) -> None:
     """:func:`check` every file the command line's ``sweep=`` names, wherever Hydra would look
     for it, and every file their ``defaults`` lists name; ConfigError on the first refusal."""
     dirs = _search_dirs(argv, conf_dir)
-    todo = [f"sweep/{n}" for n in _sweep_names(argv)]
+    todo = [f"sweep/{n}" for n in _sweep_names(argv, dirs)]
     seen: set[Path] = set()
     while todo:
         path = todo.pop()
@@ -219,5 +239,5 @@ def check_sweep_files(argv: list[str], conf_dir: Path) -> None:
             seen.add(f.resolve())
             if len(seen) > MAX_SWEEP_FILES:
                 raise ConfigError(f"the sweeps pull in more than {MAX_SWEEP_FILES} config files")
-            cfg = load(f, f"{path}.yaml ({f})")
+            cfg = load(f, f"config file {f}")
             todo += _defaults(cfg, group)
