@@ -18,8 +18,8 @@ and refuses it, with :class:`~pipeline.errors.ConfigError` naming the file, when
 
 :func:`load` is ``OmegaConf.load`` after that check (the same loader, on the checked text).
 :func:`check_sweep_files` applies the check to the sweep files a command line names
-(``+sweep=NAME``, ``-m +sweep=a,b``) and to the files their ``defaults`` lists pull in, before
-Hydra composes them.
+(``+sweep=NAME``, ``-m +sweep=a,b``; also another config group's choice and ``--config-name``)
+and to the files their ``defaults`` lists pull in, before Hydra composes them.
 """
 from __future__ import annotations
 
@@ -170,64 +170,76 @@ def _search_dirs(argv: list[str], conf_dir: Path) -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
-def _sweep_names(argv: list[str], dirs: list[Path]) -> list[str]:
-    """The sweeps the command line's ``sweep=`` overrides name, as Hydra's parser reads them
-    (``+sweep=a,b``, ``choice(...)``, a list, ``glob(...)`` matched against the files there)."""
+def _chosen(argv: list[str], dirs: list[Path]) -> list[str]:
+    """The config files (``group/name``) the command line chooses: every override of ``sweep``
+    or of another config group found in ``dirs``, as Hydra's parser reads it (``+sweep=a,b``,
+    ``choice(...)``, a list, ``glob(...)`` matched against the files there), and the primary
+    config ``--config-name``/``-cn`` names."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Glob
 
-    parser = OverridesParser.create()
-    names: list[str] = []
-    for word in argv:
-        if word.startswith("-") or "sweep" not in word:
+    parser = None
+    paths: list[str] = []
+    for i, word in enumerate(argv):
+        if word in ("--config-name", "-cn") and i + 1 < len(argv):
+            paths.append(argv[i + 1])
+        elif word.startswith(("--config-name=", "-cn=")):
+            paths.append(word.split("=", 1)[1])
+        if word.startswith("-") or "=" not in word:
             continue
+        parser = parser or OverridesParser.create()
         try:  # one word at a time: flags' values and bad words are Hydra's to refuse
             (override,) = parser.parse_overrides([word])
         except Exception:  # noqa: BLE001  (Hydra's grammar errors)
             continue
-        if override.key_or_group != "sweep" or override.is_delete():
+        group = override.key_or_group
+        if override.is_delete() or not (group == "sweep" or any((d / group).is_dir() for d in dirs)):
             continue
         value = override.value()
+        names: list[str] = []
         if isinstance(value, Glob):
-            found = {f.stem for d in dirs for f in (d / "sweep").glob("*.yaml")}
-            names += [n for n in sorted(found) if any(fnmatch.fnmatchcase(n, g) for g in value.include)
-                      and not any(fnmatch.fnmatchcase(n, g) for g in value.exclude)]
+            found = {f.stem for d in dirs for f in (d / group).glob("*.yaml")}
+            names = [n for n in sorted(found) if any(fnmatch.fnmatchcase(n, g) for g in value.include)
+                     and not any(fnmatch.fnmatchcase(n, g) for g in value.exclude)]
         elif override.is_sweep_override():
-            names += list(override.sweep_string_iterator())
+            names = list(override.sweep_string_iterator())
         elif isinstance(value, list):
-            names += [v for v in value if isinstance(v, str)]
+            names = [v for v in value if isinstance(v, str)]
         elif isinstance(value, str):
-            names.append(value)
-    return list(dict.fromkeys(names))
+            names = [value]
+        paths += [f"{group}/{n}" for n in names]
+    return list(dict.fromkeys(paths))
 
 
 def _defaults(cfg, group: str) -> list[str]:
-    """The config paths (``group/name``) a loaded file's ``defaults`` list names."""
+    """The config paths (``group/name``) a loaded file's ``defaults`` list may name: relative
+    to its own group and absolute alike (checking one file too many costs nothing)."""
     out = []
     for item in (cfg.get("defaults") if hasattr(cfg, "get") else None) or []:
         if isinstance(item, str):
-            entry = item
+            entry = item.split("@")[0].strip()
+            if entry == "_self_":
+                continue
         elif hasattr(item, "items") and len(item) == 1:
             (k, v), = item.items()
             if not isinstance(v, str):
                 continue
-            entry = f"{str(k).split()[-1].split('@')[0].lstrip('/')}/{v}"
-            out.append(entry)
-            continue
+            entry = f"{str(k).split()[-1].split('@')[0]}/{v}"
         else:
             continue
-        entry = entry.split("@")[0].strip()
-        if entry in ("_self_",) or entry.startswith("override "):
-            continue
-        out.append(entry.lstrip("/") if entry.startswith("/") else f"{group}/{entry}" if group else entry)
+        entry = entry.split()[-1]  # "override x", "optional x"
+        out.append(entry.lstrip("/"))
+        if group and not entry.startswith("/"):
+            out.append(f"{group}/{entry}")
     return out
 
 
 def check_sweep_files(argv: list[str], conf_dir: Path) -> None:
-    """:func:`check` every file the command line's ``sweep=`` names, wherever Hydra would look
-    for it, and every file their ``defaults`` lists name; ConfigError on the first refusal."""
+    """:func:`check` every config file the command line chooses (sweeps above all; see
+    :func:`_chosen`), wherever Hydra would look for it, and every file their ``defaults`` lists
+    name; ConfigError on the first refusal."""
     dirs = _search_dirs(argv, conf_dir)
-    todo = [f"sweep/{n}" for n in _sweep_names(argv, dirs)]
+    todo = _chosen(argv, dirs)
     seen: set[Path] = set()
     while todo:
         path = todo.pop()

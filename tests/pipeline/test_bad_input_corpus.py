@@ -218,11 +218,12 @@ def _bomb() -> str:
     return "# @package _global_\nl0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + levels
 
 
-@pytest.mark.parametrize("how", ["defaults", "multirun", "config_dir", "oversized"])
+@pytest.mark.parametrize("how", ["defaults", "multirun", "config_dir", "config_name", "oversized"])
 def test_sweep_files_hydra_reaches_other_ways_are_bounded(tmp_path, how):
     """A sweep file is checked before Hydra composes it also when it comes through another
-    sweep's ``defaults`` list, one of a multirun's sweeps (``-m +sweep=a,b``) or a
-    ``--config-dir``; and a file over the size cap is refused unread. A real command line, in a
+    sweep's ``defaults`` list, one of a multirun's sweeps (``-m +sweep=a,b``), a
+    ``--config-dir`` or as the primary config (``--config-name``); and a file over the size cap
+    is refused unread. A real command line, in a
     child process with a timeout (an unbounded load would hang it)."""
     conf = tmp_path / "conf" / "sweep"
     conf.mkdir(parents=True)
@@ -235,6 +236,7 @@ def test_sweep_files_hydra_reaches_other_ways_are_bounded(tmp_path, how):
         "defaults": ([search, "+sweep=outer"], "bomb.yaml"),
         "multirun": (["-m", search, "+sweep=smoke,bomb"], "bomb.yaml"),
         "config_dir": (["--config-dir", str(tmp_path / "conf"), "+sweep=bomb"], "bomb.yaml"),
+        "config_name": (["--config-dir", str(conf), "--config-name", "bomb"], "bomb.yaml"),
         "oversized": ([search, "+sweep=big"], "big.yaml"),
     }[how]
     cwd = tmp_path / "work"
