@@ -421,13 +421,15 @@ def _reproduce_cli(args: list, timeout: float = 240) -> subprocess.CompletedProc
                           env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def test_an_archived_model_the_config_names_is_not_imported(archive, tmp_path, capsys):
+@pytest.mark.parametrize("names", [{"models": ["evilmod"]}, {"model": "evilmod"}], ids=["models", "model"])
+def test_an_archived_model_the_config_names_is_not_imported(archive, tmp_path, capsys, names):
     """Issue 34 (1a): ``models: [evilmod]`` with ``run/models/evilmod/`` ran the archive's code
-    as the user; it is data now: not installed here, so one line and exit 2, nothing ran."""
+    as the user; it is data now: not installed here, so one line and exit 2, nothing ran. The
+    same through the ``model`` key."""
     marker = tmp_path / "ran.txt"
 
     def edit(run: Path) -> None:
-        _set_config(run, models=["evilmod"])
+        _set_config(run, **names)
         (run / "models" / "evilmod").mkdir(parents=True)
         (run / "models" / "evilmod" / "__init__.py").write_text(_marker_module(marker, "evilmod"))
 
