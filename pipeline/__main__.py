@@ -104,7 +104,13 @@ def cli() -> None:
     from pipeline import multirun
     from pipeline.config import compose_error_message
     from pipeline.run import EXIT_CONFIG
+    from pipeline.safe_yaml import check_sweep_files
 
+    try:  # the sweep files named, as bounded YAML, before Hydra reads them (pipeline/safe_yaml.py)
+        check_sweep_files(sys.argv[1:], Path(CONF_DIR))
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
     if multirun.is_multirun(sys.argv[1:]):  # plan every sweep before the first one starts
         try:
             multirun.validate(sys.argv[1:])

@@ -223,7 +223,10 @@ def compose(overrides: list[str], config_dir: Path | str = CONF_DIR):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    from pipeline.safe_yaml import check_sweep_files
+
     try:
+        check_sweep_files(list(overrides), Path(config_dir))  # bounded YAML before Hydra reads it
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
             return hydra_compose("config", overrides=list(overrides))
     except ConfigError:

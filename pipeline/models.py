@@ -10,21 +10,25 @@ Ray workers and kept in a run's archive (docs/extending.md).
   entry, for a local cluster and a joined one alike, so that workers import it as the driver
   does (:func:`py_modules`).
 - **Archived**: the package's source (``__pycache__`` left out) goes into the run's archive
-  under ``models/<package>/`` (:func:`archive_members`); ``python -m pipeline.reproduce`` puts
-  that folder first on ``sys.path`` (:func:`use_archived`), so the rerun runs the archived
-  code, not whatever the machine has under that name.
+  under ``models/<package>/`` (:func:`archive_members`). That copy is data: ``python -m
+  pipeline.reproduce`` never puts an archive folder on ``sys.path`` and, by default, resolves
+  the models among those installed on the machine (:func:`check_installed`). Only with
+  ``--trust-archive-models`` does it import the archived packages (:func:`trust_archived`):
+  the top-level packages the config names and nothing else, each from its own folder through
+  an ``importlib`` spec, never one whose name is a standard-library or installed module.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
 
 from pipeline.errors import ConfigError
 from sim.registry import SHIPPED
 
-__all__ = ["out_of_tree", "package_dir", "py_modules", "archive_members", "use_archived",
-           "ARCHIVE_FOLDER"]
+__all__ = ["out_of_tree", "package_dir", "py_modules", "archive_members", "check_installed",
+           "trust_archived", "forget", "ARCHIVE_FOLDER"]
 
 #: the archive folder (under the run's prefix) holding the out-of-tree models' source
 ARCHIVE_FOLDER = "models"
@@ -62,11 +66,84 @@ def archive_members(conf: dict) -> dict[str, Path]:
     return {f"{ARCHIVE_FOLDER}/{package_dir(n).name}": package_dir(n) for n in out_of_tree(conf)}
 
 
-def use_archived(run_dir: Path) -> bool:
-    """Put an extracted archive's model source first on ``sys.path`` (True if it has any)."""
+def _top_names(names: list[str]) -> list[str]:
+    """The top-level package of each model name; ConfigError for a name that is no module path
+    or that is a standard-library module (never a model, and importing some has effects)."""
+    tops = []
+    for name in names:
+        if not isinstance(name, str) or not name or not all(p.isidentifier() for p in name.split(".")):
+            raise ConfigError(f"models: {name!r} is not a model name (a module path such as 'my_model')")
+        top = name.split(".")[0]
+        if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+            raise ConfigError(f"models: {name!r} is a standard-library module, not a model")
+        tops.append(top)
+    return list(dict.fromkeys(tops))
+
+
+def check_installed(names: list[str], run_dir: Path | None = None) -> None:
+    """Every model in ``names`` is importable on this machine (found, not imported); else a
+    ConfigError naming it, with a hint when the archive at ``run_dir`` holds its source."""
+    for top in _top_names(names):
+        try:
+            found = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            continue
+        hint = ""
+        if run_dir is not None and (Path(run_dir) / ARCHIVE_FOLDER / top).is_dir():
+            hint = (f"; the archive holds its source ({ARCHIVE_FOLDER}/{top}/): install it, or rerun "
+                    "with --trust-archive-models to run the archived code")
+        raise ConfigError(f"models: {top!r} is not installed on this machine{hint}")
+
+
+def trust_archived(run_dir: Path, names: list[str]) -> list[str]:
+    """Import the top-level package of each model in ``names`` from the extracted archive's
+    ``models/<package>/`` (``--trust-archive-models``); return the packages imported.
+
+    Each is loaded through an ``importlib`` spec of its own folder: no folder goes on
+    ``sys.path``, so no other file of the archive can be imported by name (a ``pprint.py``
+    beside the package stays unread), and its submodules resolve inside its folder. A name that
+    is a standard-library module, or that this machine can already import, is refused: the
+    archive's copy would shadow it. ConfigError names the package."""
     folder = Path(run_dir) / ARCHIVE_FOLDER
-    if not folder.is_dir():
-        return False
-    sys.path.insert(0, str(folder))
+    loaded: list[str] = []
+    try:
+        for top in _top_names(names):
+            _trust_one(folder, top)
+            loaded.append(top)
+    except ConfigError:
+        forget(loaded)
+        raise
+    return loaded
+
+
+def _trust_one(folder: Path, top: str) -> None:
+    try:
+        installed = top in sys.modules or importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        installed = True
+    if installed:
+        raise ConfigError(f"models: {top!r} is also a module on this machine; the archive's copy "
+                          "would shadow it (rerun without --trust-archive-models to use the installed one)")
+    init = folder / top / "__init__.py"
+    if not init.is_file() or init.is_symlink() or init.parent.is_symlink():
+        raise ConfigError(f"models: {top!r}: the archive has no package {ARCHIVE_FOLDER}/{top}/__init__.py")
+    spec = importlib.util.spec_from_file_location(top, init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        forget([top])
+        raise ConfigError(f"models: the archived package {top!r} failed to import "
+                          f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
+
+
+def forget(tops: list[str]) -> None:
+    """Drop packages :func:`trust_archived` imported (and their submodules) from ``sys.modules``:
+    their folder goes with the archive's temporary folder."""
+    for name in list(sys.modules):
+        if name.split(".")[0] in tops:
+            del sys.modules[name]
     importlib.invalidate_caches()
-    return True

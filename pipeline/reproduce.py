@@ -7,7 +7,22 @@ link or special file or appears twice, or if the members number more than ``--ma
 this before anything is written. The bytes written while extracting are counted too. A
 truncated, corrupt or non-tar file is a one-line ``error: ...`` and exit 2. The archive is
 extracted into a temporary folder (``lbsweep-reproduce-*`` under ``$TMPDIR``) that is removed
-when the command ends, also on errors and Ctrl-C.
+when the command ends, also on errors, Ctrl-C, SIGTERM and SIGHUP (exit 130; only SIGKILL
+leaves it).
+
+What it trusts. Nothing in the archive is code to run. Its ``config.yaml`` is read as bounded
+plain data (:mod:`pipeline.safe_yaml`: at most 1 MiB, aliases counted as the copies they
+expand to, nesting and tags of YAML's plain types only, no ``${...}`` interpolation: the
+pipeline writes it resolved); its Parquet files are read before the rerun starts, and one that
+cannot be read makes the archive unusable. No folder of the archive is put on ``sys.path``.
+The out-of-tree models its config names (``models``, ``model``; docs/extending.md) must be
+installed on this machine, and that installed code runs; the archive's own copy under
+``run/models/`` is ignored. ``--trust-archive-models`` runs the archive's copy instead: only
+the top-level packages the config names, each imported from its own folder by an
+``importlib`` spec and shipped from there to the Ray workers; a name that is a
+standard-library module or importable here anyway is refused (it would shadow that module),
+and no other file of ``run/models/`` is ever imported. Model names that are standard-library
+modules are refused in both modes.
 
 Where it runs. Locally, whatever the archive says: the archived ``execution`` section is not
 used except its ``backend`` (``--backend`` overrides it); the rest is this machine's defaults
@@ -52,8 +67,9 @@ Numbers are compared bitwise where the environment (Python, machine, and the pac
 Text lines are compared exactly in both cases. Every mismatch is named (file, task id or row,
 column or line, archived and rerun values, floats by ``repr``: full precision); the first
 :data:`SHOWN` are printed and the rest counted. Exit code 0 when everything matches
-(REPRODUCED), 1 otherwise (NOT REPRODUCED), 2 for an unusable archive or option, 3 when Ray
-could not be started or joined, 130 when interrupted.
+(REPRODUCED), 1 otherwise (NOT REPRODUCED), 2 for an unusable archive or option (damaged,
+oversized or unsafe YAML, unreadable Parquet, models not installed or refused), always as one
+line ``error: ...``, 3 when Ray could not be started or joined, 130 when interrupted.
 """
 from __future__ import annotations
 
@@ -68,9 +84,11 @@ import logging
 import math
 import os
 import re
+import signal
 import struct
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -396,18 +414,23 @@ def _read_run(run: Path, archive: Path) -> tuple[dict, dict, dict, dict]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    from pipeline import safe_yaml
     from pipeline.config import Config
 
     where = f"archive={str(archive)!r}"
     try:
-        loaded = OmegaConf.to_container(OmegaConf.load(run / "config.yaml"), resolve=True)
+        # bounded (size, alias expansion, depth), plain data only, no interpolation
+        text = safe_yaml.load(run / "config.yaml", f"{PREFIX}/config.yaml", interpolations=False)
+        loaded = OmegaConf.to_container(text, resolve=True)
         if not isinstance(loaded, dict):
             raise ConfigError(f"{where}: {PREFIX}/config.yaml is not a mapping")
         archived_exec = loaded.pop("execution", None) or {}
         cfg = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(Config), loaded), resolve=True)
-    except ConfigError:
-        raise
-    except (OmegaConfBaseException, ValueError, OSError) as exc:  # yaml errors are ValueErrors
+    except ConfigError as exc:
+        if str(exc).startswith(where):
+            raise
+        raise ConfigError(f"{where}: {exc}") from None
+    except (OmegaConfBaseException, ValueError, OSError) as exc:
         raise ConfigError(f"{where}: {PREFIX}/config.yaml is not a usable config "
                           f"({' '.join(str(exc).split())})") from None
     docs = []
@@ -421,6 +444,36 @@ def _read_run(run: Path, archive: Path) -> tuple[dict, dict, dict, dict]:
     if not isinstance(docs[1], dict):
         raise ConfigError(f"{where}: {PREFIX}/environment.json is not an object")
     return cfg, dict(archived_exec), docs[0], docs[1]
+
+
+def _read_archived_results(run: Path, archive: Path) -> pl.DataFrame:
+    """The archived result rows, and every archived analysis frame read once: a file that is not
+    readable Parquet makes the archive unusable (ConfigError naming it), before any compute."""
+    where = f"archive={str(archive)!r}"
+
+    def read(path: Path) -> pl.DataFrame:
+        try:
+            return pl.read_parquet(path)
+        except BaseException as exc:  # polars' errors, and a panic of its reader (a BaseException)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"{where}: {path.relative_to(run.parent).as_posix()} is not readable "
+                              f"Parquet ({type(exc).__name__}: {first[:200]})") from None
+
+    for p in sorted((run / "analysis").rglob("*.parquet")):
+        if p.is_file():
+            read(p)
+    try:
+        return read_results(run / "results")
+    except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        for p in sorted((run / "results").glob("*.parquet")):
+            read(p)  # names the first damaged file
+        # each file reads alone, but not together (their schemas differ)
+        raise ConfigError(f"{where}: {PREFIX}/results cannot be read as one frame "
+                          f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
 def local_execution(archived: dict, backend: str | None, address: str | None,
@@ -469,56 +522,72 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
               rtol: float = 1e-9, progress: bool = True, *, address: str | None = None,
               num_cpus: int | None = None, max_bytes: int = MAX_BYTES,
               max_members: int = MAX_MEMBERS, ignore_columns: tuple[str, ...] = (),
-              ignore_files: tuple[str, ...] = ()) -> dict:
+              ignore_files: tuple[str, ...] = (), trust_archive_models: bool = False) -> dict:
     """Rerun the archived sweep locally (or on ``address``) and compare; see the module doc.
 
     ``ignore_columns`` (result and analysis columns, JSON keys) and ``ignore_files`` (glob
     patterns of paths under ``analysis/``) name expected differences, such as a column a newer
-    version adds: they are left out of the comparison and listed in the report."""
+    version adds: they are left out of the comparison and listed in the report.
+    ``trust_archive_models``: import the out-of-tree model packages the config names from the
+    archive (:func:`pipeline.models.trust_archived`) instead of using installed ones."""
     from pipeline.run import analysis_params, run_sweep
 
     archive = Path(archive)
     if not archive.is_file():
         raise ConfigError(f"archive={str(archive)!r} does not exist")
+    from pipeline import models
+
+    trusted: list[str] = []
     with tempfile.TemporaryDirectory(prefix="lbsweep-reproduce-") as tmp:
-        run = safe_extract(archive, Path(tmp), max_bytes=max_bytes, max_members=max_members)
-        from pipeline.models import use_archived
+        try:
+            run = safe_extract(archive, Path(tmp), max_bytes=max_bytes, max_members=max_members)
+            cfg, archived_exec, archived_doc, archived_env = _read_run(run, archive)
+            archived_rows = _read_archived_results(run, archive)
+            # the archive's models are data: nothing of it goes on sys.path; its models are those
+            # installed here, or with trust_archive_models its own packages, named and nothing else
+            names = models.out_of_tree(cfg)
+            try:
+                if trust_archive_models:
+                    trusted = models.trust_archived(run, names)
+                else:
+                    models.check_installed(names, run)
+            except ConfigError as exc:
+                raise ConfigError(f"archive={str(archive)!r}: {exc}") from None
+            archived_out = cfg.get("output_dir")
+            if out_dir is None:  # the first free name (run_sweep makes it exclusively, or refuses)
+                base = archive.resolve().parent / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}"
+                out_dir = next(f for f in (base, *(base.with_name(f"{base.name}-{k}") for k in range(2, 1000)))
+                               if not os.path.lexists(f))
+            out_dir = Path(out_dir).resolve()
+            cfg["output_dir"] = str(out_dir)
+            cfg["mlflow"]["enabled"] = False
+            ex = cfg["execution"] = local_execution(archived_exec, backend, address, num_cpus, progress)
+            execution = {"backend": ex["backend"], "address": address,
+                         "num_cpus": (num_cpus or os.cpu_count()) if ex["backend"] == "ray" and not address else None}
+            with _ray_environment(address):
+                result = run_sweep(cfg, quiet=True, archived=True)
 
-        use_archived(run)  # an out-of-tree model's archived source runs, not the machine's
-        cfg, archived_exec, archived_doc, archived_env = _read_run(run, archive)
-        archived_out = cfg.get("output_dir")
-        if out_dir is None:  # the first free name (run_sweep makes it exclusively, or refuses)
-            base = archive.resolve().parent / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}"
-            out_dir = next(f for f in (base, *(base.with_name(f"{base.name}-{k}") for k in range(2, 1000)))
-                           if not os.path.lexists(f))
-        out_dir = Path(out_dir).resolve()
-        cfg["output_dir"] = str(out_dir)
-        cfg["mlflow"]["enabled"] = False
-        ex = cfg["execution"] = local_execution(archived_exec, backend, address, num_cpus, progress)
-        execution = {"backend": ex["backend"], "address": address,
-                     "num_cpus": (num_cpus or os.cpu_count()) if ex["backend"] == "ray" and not address else None}
-        with _ray_environment(address):
-            result = run_sweep(cfg, quiet=True, archived=True)
+            new_doc = json.loads((out_dir / "tasks.json").read_text())
+            seeds_match = [(t["_meta"]["task_id"], t["seed"]) for t in archived_doc["tasks"]] == \
+                          [(t["_meta"]["task_id"], t["seed"]) for t in new_doc["tasks"]]
+            diffs = env_differences(archived_env, environment())
+            env_match = not diffs
+            images = None
+            old_mpl = (archived_env.get("packages") or {}).get("matplotlib")
+            new_mpl = environment()["packages"].get("matplotlib")
+            if not env_match:
+                images = "the environment differs"
+            elif old_mpl != new_mpl:
+                images = f"matplotlib {old_mpl} -> {new_mpl}"
 
-        new_doc = json.loads((out_dir / "tasks.json").read_text())
-        seeds_match = [(t["_meta"]["task_id"], t["seed"]) for t in archived_doc["tasks"]] == \
-                      [(t["_meta"]["task_id"], t["seed"]) for t in new_doc["tasks"]]
-        diffs = env_differences(archived_env, environment())
-        env_match = not diffs
-        images = None
-        old_mpl = (archived_env.get("packages") or {}).get("matplotlib")
-        new_mpl = environment()["packages"].get("matplotlib")
-        if not env_match:
-            images = "the environment differs"
-        elif old_mpl != new_mpl:
-            images = f"matplotlib {old_mpl} -> {new_mpl}"
-
-        c = Comparison(rtol, env_match, [str(archived_out or "")], [str(out_dir), str(result["output_dir"])],
-                       frozenset(ignore_columns), tuple(ignore_files))
-        c.json(archived_doc, new_doc, "tasks.json")
-        rows = c.frames(read_results(run / "results"), result["frame"], "results")
-        c.folders(run / "analysis", out_dir / "analysis", "analysis",
-                  tuple(analysis_params(result["plan"])), images)
+            c = Comparison(rtol, env_match, [str(archived_out or "")], [str(out_dir), str(result["output_dir"])],
+                           frozenset(ignore_columns), tuple(ignore_files))
+            c.json(archived_doc, new_doc, "tasks.json")
+            rows = c.frames(archived_rows, result["frame"], "results")
+            c.folders(run / "analysis", out_dir / "analysis", "analysis",
+                      tuple(analysis_params(result["plan"])), images)
+        finally:
+            models.forget(trusted)
     ok = seeds_match and not c.mismatches
     return {"ok": ok, "seeds_match": seeds_match, "env_match": env_match, "env_differences": diffs,
             "output_dir": out_dir, "execution": execution, **rows, "mismatches": c.mismatches,
@@ -551,7 +620,8 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m pipeline.reproduce",
         description="Rerun an archived sweep on this machine and compare every result column and "
                     "analysis output with the archive (exit 0: REPRODUCED, 1: NOT REPRODUCED, "
-                    "2: unusable archive).",
+                    "2: unusable archive). The archive is data: no code in it runs unless "
+                    "--trust-archive-models is given.",
         epilog="The rerun is local: of the archive's execution section only the backend is used "
                "(not its address, num_cpus, auth, timeouts or grouping), and the RAY_ADDRESS "
                "environment variable is ignored; --address joins a cluster. "
@@ -584,6 +654,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--ignore-files", action="append", default=[], metavar="GLOB",
                     help="analysis files to leave out, as a glob of their path under analysis/ "
                          "(e.g. '*.png', 'jiq/report.md'); repeatable; listed in the output")
+    ap.add_argument("--trust-archive-models", action="store_true",
+                    help="run the archive's own out-of-tree model code: import the model packages "
+                         "its config names from the archive's run/models/ (nothing else of it; a "
+                         "name that is a standard-library or installed module is refused). "
+                         "Without it the archive is data and its models must be installed here")
     ap.add_argument("--no-progress", action="store_true")
     return ap
 
@@ -608,15 +683,26 @@ def _where(file: str, where: str, column: str) -> str:
     return f"{file} {where}" + (f" {column}" if column else "")
 
 
+def _signal_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+#: signals that end the command as Ctrl-C does: the temporary folder is removed, exit 130
+SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _signal_as_interrupt) for s in SIGNALS} if main_thread else {}
     try:
         rep = reproduce(args.archive, args.out, args.backend, args.rtol, progress=not args.no_progress,
                         address=args.address, num_cpus=args.num_cpus, max_bytes=args.max_bytes,
                         max_members=args.max_members,
                         ignore_columns=tuple(c.strip() for c in args.ignore_columns.split(",") if c.strip()),
-                        ignore_files=tuple(args.ignore_files))
+                        ignore_files=tuple(args.ignore_files),
+                        trust_archive_models=args.trust_archive_models)
     except ConfigError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -626,6 +712,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, *_interrupted()):
         print("error: interrupted", file=sys.stderr)
         return 130
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     ex = rep["execution"]
     where = (f"cluster {ex['address']}" if ex["address"] else
              f"local Ray cluster of {ex['num_cpus']} CPUs" if ex["backend"] == "ray" else "serial, in this process")

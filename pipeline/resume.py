@@ -34,13 +34,17 @@ def main(argv: list[str] | None = None) -> int:
     def run():
         from omegaconf import OmegaConf
 
+        from pipeline import safe_yaml
         from pipeline.run import run_sweep
 
         folder = args.output_dir.resolve()
         if not (folder / "config.yaml").is_file():
             raise ConfigError(f"output_dir={str(args.output_dir)!r} has no config.yaml: not a run folder")
-        try:
-            cfg = OmegaConf.to_container(OmegaConf.load(folder / "config.yaml"), resolve=True)
+        try:  # bounded plain data (pipeline/safe_yaml.py): the pipeline wrote it, resolved
+            cfg = OmegaConf.to_container(safe_yaml.load(folder / "config.yaml", interpolations=False),
+                                         resolve=True)
+        except ConfigError:
+            raise
         except Exception as exc:
             raise ConfigError(f"{folder / 'config.yaml'}: cannot read ({exc})") from None
         cfg["output_dir"] = str(folder)

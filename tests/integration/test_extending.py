@@ -1,10 +1,14 @@
 """The door is open: a model package written outside the project at test time (one Python
 engine, one policy, one parameter) runs through plan, Ray (the loopback cluster, whose workers
-only see it because it is shipped), Parquet, analysis, MLflow and the archive, and its archive
-reproduces without the package on the path. Nothing outside the temporary folder is edited
-(docs/extending.md)."""
+only see it because it is shipped), Parquet, analysis, MLflow and the archive. Its archive
+reproduces without the package on the path only with ``--trust-archive-models`` (the archive's
+copy is then imported and shipped to a local Ray cluster's workers); without the flag the
+archive is data: refused while the package is not installed, and with it installed the
+installed code runs, on the driver and the workers, never the archive's. Nothing outside the
+temporary folder is edited (docs/extending.md)."""
 from __future__ import annotations
 
+import io
 import tarfile
 import textwrap
 
@@ -131,8 +135,30 @@ def test_toy_model_out_of_tree_through_cluster_mlflow_and_archive(cluster, tmp_p
     children = [r for r in runs if r.data.params.get("policy") == "random"]
     assert children and all("mean_response" in r.data.metrics for r in children)
 
-    # the archive reruns with the package nowhere on the path: its archived copy is used
+    # the package nowhere on the path: the archive is data, so it is refused in one line ...
     env = {k: v for k, v in driver_env().items() if k != "PYTHONPATH"}
-    res = run_driver(["--no-progress", str(out / "archive.tar.gz"), "--out", str(tmp_path / "re")],
+    archive = str(out / "archive.tar.gz")
+    res = run_driver(["--no-progress", archive, "--out", str(tmp_path / "re0")], env,
+                     module="pipeline.reproduce", timeout=300)
+    assert res.returncode == 2 and not res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
+    assert res.stderr.count("\n") == 1 and "'toy_mm1' is not installed" in res.stderr, res.stderr
+    # ... and reruns from its own copy (driver and the local cluster's workers) when trusted
+    res = run_driver(["--no-progress", "--trust-archive-models", archive, "--out", str(tmp_path / "re")],
                      env, module="pipeline.reproduce")
     assert res.returncode == 0 and "REPRODUCED" in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "local Ray cluster" in res.stdout, res.stdout
+
+    # installed, not trusted: the installed code runs everywhere, never the archive's copy
+    marker = tmp_path / "archived_copy_ran.txt"
+    altered = tmp_path / "altered.tar.gz"
+    with tarfile.open(archive) as src, tarfile.open(altered, "w:gz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else None
+            if member.name == "run/models/toy_mm1/engine.py":
+                data += f"\nopen({str(marker)!r}, 'a').write('ran')\n".encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    res = run_driver(["--no-progress", str(altered), "--out", str(tmp_path / "re2")],
+                     driver_env({"PYTHONPATH": str(ext)}), module="pipeline.reproduce")
+    assert res.returncode == 0 and "REPRODUCED" in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
+    assert not marker.exists(), "the archive's copy of the model ran"

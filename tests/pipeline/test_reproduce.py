@@ -403,3 +403,302 @@ def test_an_archive_with_an_unused_parameter_reproduces_with_a_warning(tmp_path,
     assert text.rstrip().endswith("\nREPRODUCED")
     assert any("params.k=3: no task" in r.getMessage() and "run without them" in r.getMessage()
                for r in caplog.records)
+
+
+# ------------------------------------------------------- archives that carry code or bombs
+
+def _marker_module(marker: Path, what: str) -> str:
+    """Source that leaves ``marker`` behind if it is ever executed."""
+    return f"open({str(marker)!r}, 'a').write({what!r} + '\\n')\nMODEL = None\n"
+
+
+def _set_config(run: Path, **changes) -> None:
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg.update(changes)
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def _reproduce_cli(args: list, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
+    return subprocess.run([sys.executable, "-m", "pipeline.reproduce", *map(str, args)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("names", [{"models": ["evilmod"]}, {"model": "evilmod"}], ids=["models", "model"])
+def test_an_archived_model_the_config_names_is_not_imported(archive, tmp_path, capsys, names):
+    """Issue 34 (1a): ``models: [evilmod]`` with ``run/models/evilmod/`` ran the archive's code
+    as the user; it is data now: not installed here, so one line and exit 2, nothing ran. The
+    same through the ``model`` key."""
+    marker = tmp_path / "ran.txt"
+
+    def edit(run: Path) -> None:
+        _set_config(run, **names)
+        (run / "models" / "evilmod").mkdir(parents=True)
+        (run / "models" / "evilmod" / "__init__.py").write_text(_marker_module(marker, "evilmod"))
+
+    evil = repack(archive, tmp_path / "evil.tar.gz", edit)
+    code, out, err = run_main([evil, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert not marker.exists(), marker.read_text()
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert "'evilmod' is not installed on this machine" in err and "--trust-archive-models" in err, err
+    assert "evilmod" not in sys.modules and not any("lbsweep-reproduce-" in p for p in sys.path)
+    assert not (tmp_path / "again").exists()
+
+
+def test_archived_files_that_shadow_the_standard_library_are_not_imported(archive, tmp_path):
+    """Issue 34 (1b): an untouched config and ``run/models/{pprint,shlex,fractions,secrets}.py``:
+    they ran (first on sys.path) and the verdict was REPRODUCED. None may run. A fresh process,
+    since these modules are already imported in this one."""
+    marker = tmp_path / "ran.txt"
+    names = ("pprint", "shlex", "fractions", "secrets")
+
+    def edit(run: Path) -> None:
+        (run / "models").mkdir()
+        for name in names:
+            (run / "models" / f"{name}.py").write_text(_marker_module(marker, name))
+
+    shadow = repack(archive, tmp_path / "shadow.tar.gz", edit)
+    proc = _reproduce_cli([shadow, "--out", tmp_path / "again", "--no-progress"])
+    assert not marker.exists(), f"archived modules ran: {marker.read_text()}"
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("\nREPRODUCED"), proc.stdout + proc.stderr
+
+
+def test_an_archived_package_named_as_an_installed_one_never_runs(archive, tmp_path):
+    """A third shape: the config names ``numpy`` and the archive ships ``run/models/numpy/``.
+    First on sys.path, it replaced the real numpy. Without the flag the installed numpy is
+    used (it is no model: exit 2); with --trust-archive-models the name is refused, as it
+    would shadow an installed module. One line each, and the archived package never runs."""
+    marker = tmp_path / "ran.txt"
+
+    def edit(run: Path) -> None:
+        _set_config(run, models=["numpy"])
+        (run / "models" / "numpy").mkdir(parents=True)
+        (run / "models" / "numpy" / "__init__.py").write_text(_marker_module(marker, "numpy"))
+
+    evil = repack(archive, tmp_path / "numpy.tar.gz", edit)
+    for flag, needle in (([], "exports no MODEL"), (["--trust-archive-models"], "also a module on this machine")):
+        proc = _reproduce_cli([evil, "--out", tmp_path / "again", "--no-progress", *flag])
+        assert not marker.exists(), f"{flag}: the archived numpy ran"
+        assert proc.returncode == 2 and not proc.stdout, (flag, proc.stdout + proc.stderr)
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("error")]
+        assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["json", "antigravity"])
+def test_a_standard_library_name_is_no_model(archive, tmp_path, capsys, name):
+    def edit(run: Path) -> None:
+        _set_config(run, models=[name])
+
+    bad = repack(archive, tmp_path / "std.tar.gz", edit)
+    for flag in ([], ["--trust-archive-models"]):
+        code, out, err = run_main([bad, "--out", tmp_path / "again", "--no-progress", *flag], capsys)
+        assert code == 2 and not out and err.count("\n") == 1, err
+        assert f"models: '{name}' is a standard-library module, not a model" in err, err
+
+
+TOY_INIT = '''
+import pprint  # must be the standard library's, not the archive's pprint.py
+from sim.core.declare import Entry, Model, Param
+
+assert pprint.pformat([1]) == "[1]"
+
+MODEL = Model(
+    name="toy_trusted",
+    title="toy: independent M/M/1 queues behind random routing",
+    entries=(Entry("agent", "random", "toy_trusted.engine:run_task", ("mu",)),),
+    params={"mu": Param("float", "service rate of every server")},
+    results={},
+    main_estimate="mean_response",
+    events_per_time=lambda task: task["n_servers"] * task["lam"] * task["mu"],
+    check_task=lambda task: None,
+    labels={"random": "random (toy)"},
+)
+'''
+
+TOY_ENGINE = '''
+import numpy as np
+
+
+def run_task(task):
+    rng = np.random.default_rng(task["seed"])
+    x = rng.exponential(1.0 / task["mu"], 2000)
+    return {"mean_response": float(x.mean()), "mean_response_se": float(x.std() / 2000 ** 0.5),
+            "n_jobs": 2000, "events_run": int(task["events"]), "sim_time": 1.0,
+            "ci_method": "iid"}
+'''
+
+TOY_SWEEP = '''# @package _global_
+name: toy_trusted
+model: toy_trusted
+models: [toy_trusted]
+policies: [random]
+engines: [agent]
+replications: 2
+axes:
+  n_servers: [10, 20]
+params:
+  lam: 0.5
+  mu: 2.0
+  events: 1000
+'''
+
+MAKE_TOY_ARCHIVE = '''
+import sys
+from pathlib import Path
+from pipeline.run import run_sweep, to_plain
+from tests.helpers import compose
+
+out = Path(sys.argv[1])
+cfg = compose(["+sweep=toy_trusted", f"hydra.searchpath=[file://{sys.argv[2]}]", f"output_dir={out}",
+               "mlflow.enabled=false", "execution.backend=serial", "execution.progress=false"])
+print(run_sweep(to_plain(cfg), quiet=True)["archive"])
+'''
+
+
+@pytest.fixture(scope="module")
+def toy_archive(tmp_path_factory) -> Path:
+    """An archive of an out-of-tree model, made in another process (registering the toy here
+    would change which models serve random/agent for the other tests)."""
+    tmp = tmp_path_factory.mktemp("toy")
+    pkg = tmp / "ext" / "toy_trusted"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(TOY_INIT.lstrip())
+    (pkg / "engine.py").write_text(TOY_ENGINE.lstrip())
+    (tmp / "conf" / "sweep").mkdir(parents=True)
+    (tmp / "conf" / "sweep" / "toy_trusted.yaml").write_text(TOY_SWEEP)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp / "ext"), str(REPO)])
+    proc = subprocess.run([sys.executable, "-c", MAKE_TOY_ARCHIVE, str(tmp / "out"), str(tmp / "conf")], cwd=tmp,
+                          env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def test_trusted_archive_models_load_only_the_named_package(toy_archive, tmp_path):
+    """--trust-archive-models imports the named package from the archive (its submodule too),
+    and nothing else: a pprint.py beside it stays unread, the package's own ``import pprint``
+    gets the standard library. Without the flag: one line, exit 2, naming the flag."""
+    marker = tmp_path / "ran.txt"
+
+    def edit(run: Path) -> None:
+        assert (run / "models" / "toy_trusted" / "engine.py").is_file()
+        (run / "models" / "pprint.py").write_text(_marker_module(marker, "pprint"))
+
+    toy = repack(toy_archive, tmp_path / "toy.tar.gz", edit)
+    proc = _reproduce_cli([toy, "--out", tmp_path / "plain", "--no-progress"])
+    assert proc.returncode == 2 and not proc.stdout, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "'toy_trusted' is not installed on this machine" in proc.stderr
+    assert "--trust-archive-models" in proc.stderr and not (tmp_path / "plain").exists()
+
+    proc = _reproduce_cli([toy, "--out", tmp_path / "trusted", "--no-progress", "--trust-archive-models"])
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("\nREPRODUCED"), proc.stdout + proc.stderr
+    assert "4/4 bitwise identical" in proc.stdout
+    assert not marker.exists()
+    with tarfile.open(tmp_path / "trusted" / "archive.tar.gz") as tar:  # the rerun archives it too
+        assert "run/models/toy_trusted/engine.py" in tar.getnames()
+        assert "run/models/pprint.py" not in tar.getnames()
+
+
+def alias_bomb() -> str:
+    """About 1 kB of YAML whose aliases expand to 9**10 strings (a "billion laughs")."""
+    levels = "".join(f"l{i + 1}: &l{i + 1} [" + ", ".join([f"*l{i}"] * 9) + "]\n" for i in range(9))
+    return 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + levels
+
+
+def test_yaml_alias_bomb_is_refused_at_once(archive, tmp_path, capsys):
+    """Issue 34 (4): a 1,250-byte config.yaml of nested aliases took minutes and gigabytes."""
+    def edit(run: Path) -> None:
+        (run / "config.yaml").write_text(alias_bomb() + (run / "config.yaml").read_text())
+
+    bomb = repack(archive, tmp_path / "bomb.tar.gz", edit)
+    t0 = time.perf_counter()
+    proc = _reproduce_cli([bomb, "--out", tmp_path / "again", "--no-progress"], timeout=60)
+    assert time.perf_counter() - t0 < 45
+    assert proc.returncode == 2 and not proc.stdout, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "run/config.yaml" in proc.stderr, proc.stderr
+    assert "expands to more than" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_resume_reads_a_run_folders_config_bounded(archive, tmp_path):
+    """``python -m pipeline.resume`` loads the folder's config.yaml through the same bounds."""
+    folder = tmp_path / "run"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (folder / "config.yaml").write_text(alias_bomb() + (folder / "config.yaml").read_text())
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
+    proc = subprocess.run([sys.executable, "-m", "pipeline.resume", str(folder), "--no-progress"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert "configuration error" in lines[0] and "expands to more than" in lines[0], lines
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("name: !!python/object/apply:os.system ['echo pwned']\n", "the tag '!!python/object/apply:os.system' is not allowed"),
+    ("name: ${oc.env:HOME}\n", "is an interpolation"),
+    ("name: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 64 levels"),
+], ids=["python_tag", "interpolation", "depth"])
+def test_unsafe_yaml_in_an_archived_config_is_refused(archive, tmp_path, capsys, text, needle):
+    """Issue 34 (7): a ``!!python`` tag was a traceback, exit 1 (read as NOT REPRODUCED). It is
+    an unusable archive: one line, exit 2. So are an interpolation (our configs are written
+    resolved) and absurd nesting."""
+    def edit(run: Path) -> None:
+        cfg = (run / "config.yaml").read_text()
+        (run / "config.yaml").write_text(text + "\n".join(x for x in cfg.splitlines() if not x.startswith("name:")) + "\n")
+
+    bad = repack(archive, tmp_path / "bad.tar.gz", edit)
+    code, out, err = run_main([bad, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert err.startswith("error: archive=") and "run/config.yaml, line 1" in err and needle in err, err
+    assert not (tmp_path / "again").exists()
+
+
+@pytest.mark.parametrize("where", ["results", "analysis"])
+def test_a_byte_flip_in_parquet_metadata_is_an_unusable_archive(archive, tmp_path, capsys, where):
+    """Issue 34 (7): one flipped byte in a result file's Parquet footer gave a traceback and no
+    verdict. It names the file, exit 2, before any compute (also for an analysis frame)."""
+    def edit(run: Path) -> None:
+        path = result_file(run) if where == "results" else run / "analysis" / "summary.parquet"
+        data = bytearray(path.read_bytes())
+        footer = int.from_bytes(data[-8:-4], "little")  # the footer's length, before "PAR1"
+        data[len(data) - 8 - footer // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+    flipped = repack(archive, tmp_path / "flip.tar.gz", edit)
+    code, out, err = run_main([flipped, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 2 and not out and err.count("\n") == 1, err
+    name = f"run/results/{TASK}-" if where == "results" else "run/analysis/summary.parquet"
+    assert name in err and "is not readable Parquet" in err, err
+    assert not (tmp_path / "again").exists()
+
+
+def test_sigterm_removes_the_temporary_folder(archive, tmp_path):
+    """Issue 34 (4): SIGTERM left the extraction folder behind. It ends the command as Ctrl-C
+    does: exit 130, the folder removed."""
+    import signal
+
+    tmpdir = tmp_path / "tmpd"
+    tmpdir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
+    env["TMPDIR"] = str(tmpdir)
+    # the rerun waits in run_sweep (patched in this process only) until it is signalled
+    script = ("import sys, time, pipeline.run\n"
+              "def wait(*a, **k):\n"
+              "    print('running', flush=True)\n"
+              "    time.sleep(120)\n"
+              "pipeline.run.run_sweep = wait\n"
+              "from pipeline.reproduce import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(archive), "--out", str(tmp_path / "again"),
+                             "--no-progress"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "running"
+        assert len(list(tmpdir.glob("lbsweep-reproduce-*"))) == 1
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and err.strip().endswith("error: interrupted"), err
+    assert list(tmpdir.glob("lbsweep-reproduce-*")) == []
