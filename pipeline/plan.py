@@ -17,7 +17,7 @@ import numpy as np
 import sim
 from pipeline.errors import ConfigError
 from pipeline.execute import AUTH_MODES
-from pipeline.formulas import evaluate, evaluation_order, parse
+from pipeline.formulas import brief, evaluate, evaluation_order, parse
 from sim import registry
 from sim.registry import ENGINE_POLICIES, INIT_CHOICES, N_BATCHES_MAX, PARAMS, POLICIES, STOCHASTIC_ENGINES
 
@@ -79,11 +79,12 @@ def _fmt(v) -> str:
 
 
 def _big(v) -> str:
-    """A number too large to show in full (``1e+300``, not its 301 digits)."""
+    """A number too large to show in full (``1e+300``, not its 301 digits; an integer beyond
+    the float range as :func:`pipeline.formulas.brief` shows it, never converted to decimal)."""
     try:
         return f"{v:.6g}"
     except OverflowError:
-        return f"{str(v)[:6]}...({len(str(v))} digits)"
+        return brief(v)
 
 
 def _is_number(x) -> bool:
