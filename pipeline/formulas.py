@@ -35,7 +35,7 @@ from pipeline.errors import ConfigError
 
 #: the longest formula, in characters
 MAX_FORMULA_CHARS = 1000
-#: the deepest nesting of a formula's syntax tree (``-(-(-1))`` is 4 deep; each level costs a
+#: the deepest nesting of a formula's syntax tree (``-(-(-1))`` is 5 deep, the whole expression counted; each level costs a
 #: few frames of Python's recursion, whose limit is 1000)
 MAX_DEPTH = 100
 #: integers a formula computes stay below 2**MAX_INT_BITS (about 1.8e308, where floats end)
