@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 
 from sim.core.declare import Entry, Model, Param
+from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
 
@@ -97,6 +98,38 @@ def n_schedulers(n_servers, r) -> int:
     if m >= 2**31:
         raise ValueError(f"r={r!r}: n_servers / r = {m} schedulers, must be < 2**31")
     return int(m)
+
+
+def memory_bytes(task: dict) -> float:
+    """Peak bytes of the arrays one JIQ task allocates (docs/sweeps.md, memory):
+
+    - agent (:mod:`~sim.jiq.agent`): per server a ring of ``C`` stamps (int32; 1.5 C while it
+      doubles), ``C`` four times the ring above the power-of-2 longest queue of
+      :func:`sim.core.memory.ring_slots` (the docstring of the engine: C = 32 at lam = 0.9,
+      N = 10**6), the queue lengths, I-queue positions and the start's permutations and owner arrays
+      (about 72 bytes), and the I-queue rows (4 bytes per slot, about 2 slots per idle server);
+    - occupancy: the level array and the I-queue size array, O(levels + r) (the longest
+      I-queue is about r (1 - lam) + 10 sqrt(r)): eight arrays of int64 of that length;
+    - meanfield: the I-queue size law, about ``r + 10 sqrt(r / (1 - lam))`` entries, in about
+      16 float arrays; refined: a dense Jacobian of that size squared (four copies).
+    """
+    engine = task["engine"]
+    n, lam = float(task["n_servers"]), float(task["lam"])
+    r = float(task.get("r") or 1.0)
+    fixed = WINDOW_BYTES + (RESPONSE_BYTES if task.get("responses") else 0)
+    events = float(task.get("events") or 10**6)
+    iq_len = r * max(1.0 - lam, 0.0) + 10.0 * math.sqrt(r) + 16
+    run_time = events / (n * (1.0 + lam))
+    if engine == "agent":
+        slots = 4 * ring_slots(n, lam, 2, None, run_time)
+        return n * (72 + 4 * slots + 8 * max(1.0 - lam, 0.05)) + fixed
+    if engine in ("occupancy", "trajectory"):
+        levels = longest_queue(n, lam, 2, None, run_time)
+        return 8 * 8.0 * ring_capacity(int(levels + iq_len), start=16) + fixed
+    size = r + 10.0 * math.sqrt(r / max(1.0 - lam, 1e-12)) + 64
+    if engine == "refined":
+        return 4 * 8.0 * size**2 + fixed
+    return 16 * 8.0 * size + fixed
 
 
 def check_task(task: dict) -> None:
@@ -183,6 +216,7 @@ MODEL = Model(
     },
     main_estimate="mean_response",
     events_per_time=events_per_time,
+    memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"jiq": "JIQ", "jiq_pod": "JIQ-Po2", "jiq_original": "JIQ-Original",
             "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"},
