@@ -140,8 +140,8 @@ def memory_bytes(task: dict) -> float:
       old one is alive too (1.5 C stamps);
     - agent, k-task jobs or a buffer (:mod:`~sim.dispatch.agent_jobs`): per server a record of
       ``W`` int32 (16, doubled while ``W - 4`` is below the longest queue; 1.5 W while it
-      doubles), the queue lengths (8), the sampling marks or permutation (8) and for JSQ the
-      buckets (24); the job table, 16 bytes per slot (slots: the power of two above
+      doubles), the queue lengths (8), the sampling marks or permutation (8), about 32 more of
+      working arrays (measured, not itemized) and for JSQ the buckets (24); the job table, 16 bytes per slot (slots: the power of two above
       ``1.25 N lam / k (H_k + 1)``);
     - occupancy: ``cap`` >= levels + k (a power of two) levels in six int64 arrays, the
       harmonic numbers 1..k and their temporaries (4 x 8 k), the positions of a job's tasks
@@ -172,7 +172,7 @@ def memory_bytes(task: dict) -> float:
         slots = 1024
         while slots < 1.25 * n * lam / k * (math.log(k) + 1.6):
             slots *= 2
-        per = 16 + (24 if policy == "jsq" else 0) + 4 * width
+        per = 48 + (24 if policy == "jsq" else 0) + 4 * width
         return n * per + 16.0 * slots + 8.0 * k + fixed
     if engine == "occupancy":
         levels = longest_queue(n, lam, dd, b, run_time)
