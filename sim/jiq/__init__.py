@@ -110,8 +110,13 @@ def memory_bytes(task: dict) -> float:
       (about 72 bytes), and the I-queue rows (4 bytes per slot, about 2 slots per idle server);
     - occupancy: the level array and the I-queue size array, O(levels + r) (the longest
       I-queue is about r (1 - lam) + 10 sqrt(r)): eight arrays of int64 of that length;
-    - meanfield: the I-queue size law, about ``r + 10 sqrt(r / (1 - lam))`` entries, in about
-      16 float arrays; refined: a dense Jacobian of that size squared (four copies).
+    - meanfield: the I-queue size law's series, kept in blocks that double: a fit of the
+      measured peak, ``64 * 2**ceil(log2(4 r + 2e5))`` bytes (measured 17-136 MiB for r = 1e4..5e5), and
+      8 GiB x r / 1e6 from r = 1e6 on, where the root solve's series ran past 6 GiB (measured
+      under an 8 GiB address limit; not measured further);
+    - refined: dense matrices of the I-queue law's length ``r + 10 sqrt(r / (1 - lam))``
+      squared, eight of them (measured 281 MiB peak RSS at r = 1000: 264 estimated;
+      r = 1e4 did not finish in 10 minutes).
     """
     engine = task["engine"]
     n, lam = float(task["n_servers"]), float(task["lam"])
@@ -126,10 +131,14 @@ def memory_bytes(task: dict) -> float:
     if engine in ("occupancy", "trajectory"):
         levels = longest_queue(n, lam, 2, None, run_time)
         return 8 * 8.0 * ring_capacity(int(levels + iq_len), start=16) + fixed
-    size = r + 10.0 * math.sqrt(r / max(1.0 - lam, 1e-12)) + 64
-    if engine == "refined":
-        return 4 * 8.0 * size**2 + fixed
-    return 16 * 8.0 * size + fixed
+    if engine == "refined":  # dense (L + K)^2 matrices, K the I-queue law's length
+        size = r + 10.0 * math.sqrt(r / max(1.0 - lam, 1e-12)) + 64
+        return 8 * 8.0 * size**2 + fixed
+    # meanfield: the I-queue law's series grows in doubling blocks; a fit of the measured peak
+    # (r = 1e4..5e5 at lam = 0.9: 17-136 MiB, benchmarks/bench_memory.py), and at least the
+    # measured > 6 GiB from r = 1e6 on (the solver's series then runs to 1.3e8 terms)
+    fit = 64.0 * 2 ** math.ceil(math.log2(4.0 * r + 2e5))
+    return max(fit, 8.0 * 2**30 * r / 1e6 if r >= 1e6 else 0.0) + fixed
 
 
 def check_task(task: dict) -> None:
