@@ -41,6 +41,8 @@ TASKS = [
      "events": 200_000_000},
     {"model": "dispatch", "engine": "meanfield", "policy": "batch_sampling", "n_servers": 10**9, "lam": 0.9,
      "k": 1000, "d": 2},
+    {"model": "jiq", "engine": "meanfield", "policy": "jiq", "n_servers": 10**8, "lam": 0.9, "r": 100_000},
+    {"model": "jiq", "engine": "refined", "policy": "jiq", "n_servers": 10**6, "lam": 0.9, "r": 1000},
     {"model": "led", "engine": "slotted", "policy": "l_jsq", "n_servers": 200_000, "lam": 0.9,
      "m_dispatchers": 10, "events": 20_000},
 ]
@@ -53,6 +55,8 @@ task = json.loads(sys.argv[1])
 small = {**task, "n_servers": min(task["n_servers"], 2000)}
 if task.get("k"):
     small["k"] = min(task["k"], 4)
+if task.get("r"):
+    small["r"] = 10
 if "events" in small:
     small["events"] = 10_000
 sim.run(small)  # compile and import first: the baseline holds them
