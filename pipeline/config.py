@@ -82,6 +82,12 @@ class ExecutionConfig:
     max_retries: int = 2
     #: show a progress bar
     progress: bool = True
+    #: the plan refuses a task whose estimated memory exceeds this share (0, 1] of
+    #: ``memory_gib`` (docs/sweeps.md, memory)
+    memory_share: float = 0.5
+    #: the memory, GiB, a task may use a share of; null: this machine's (its cgroup limit if
+    #: lower); on a cluster give the smallest node's
+    memory_gib: Optional[float] = None
 
 
 @dataclass

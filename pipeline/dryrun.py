@@ -1,7 +1,8 @@
 """``python -m pipeline +sweep=NAME plan=true``: what a sweep would do, and how long it would take.
 
-Validates the sweep as a real run does, then prints its points, task count and total events,
-and an estimated wall time on this machine and on a cluster of ``plan_cpus`` CPUs. Starts no Ray,
+Validates the sweep as a real run does (a task whose estimated memory exceeds
+``execution.memory_share`` is refused there, before any timing run allocates it), then prints its
+points, task count and total events, the largest task's memory estimate, and an estimated wall time on this machine and on a cluster of ``plan_cpus`` CPUs. Starts no Ray,
 writes no file, logs nothing to MLflow.
 
 The estimate is measured, not guessed: for each (engine, policy, variant) of the sweep, the task with the
@@ -131,6 +132,13 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
                      f"{path_n[0]:g} to {float(path_n[-1]):.3g}" if path_n else "limit path: no arm has a limit")
         lines.extend(f"  not on the path: {why}" for why in plan.path_skipped)
     lines.append("varying: " + (", ".join(plan.varying) or "(nothing)"))
+    if plan.memory.get("task"):
+        from pipeline.memory import fmt_bytes
+
+        m = plan.memory
+        lines.append(f"memory: the largest task needs about {fmt_bytes(m['bytes'])} (estimate; {m['task']}); "
+                     f"a task may use {fmt_bytes(m['allowed'])} ({m['allowed'] / m['total']:g} of "
+                     f"{fmt_bytes(m['total'])}, {m['source']})")
     shown = 12
     # per point, the parameters some task of it takes (a task's row has the others null)
     used: dict[int, set] = defaultdict(set)

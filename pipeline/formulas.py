@@ -6,6 +6,22 @@ math functions and the names defined by the sweep (axes, constants, other formul
 as an alias of ``n_servers``). Before evaluation the expression is parsed and refused if it
 contains attribute access, subscripts, comprehensions, lambdas, or calls to anything outside
 :data:`FUNCTIONS`, so every refusal names the offending part.
+
+The evaluator is bounded, so that no formula can hang the plan or exhaust memory (each refusal
+is a :class:`ConfigError`, refused before the costly operation is attempted):
+
+- a formula is at most :data:`MAX_FORMULA_CHARS` characters and its syntax tree at most
+  :data:`MAX_DEPTH` levels deep (deeper nesting would exhaust Python's recursion);
+- every integer a formula computes, intermediate or final, is below ``2**``:data:`MAX_INT_BITS`
+  (the float range): ``a * b`` and ``a ** b`` are refused from the sizes of their operands,
+  before multiplying, so a chain ``a1 = a0 * a0``, ``a2 = a1 * a1``, ... stops within a few lines;
+- ``round(x, n)`` takes ``|n| <=`` :data:`MAX_ROUND_DIGITS` (``round(1, -10**8)`` would build
+  ``10**(10**8)``);
+- arithmetic is on numbers only (strings serve comparisons such as ``policy == 'pod'``: ``'%09999d' % 1``
+  or ``'a' * n`` would build long strings).
+
+Messages show huge numbers and long formulas abbreviated (:func:`brief`): Python refuses to
+print an integer of more than 4,300 digits, and a one-line message should not need to.
 """
 from __future__ import annotations
 
@@ -16,6 +32,55 @@ import math
 import simpleeval
 
 from pipeline.errors import ConfigError
+
+#: the longest formula, in characters
+MAX_FORMULA_CHARS = 1000
+#: the deepest nesting of a formula's syntax tree (``-(-(-1))`` is 5 deep, the whole expression counted; each level costs a
+#: few frames of Python's recursion, whose limit is 1000)
+MAX_DEPTH = 100
+#: integers a formula computes stay below 2**MAX_INT_BITS (about 1.8e308, where floats end)
+MAX_INT_BITS = 1024
+#: ``round(x, n)``: the largest ``|n|``
+MAX_ROUND_DIGITS = 400
+
+
+class FormulaTooLarge(ValueError):
+    """A formula would compute a value beyond the evaluator's bounds (module docstring)."""
+
+
+def brief(v) -> str:
+    """``repr(v)``, with an integer of more than 20 digits as ``1.23457e+4300 (4301 digits)``
+    (without converting it to decimal, which Python refuses beyond 4,300 digits), a long string
+    cut, and dicts and lists shown element by element the same way."""
+    if isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, int) and v.bit_length() > 64:
+        bits = v.bit_length()
+        shift = max(0, bits - 60)
+        lg = math.log10(abs(v) >> shift) + shift * math.log10(2)
+        exp = math.floor(lg)
+        return f"{'-' if v < 0 else ''}{10 ** (lg - exp):.6g}e+{exp} ({exp + 1} digits)"
+    if isinstance(v, str) and len(v) > 80:
+        return f"{v[:60]!r}... ({len(v)} characters)"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k!r}: {brief(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(brief(x) for x in v[:10]) + (f", ... ({len(v)} entries)" if len(v) > 10 else "")
+        return f"[{inner}]" if isinstance(v, list) else f"({inner})"
+    return repr(v)
+
+
+def _number(op: str, *args) -> None:
+    for a in args:
+        if isinstance(a, str) or not isinstance(a, (int, float)):
+            raise FormulaTooLarge(f"{op} of {brief(a)}: arithmetic is on numbers only "
+                                  "(strings serve comparisons such as policy == 'pod')")
+
+
+def _int_fits(x, what: str) -> None:
+    if isinstance(x, int) and x.bit_length() > MAX_INT_BITS:
+        raise FormulaTooLarge(f"{what} is an integer of {x.bit_length()} bits (about "
+                              f"{brief(x)}); formulas compute integers below 2**{MAX_INT_BITS}")
 
 
 def _snap(x: float) -> float:
@@ -35,7 +100,9 @@ def _floor(x) -> int:
 
 def _power(a, b):
     """``a ** b`` without simpleeval's cap on the base (it refuses ``10**7 ** -0.3``): exact for
-    small integer powers, floating point otherwise; an overflowing result is an error."""
+    small integer powers (below 2**MAX_INT_BITS), floating point otherwise; an overflowing
+    result is an error."""
+    _number("**", a, b)
     if isinstance(a, int) and isinstance(b, int) and b >= 0 and b * math.log2(abs(a) + 1) <= 1024:
         return a**b
     try:
@@ -44,8 +111,42 @@ def _power(a, b):
         raise ValueError(f"{a!r} ** {b!r}: {exc}") from None
 
 
+def _mult(a, b):
+    """``a * b`` of numbers, refused before multiplying when the integer product could reach
+    2**MAX_INT_BITS (its bit length is at most the sum of theirs)."""
+    _number("*", a, b)
+    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS + 1:
+        raise FormulaTooLarge(f"{brief(a)} * {brief(b)} would be an integer of about "
+                              f"{a.bit_length() + b.bit_length()} bits; formulas compute integers "
+                              f"below 2**{MAX_INT_BITS}")
+    return a * b
+
+
+def _numeric(op: str, fn):
+    def apply(a, b):
+        _number(op, a, b)
+        return fn(a, b)
+    return apply
+
+
+def _round(x, ndigits=None):
+    """``round`` with ``|ndigits| <= MAX_ROUND_DIGITS`` (``round(1, -n)`` builds ``10**n``)."""
+    _number("round", x)
+    if ndigits is None:
+        return round(x)
+    _number("round", ndigits)
+    if not isinstance(ndigits, int):
+        raise TypeError(f"round: ndigits={brief(ndigits)} must be an integer")
+    if abs(ndigits) > MAX_ROUND_DIGITS:
+        raise FormulaTooLarge(f"round: ndigits={brief(ndigits)} is beyond +-{MAX_ROUND_DIGITS}")
+    return round(x, ndigits)
+
+
 _OPERATORS = dict(simpleeval.DEFAULT_OPERATORS)
 _OPERATORS[ast.Pow] = _power
+_OPERATORS[ast.Mult] = _mult
+for _node, _sym in ((ast.Add, "+"), (ast.Sub, "-"), (ast.Div, "/"), (ast.FloorDiv, "//"), (ast.Mod, "%")):
+    _OPERATORS[_node] = _numeric(_sym, simpleeval.DEFAULT_OPERATORS[_node])
 
 #: the functions a formula may call (ceil and floor forgive floating-point noise: see _snap)
 FUNCTIONS: dict[str, object] = {
@@ -59,7 +160,7 @@ FUNCTIONS: dict[str, object] = {
     "abs": abs,
     "min": min,
     "max": max,
-    "round": round,
+    "round": _round,
     "int": int,
     "float": float,
 }
@@ -76,34 +177,46 @@ _ALLOWED_NODES = (
 
 def parse(key: str, expr: str) -> set[str]:
     """Check ``expr`` and return the variable names it uses (functions excluded)."""
+    if len(expr) > MAX_FORMULA_CHARS:
+        raise ConfigError(f"{key}={brief(expr)}: a formula is at most {MAX_FORMULA_CHARS} characters")
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as exc:
-        raise ConfigError(f"{key}={expr!r}: not a valid formula ({exc.msg})") from None
+        raise ConfigError(f"{key}={brief(expr)}: not a valid formula ({exc.msg})") from None
+    except (RecursionError, MemoryError):  # nesting too deep for Python's own parser
+        raise ConfigError(f"{key}={brief(expr)}: nested too deeply (at most {MAX_DEPTH} levels)") from None
+    depth, stack = 0, [(tree, 1)]
+    while stack:  # iteratively: the tree may be deeper than Python's recursion allows
+        node, level = stack.pop()
+        depth = max(depth, level)
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{key}={brief(expr)}: nested more than {MAX_DEPTH} levels deep "
+                              f"(a formula's syntax tree is at most {MAX_DEPTH} levels)")
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
-            raise ConfigError(f"{key}={expr!r}: attribute access ('.{node.attr}') is not allowed")
+            raise ConfigError(f"{key}={brief(expr)}: attribute access ('.{node.attr}') is not allowed")
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 what = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
                 raise ConfigError(
-                    f"{key}={expr!r}: call to {what!r} is not allowed; "
+                    f"{key}={brief(expr)}: call to {what!r} is not allowed; "
                     f"allowed functions: {', '.join(sorted(FUNCTIONS))}"
                 )
             if node.keywords:
-                raise ConfigError(f"{key}={expr!r}: keyword arguments are not allowed")
+                raise ConfigError(f"{key}={brief(expr)}: keyword arguments are not allowed")
         elif isinstance(node, ast.Name):
             if node.id.startswith("_"):
-                raise ConfigError(f"{key}={expr!r}: name {node.id!r} is not allowed")
+                raise ConfigError(f"{key}={brief(expr)}: name {node.id!r} is not allowed")
         elif isinstance(node, ast.Constant):
             # strings for comparisons such as ``policy == 'batch_filling'`` (the replications
             # formula sees the point's policy and variant); a formula's value must be a number
             if not isinstance(node.value, (int, float, str)) or isinstance(node.value, bool):
-                raise ConfigError(f"{key}={expr!r}: only numbers and strings are allowed as constants")
+                raise ConfigError(f"{key}={brief(expr)}: only numbers and strings are allowed as constants")
         elif not isinstance(node, _ALLOWED_NODES):
             raise ConfigError(
-                f"{key}={expr!r}: {type(node).__name__} expressions are not allowed"
+                f"{key}={brief(expr)}: {type(node).__name__} expressions are not allowed"
             )
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -132,7 +245,7 @@ def evaluation_order(
         unknown = sorted(used - available)
         if unknown:
             raise ConfigError(
-                f"params.{key}={expr!r}: unknown variable {unknown[0]!r}; "
+                f"params.{key}={brief(expr)}: unknown variable {unknown[0]!r}; "
                 f"defined: {', '.join(sorted(available - set(CONSTANTS)))}"
             )
         deps[key] = used & set(formulas)
@@ -145,17 +258,32 @@ def evaluation_order(
     return order, deps
 
 
+class _Bounded(simpleeval.SimpleEval):
+    """simpleeval with every integer it computes checked against 2**MAX_INT_BITS (``int('9' *
+    999)``, ``abs``, ...; products and powers are refused before they are computed)."""
+
+    def _eval(self, node):
+        value = super()._eval(node)
+        _int_fits(value, "a value")
+        return value
+
+
 def evaluate(key: str, expr: str, names: dict[str, float]):
     """Evaluate one checked formula with the given variable values; ``key`` is the setting's
     full name as the messages show it (``params.lam``, ``replications``), as for :func:`parse`."""
-    evaluator = simpleeval.SimpleEval(operators=_OPERATORS, functions=FUNCTIONS, names={**CONSTANTS, **names})
+    if len(expr) > MAX_FORMULA_CHARS:  # parse() refuses it first; a direct caller too
+        parse(key, expr)
+    evaluator = _Bounded(operators=_OPERATORS, functions=FUNCTIONS, names={**CONSTANTS, **names})
     try:
         value = evaluator.eval(expr)
-    except (simpleeval.InvalidExpression, ArithmeticError, ValueError, TypeError, OverflowError) as exc:
-        shown = {k: v for k, v in names.items() if k != "N"}
-        raise ConfigError(f"{key}={expr!r}: cannot evaluate at {shown}: {exc}") from None
+    except (simpleeval.InvalidExpression, ArithmeticError, ValueError, TypeError, OverflowError,
+            RecursionError) as exc:
+        shown = brief({k: v for k, v in names.items() if k != "N"})
+        if isinstance(exc, RecursionError):
+            exc = f"nested too deeply (at most {MAX_DEPTH} levels)"
+        raise ConfigError(f"{key}={brief(expr)}: cannot evaluate at {shown}: {exc}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{key}={expr!r}: gives {value!r}, not a number")
+        raise ConfigError(f"{key}={brief(expr)}: gives {brief(value)}, not a number")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{key}={expr!r}: gives {value!r} at {names}")
+        raise ConfigError(f"{key}={brief(expr)}: gives {value!r} at {brief(names)}")
     return value

@@ -17,7 +17,9 @@ import numpy as np
 import sim
 from pipeline.errors import ConfigError
 from pipeline.execute import AUTH_MODES
-from pipeline.formulas import evaluate, evaluation_order, parse
+from pipeline.formulas import brief, evaluate, evaluation_order, parse
+from pipeline.memory import check_memory
+from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
 from sim.registry import ENGINE_POLICIES, INIT_CHOICES, N_BATCHES_MAX, PARAMS, POLICIES, STOCHASTIC_ENGINES
 
@@ -72,6 +74,9 @@ class Plan:
     param_types: dict[str, type] = field(default_factory=dict)
     #: arms the limit path leaves out, and why (``limit_path``; docs/sweeps.md)
     path_skipped: list[str] = field(default_factory=list)
+    #: the largest task's memory estimate and the share it was checked against
+    #: (:func:`pipeline.memory.check_memory`; ``plan=true`` prints it)
+    memory: dict = field(default_factory=dict)
 
 
 def _fmt(v) -> str:
@@ -79,11 +84,12 @@ def _fmt(v) -> str:
 
 
 def _big(v) -> str:
-    """A number too large to show in full (``1e+300``, not its 301 digits)."""
+    """A number too large to show in full (``1e+300``, not its 301 digits; an integer beyond
+    the float range as :func:`pipeline.formulas.brief` shows it, never converted to decimal)."""
     try:
         return f"{v:.6g}"
     except OverflowError:
-        return f"{str(v)[:6]}...({len(str(v))} digits)"
+        return brief(v)
 
 
 def _is_number(x) -> bool:
@@ -284,6 +290,7 @@ def check_top_level(cfg: dict) -> None:
         v = ex.get(key)
         if not _is_number(v) or not v > 0:
             raise ConfigError(f"execution.{key}={v!r} must be a positive number")
+    check_memory_settings(ex)
 
 
 #: the largest N a limit path may reach (n_servers is an int64 column)
@@ -801,6 +808,8 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                     raise ConfigError(f"replications={replications!r}: more than {MAX_TASKS:,} tasks; a sweep may "
                                       "have at most that many (points x engines x replications)")
     types = {n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names}
+    # before any compute (and before plan=true's timing runs): docs/sweeps.md, memory
+    memory = check_memory(tasks, cfg.get("execution") or {})
     return Plan(
         sweep=cfg["name"],
         root_seed=root_seed,
@@ -810,4 +819,5 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
         varying=[n for n in names if len({_hashable(pt.values.get(n)) for pt in points}) > 1],
         param_types=types,
         path_skipped=list(dict.fromkeys(path_skipped)),
+        memory=memory,
     )

@@ -26,7 +26,10 @@ The invariant state and the fluid model are derived in :mod:`~sim.centralization
 """
 from __future__ import annotations
 
+import math
+
 from sim.core.declare import Entry, Model, Param
+from sim.core.memory import WINDOW_BYTES, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 
 __all__ = ["MODEL", "check_task", "events_per_time"]
@@ -40,6 +43,30 @@ def events_per_time(task: dict) -> float:
     if task["engine"] == "trajectory":
         return events_bound(task["n_servers"] * (1.0 + task["lam"]), task["time"])
     return task["n_servers"] * (1.0 + task["lam"])
+
+
+def memory_bytes(task: dict) -> float:
+    """Peak bytes of the arrays one centralization task allocates (docs/sweeps.md, memory):
+    the agent engine (:mod:`~sim.centralization.agent`) keeps per server a ring of ``C``
+    float64 arrival times (1.5 C while it doubles; ``C`` the power of two above the longest
+    queue: random routing's, at most the invariant state's last level ``i*(p, lam)`` plus 2
+    when p > 0, :func:`~sim.centralization.meanfield.top_level`), the queue
+    lengths, heads and the buckets of the longest-queue-first rule (about 48 bytes) and a
+    service-rate array at the end (8); the other engines hold O(levels) arrays."""
+    n, lam = float(task["n_servers"]), float(task["lam"])
+    if task["engine"] != "agent":
+        return WINDOW_BYTES
+    events = float(task.get("events") or 10**6)
+    p = float(task.get("p") or 0.0)
+    top = None  # the invariant state's last level i*(p, lam) (meanfield.top_level), + 2 for finite N
+    if 0.0 < p < lam:
+        ratio = lam / (1.0 - p)
+        top = (math.floor((1.0 - p) / p + 1e-9) if abs(ratio - 1.0) < 1e-12
+               else math.floor(math.log(p / (1.0 - lam)) / math.log(ratio) + 1e-9)) + 2
+    elif p >= lam:
+        top = 2
+    slots = ring_slots(n, lam, 1, top, events / (n * (1.0 + lam)))
+    return n * (56 + 8 * slots) + WINDOW_BYTES
 
 
 def check_task(task: dict) -> None:
@@ -74,6 +101,7 @@ MODEL = Model(
     },
     main_estimate="mean_response",
     events_per_time=events_per_time,
+    memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"central": "partial centralization"},
 )

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["KINDS", "RESULT_KINDS", "STOCHASTIC_ENGINES", "Param", "Entry", "Model"]
+__all__ = ["KINDS", "RESULT_KINDS", "STOCHASTIC_ENGINES", "Param", "Entry", "Model",
+           "default_memory_bytes", "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
 
 #: kinds of a model parameter
 KINDS = ("int", "float", "bool", "choice", "floats")
@@ -68,6 +69,24 @@ def _unit_cost(task: dict) -> float:
     return 1.0
 
 
+#: the default memory estimate (:func:`default_memory_bytes`): bytes per server of an engine
+#: that keeps one entry per server, and a fixed part (window arrays, small tables) of any task
+DEFAULT_BYTES_PER_SERVER = 64
+DEFAULT_FIXED_BYTES = 2 * 2**20
+#: engines that keep state per server (DESIGN: agent, slotted); any other engine's state is
+#: O(levels), independent of N, unless its model says otherwise
+PER_SERVER_ENGINES: tuple[str, ...] = ("agent", "slotted")
+
+
+def default_memory_bytes(task: dict) -> float:
+    """The memory estimate of a model that declares none: ``DEFAULT_BYTES_PER_SERVER`` bytes per
+    server on a per-server engine (agent, slotted), plus ``DEFAULT_FIXED_BYTES`` for any task.
+    An out-of-tree model whose engines hold more per server, or grow with another parameter,
+    declares its own ``memory_bytes`` (docs/extending.md)."""
+    per = DEFAULT_BYTES_PER_SERVER * float(task["n_servers"]) if task.get("engine") in PER_SERVER_ENGINES else 0.0
+    return per + DEFAULT_FIXED_BYTES
+
+
 @dataclass(frozen=True)
 class Model:
     """What the rest of the project needs to know about one model.
@@ -101,6 +120,12 @@ class Model:
     #: ``event_cost(task)``: the planning cost of one event of a stochastic task, in units of
     #: a plain agent event (used to group tasks and estimate run times, never for results)
     event_cost: Callable[[dict], float] = _unit_cost
+    #: ``memory_bytes(task)``: the peak bytes of the arrays one task allocates (its state, as
+    #: the engine sizes it: O(N) for agent engines, O(levels) for occupancy engines, the
+    #: mean-field tables, ...), estimated from the task's parameters without allocating or
+    #: compiling anything; the plan refuses a task above ``execution.memory_share`` of the
+    #: machine's memory (docs/sweeps.md). Default: :func:`default_memory_bytes`
+    memory_bytes: Callable[[dict], float] = default_memory_bytes
     #: ``response_law(policy, params)``: the N = infinity response-time law of a point
     #: (an object with ``quantile(q)`` and ``ccdf(t)``), or None where the model has none
     response_law: Callable[[str, dict], object] | None = None

@@ -35,7 +35,10 @@ Engines
 """
 from __future__ import annotations
 
+import math
+
 from sim.core.declare import Entry, Model, Param
+from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
@@ -123,6 +126,74 @@ def event_cost(task: dict) -> float:
     return 1.0
 
 
+_SAMPLING = ("pod", "batch_filling", "batch_sampling", "pod_per_task")
+
+
+def memory_bytes(task: dict) -> float:
+    """Peak bytes of the arrays one dispatch task allocates (docs/sweeps.md, memory), from the
+    engines' allocations:
+
+    - agent, single-task jobs (:mod:`~sim.dispatch.agent`): per server the service rates, queue
+      lengths and ring heads (3 x 8 bytes), the kernel's working copies and two masks (about
+      6), for JSQ the buckets (16), and a ring of ``C`` event stamps (int32, int64 beyond 2**31
+      events) where ``C`` is the power of two above the longest queue; while a ring doubles the
+      old one is alive too (1.5 C stamps);
+    - agent, k-task jobs or a buffer (:mod:`~sim.dispatch.agent_jobs`): per server a record of
+      ``W`` int32 (16, doubled while ``W - 4`` is below the longest queue; 1.5 W while it
+      doubles), the queue lengths (8), the sampling marks or permutation (8), about 32 more of
+      working arrays (measured, not itemized) and for JSQ the buckets (24); the job table, 16 bytes per slot (slots: the power of two above
+      ``1.25 N lam / k (H_k + 1)``);
+    - occupancy: ``cap`` >= levels + k (a power of two) levels in six int64 arrays, the
+      harmonic numbers 1..k and their temporaries (4 x 8 k), the positions of a job's tasks
+      (8 k) and the signature memo (5 MB when 1 < k < 2**16): O(levels + k), independent of N;
+    - meanfield: batch-filling's exact program (:mod:`~sim.dispatch.meanfield.large_batch`):
+      six (k + 1) x (k + 1) float tables; batch-sampling's chain
+      (:mod:`~sim.dispatch.meanfield.large_sampling`): seven (k + 1) x T float tables, T = 16
+      nodes per unit of time up to about L + 30 (refused by the engine beyond 2e7 cells, before
+      allocating); a buffer b: about ten arrays of b floats; the rest O(levels);
+    - refined, trajectory: O(levels^2) and O(grid x levels) tables.
+
+    The longest queue is :func:`sim.core.memory.longest_queue` of the supermarket tail (power
+    of d, random routing for random, d = 2 for JSQ) over the run's simulated time, capped by b.
+    """
+    engine, policy = task["engine"], task["policy"]
+    n, lam = float(task["n_servers"]), float(task["lam"])
+    k, d, b = int(task.get("k") or 1), int(task.get("d") or 1), task.get("b")
+    fixed = WINDOW_BYTES + (RESPONSE_BYTES if task.get("responses") else 0)
+    events = float(task.get("events") or 10**6)
+    run_time = events / (n * (1.0 + lam / k))
+    dd = d if policy in _SAMPLING else (2 if policy == "jsq" else 1)
+    if engine == "agent":
+        if policy in ("random", "jsq", "pod") and k == 1 and b is None:
+            stamp = 4 if events <= 2**31 else 8
+            per = 30 + (16 if policy == "jsq" else 0) + stamp * ring_slots(n, lam, dd, b, run_time)
+            return n * per + fixed
+        width = ring_slots(n, lam, dd, b, run_time, start=16, reserve=3)
+        slots = 1024
+        while slots < 1.25 * n * lam / k * (math.log(k) + 1.6):
+            slots *= 2
+        per = 48 + (24 if policy == "jsq" else 0) + 4 * width
+        return n * per + 16.0 * slots + 8.0 * k + fixed
+    if engine == "occupancy":
+        levels = longest_queue(n, lam, dd, b, run_time)
+        cap = ring_capacity(levels + k + 2, start=16)
+        memo = 5 * 2**20 if 1 < k < 2**16 else 0
+        return 6 * 8.0 * cap + 5 * 8.0 * k + memo + fixed
+    if engine == "meanfield":
+        if policy == "batch_filling":
+            return 6 * 8.0 * (k + 1) ** 2 + fixed
+        if policy == "batch_sampling" and k > 1:
+            levels = longest_queue(1e6, lam, d)
+            cells = (k + 1) * 16.0 * (levels + 30 + math.log(k))
+            return 7 * 8.0 * (cells if cells <= 2e7 else 0) + fixed
+        if b is not None:
+            return 10 * 8.0 * int(b) + fixed
+        return fixed
+    if engine == "trajectory":
+        return 4 * 8.0 * int(task.get("grid") or 200) * 64 + 8.0 * (k * d + k) + fixed
+    return fixed  # refined: k*d <= 8, levels^2 tables
+
+
 def response_law(policy: str, params: dict):
     """The N = infinity response-time law of a point (:mod:`sim.core.responses` mixture), or
     None where the model has none: a finite buffer, a load outside (0, 1), a missing d."""
@@ -202,5 +273,6 @@ MODEL = Model(
             "pod_per_task": "power-of-d per task"},
     responses=("agent", "occupancy", "meanfield"),
     event_cost=event_cost,
+    memory_bytes=memory_bytes,
     response_law=response_law,
 )

@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 
 from sim.core.declare import Entry, Model, Param
+from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
 
@@ -97,6 +98,47 @@ def n_schedulers(n_servers, r) -> int:
     if m >= 2**31:
         raise ValueError(f"r={r!r}: n_servers / r = {m} schedulers, must be < 2**31")
     return int(m)
+
+
+def memory_bytes(task: dict) -> float:
+    """Peak bytes of the arrays one JIQ task allocates (docs/sweeps.md, memory):
+
+    - agent (:mod:`~sim.jiq.agent`): per server a ring of ``C`` stamps (int32; 1.5 C while it
+      doubles), ``C`` four times the ring above the power-of-2 longest queue of
+      :func:`sim.core.memory.ring_slots` (the docstring of the engine: C = 32 at lam = 0.9,
+      N = 10**6), the queue lengths, I-queue positions and the start's permutations and owner arrays
+      (about 72 bytes), and the I-queue rows (4 bytes per slot, about 2 slots per idle server);
+    - occupancy: the level array and the I-queue size array, O(levels + r) (the longest
+      I-queue is about r (1 - lam) + 10 sqrt(r)): eight arrays of int64 of that length;
+    - meanfield: the I-queue size law's series, kept in blocks that double: a fit of the
+      measured peak, ``64 * 2**ceil(log2(4 r + 2e5))`` bytes (measured 17-136 MiB for r = 1e4..5e5), and
+      8 GiB x r / 1e6 from r = 1e6 on, where the root solve's series ran past 6 GiB (measured
+      under an 8 GiB address limit; not measured further);
+    - refined: dense matrices of the I-queue law's length ``r + 10 sqrt(r / (1 - lam))``
+      squared, eight of them (measured 281 MiB peak RSS at r = 1000: 264 estimated;
+      r = 1e4 did not finish in 10 minutes).
+    """
+    engine = task["engine"]
+    n, lam = float(task["n_servers"]), float(task["lam"])
+    r = float(task.get("r") or 1.0)
+    fixed = WINDOW_BYTES + (RESPONSE_BYTES if task.get("responses") else 0)
+    events = float(task.get("events") or 10**6)
+    iq_len = r * max(1.0 - lam, 0.0) + 10.0 * math.sqrt(r) + 16
+    run_time = events / (n * (1.0 + lam))
+    if engine == "agent":
+        slots = 4 * ring_slots(n, lam, 2, None, run_time)
+        return n * (72 + 4 * slots + 8 * max(1.0 - lam, 0.05)) + fixed
+    if engine in ("occupancy", "trajectory"):
+        levels = longest_queue(n, lam, 2, None, run_time)
+        return 8 * 8.0 * ring_capacity(int(levels + iq_len), start=16) + fixed
+    if engine == "refined":  # dense (L + K)^2 matrices, K the I-queue law's length
+        size = r + 10.0 * math.sqrt(r / max(1.0 - lam, 1e-12)) + 64
+        return 8 * 8.0 * size**2 + fixed
+    # meanfield: the I-queue law's series grows in doubling blocks; a fit of the measured peak
+    # (r = 1e4..5e5 at lam = 0.9: 17-136 MiB, benchmarks/bench_memory.py), and at least the
+    # measured > 6 GiB from r = 1e6 on (the solver's series then runs to 1.3e8 terms)
+    fit = 64.0 * 2 ** math.ceil(math.log2(4.0 * r + 2e5))
+    return max(fit, 8.0 * 2**30 * r / 1e6 if r >= 1e6 else 0.0) + fixed
 
 
 def check_task(task: dict) -> None:
@@ -183,6 +225,7 @@ MODEL = Model(
     },
     main_estimate="mean_response",
     events_per_time=events_per_time,
+    memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"jiq": "JIQ", "jiq_pod": "JIQ-Po2", "jiq_original": "JIQ-Original",
             "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"},

@@ -78,6 +78,7 @@ server and per (dispatcher, server) estimate; ``events`` counts slots.
 from __future__ import annotations
 
 from sim.core.declare import Entry, Model, Param
+from sim.core.memory import WINDOW_BYTES
 from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "POLICIES", "LED_POLICIES",
@@ -102,6 +103,26 @@ def event_cost(task: dict) -> float:
     """Planning cost of one slot in plain agent events (:data:`SLOT_EVENTS_PER_SERVER` per
     server)."""
     return task["n_servers"] * SLOT_EVENTS_PER_SERVER
+
+
+def memory_bytes(task: dict) -> float:
+    """Peak bytes of the arrays one slotted task allocates (docs/sweeps.md, memory), from
+    :mod:`sim.led._slotted_kernel`'s set-up: per server about twelve int64 arrays (queue
+    lengths, arrivals, departures, the shortest-queue list, the sampling permutation, the
+    queue heads and tails, rates and alias tables: 96 bytes), the given ``service_rates`` list
+    as Python floats (32), each dispatcher's int32 estimates of every queue for the LED
+    policies and its I-queue row for jiq (4 M bytes), the minimum tree of l_jsq (16), and 16
+    for the pool of queued batches (it starts at 1024 entries and grows with the batches
+    waiting: a run whose queues grow long needs more than this estimate says)."""
+    n = float(task["n_servers"])
+    policy = task["policy"]
+    m = int(task.get("m_dispatchers") or DEFAULTS.get("m_dispatchers") or 1)
+    per = 96 + (32 if task.get("service_rates") is not None else 0)
+    if policy in LED_POLICIES or policy == "jiq":
+        per += 4 * m
+    if policy == "l_jsq":
+        per += 16
+    return n * (per + 16) + WINDOW_BYTES
 
 
 def check_task(task: dict) -> None:
@@ -192,4 +213,5 @@ MODEL = Model(
             "pod": "power-of-d", "jiq": "JIQ", "random": "random",
             "weighted_random": "\u03bc-weighted random"},
     event_cost=event_cost,
+    memory_bytes=memory_bytes,
 )
