@@ -36,7 +36,7 @@ job's earlier tasks), inverted with one uniform in O(levels) by
 all when ``P(min > lowest level) <= exp(-k d x[low] / N)`` is below the uniform's resolution
 (the headline path at N = 10**7: k d = 5980, 0.8% idle, a bound of e**-47). The draws it
 replaced stopped at the first idle queue, about ``N / x[low]`` draws per task (126 there); a
-multivariate hypergeometric per task had measured no faster (5.59 -> 4.45 s). ``pod`` (k = 1)
+multivariate hypergeometric per task had measured no faster (docs/performance.md). ``pod`` (k = 1)
 keeps the draws, so its results are bitwise those from before.
 
 Random numbers: xoshiro256+ from :mod:`sim.dispatch._agent_kernel` (state words passed and returned as in
