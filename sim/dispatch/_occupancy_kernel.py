@@ -27,9 +27,17 @@ not the law of the placement. A batch policy's sample of at least
 as level counts instead, one hypergeometric per level (:func:`sim.core.sampling.draw_levels_hg`):
 the same law, O(levels * sd) rather than O(sample), which at the headline's N = 10**6 (k d =
 12,224 queues per job) is about 14 steps instead of about 12,000 draws (0.41 against 38.75 us
-a sample, docs/performance.md). ``pod_per_task`` keeps the draws: its early stop after the first idle queue already
-makes a task's sample short (about 1 / (1 - lam) draws), and a hypergeometric per task measured no
-faster.
+a sample, docs/performance.md).
+
+``pod_per_task`` (issue 36) needs only each task's sampled minimum: ``P(min >= l) = C(N - n_<l, k
+d) / C(N, k d)`` (``n_<l`` the servers below level ``l``, counted in ``x`` as it stands after the
+job's earlier tasks), inverted with one uniform in O(levels) by
+:func:`sim.core.sampling.min_level` (:func:`_place_pod_per_task_min`), with no random number at
+all when ``P(min > lowest level) <= exp(-k d x[low] / N)`` is below the uniform's resolution
+(the headline path at N = 10**7: k d = 5980, 0.8% idle, a bound of e**-47). The draws it
+replaced stopped at the first idle queue, about ``N / x[low]`` draws per task (126 there); a
+multivariate hypergeometric per task had measured no faster (docs/performance.md). ``pod`` (k = 1)
+keeps the draws, so its results are bitwise those from before.
 
 Random numbers: xoshiro256+ from :mod:`sim.dispatch._agent_kernel` (state words passed and returned as in
 that module). Bounded integers use :func:`below64`: Lemire's multiply-shift on the full 64-bit
@@ -37,12 +45,22 @@ output with rejection, exactly uniform on ``[0, n)`` for any ``n < 2**63`` (the 
 32-bit version has a bias of order ``n / 2**32``, which is 0.23 at N = 10**9).
 
 Job delay: ``H_m`` when all of a job's queues end at position 1, ``p`` for a single-task job at
-position ``p``, else :func:`sim.core.jobdelay.expected_max_gamma` (Gauss-Legendre quadrature, 10 us
-to 1 ms) through a memo keyed by the exact signature (counts per position, up to position
-:data:`MEMO_MAX_POS`), see :func:`_job_delay`. Jobs whose positions are deep and varied (random
-or pod_per_task-like spreads at high load, e.g. random with k = 16 at lam = 0.9) still pay a
-quadrature per job. Measured effect of the memo:
-docs/performance.md#dispatch-occupancy-kernel-simdispatch_occupancy_kernelpy
+position ``p``, else through a memo keyed by the exact signature (counts per position, up to
+position :data:`MEMO_MAX_POS`), see :func:`_job_delay`; a signature not in the memo is computed
+
+- under :data:`TABLED_POLICIES` (``batch_sampling``, ``pod_per_task``; issue 36) on one
+  quadrature grid shared by every job (:func:`sim.core.jobdelay.expected_max_gamma_table`:
+  ``log F_p`` tabled at the grid's nodes, so a job costs its distinct positions times the ~100
+  nodes where its integrand is strictly between 0 and 1; about 1 us for a batch-sampling job
+  with d = 2 at N = 10**7, whose positions spread over ~7 levels with counts that rarely
+  repeat), falling back to the quadrature above position
+  :data:`sim.core.jobdelay.TABLE_MAX_POS`;
+- under the other policies by :func:`sim.core.jobdelay.expected_max_gamma` (Gauss-Legendre
+  quadrature, 10 us to 1 ms), so that their results stay bitwise those from before the grid
+  (the two agree to about 1e-12). Jobs of ``random`` whose positions are deep and varied (k =
+  16 at lam = 0.9) still pay a quadrature per job.
+
+Measured: docs/performance.md#dispatch-occupancy-kernel-simdispatch_occupancy_kernelpy
 
 Clock: the embedded jump chain (see :mod:`sim.dispatch.occupancy`): each event is a real transition,
 chosen with probabilities proportional to the rates, and the state visited before it is weighted
@@ -55,7 +73,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core.jobdelay import expected_max_gamma
+from sim.core.jobdelay import delay_table, empty_delay_table, expected_max_gamma, expected_max_gamma_table
 from sim.core.responses import dummy_recorder, record_job, sig_id
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import (  # noqa: F401
@@ -63,6 +81,7 @@ from sim.core.sampling import (  # noqa: F401
     draw_levels,
     draw_levels_hg,
     lowest_occupied,
+    min_level,
     sample_levels,  # (test helper)
 )
 from sim.core.windows import flush_occupancy_window
@@ -164,6 +183,26 @@ def _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s
 
 
 @njit(cache=True)
+def _place_pod_per_task_min(x, tcnt, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+    """``pod_per_task``: each task joins the shortest of ``n_samp`` distinct queues sampled
+    independently of the other tasks (later tasks see the earlier ones in ``x``). Only the
+    sample's minimum level matters, drawn by inversion (:func:`sim.core.sampling.min_level`:
+    one uniform and O(levels), or no random number at all when a higher minimum has
+    probability below the uniform's resolution); the chosen queue is then a uniform server at
+    that level (exchangeability), one the job used already with probability ``tcnt / x``."""
+    for j in range(k):
+        low = lowest_occupied(x)
+        lvl, s0, s1, s2, s3 = min_level(x, n_servers, n_samp, low, s0, s1, s2, s3)
+        if lvl >= bmax:
+            _undo(x, plev, j)
+            return False, j, s0, s1, s2, s3
+        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
+        _move_up(x, tcnt, lvl, touched)
+        plev[j] = lvl
+    return True, k, s0, s1, s2, s3
+
+
+@njit(cache=True)
 def _fill_batch_filling(hs, tcnt, plev, k, bmax, s0, s1, s2, s3):
     """Batch-filling on a sample histogram ``hs``: the ``k`` tasks one by one, each into a
     currently shortest sampled queue (ties uniform, touched or not). ``hs`` ends as the sampled
@@ -226,9 +265,12 @@ def _place(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3
         return _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3)
     if policy == JSQ:
         return _place_jsq(x, tcnt, plev, k, bmax, s0, s1, s2, s3)
-    if policy == POD or policy == POD_PER_TASK:
+    if policy == POD:
         return _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers,
                                    s0, s1, s2, s3)
+    if policy == POD_PER_TASK:
+        return _place_pod_per_task_min(x, tcnt, plev, k, n_samp, bmax, n_servers,
+                                       s0, s1, s2, s3)
     return _place_batch(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
 
 
@@ -289,7 +331,21 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True)
-def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_x, gl_w):
+def _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab):
+    """``E[max_i Gamma(p_i, 1)]`` of one signature: on the shared grid (``tabled``:
+    :func:`sim.core.jobdelay.expected_max_gamma_table`, ``tab`` its arrays) where it reaches,
+    else by :func:`sim.core.jobdelay.expected_max_gamma`'s quadrature."""
+    if tabled:
+        v = expected_max_gamma_table(tcnt, top_pos, tab[0], tab[1], tab[2], tab[3], tab[4],
+                                     tab[5], tab[6], tab[7])
+        if v >= 0.0:
+            return v
+    return expected_max_gamma(tcnt[: top_pos + 1], gl_x, gl_w)
+
+
+@njit(cache=True)
+def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_x, gl_w,
+               tabled, tab):
     """``E[max_i Gamma(p_i, 1)]`` for the job whose queues' job-last positions are counted in
     ``tcnt[1..top_pos]``, through a memo (open addressing, linear probing) keyed by the exact
     signature: the quadrature of :func:`sim.core.jobdelay.expected_max_gamma` costs 10-500 us, and
@@ -297,10 +353,11 @@ def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_
     the one above), so few signatures recur. ``memo_pos[i] == 0`` marks a free slot; nothing is
     inserted beyond half the table (``memo_fill[0]`` counts entries); signatures longer than
     :data:`MEMO_MAX_POS` (or a 1-slot table: memo off) go to the quadrature directly. ``key``
-    is scratch (int64[MEMO_WORDS])."""
+    is scratch (int64[MEMO_WORDS]). A value not in the memo comes from :func:`_delay_value`
+    (the shared grid when ``tabled``, a closure constant of the event loop)."""
     size = memo_pos.size
     if top_pos > MEMO_MAX_POS or size == 1:
-        return expected_max_gamma(tcnt[: top_pos + 1], gl_x, gl_w)
+        return _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab)
     n_words = (top_pos + 3) >> 2
     for q in range(MEMO_WORDS):
         key[q] = 0
@@ -321,7 +378,7 @@ def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_
             if same:
                 return memo_val[i]
         i = (i + 1) & mask
-    v = expected_max_gamma(tcnt[: top_pos + 1], gl_x, gl_w)
+    v = _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab)
     if 2 * memo_fill[0] < size:
         memo_pos[i] = top_pos
         for q in range(n_words):
@@ -358,11 +415,12 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
     record = bool(record)
     single = bool(single)
     tails = single and policy == RANDOM
+    tabled = policy in TABLED_POLICIES
 
     @njit(cache=True)
     def run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
                  x, g, acc, tcnt, hs, plev, harm, memo_keys, memo_pos, memo_val, memo_fill,
-                 memo_key, gl_x, gl_w, bounds, state,
+                 memo_key, gl_x, gl_w, tab, bounds, state,
                  w_first, e_first, t_w, qacc,
                  w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
                  w_within, r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig,
@@ -481,9 +539,12 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                     elif policy == JSQ:
                         ok, placed, s0, s1, s2, s3 = _place_jsq(
                             x, tcnt, plev, k, bmax, s0, s1, s2, s3)
-                    elif policy == POD or policy == POD_PER_TASK:
+                    elif policy == POD:
                         ok, placed, s0, s1, s2, s3 = _place_pod_per_task(
                             x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
+                    elif policy == POD_PER_TASK:
+                        ok, placed, s0, s1, s2, s3 = _place_pod_per_task_min(
+                            x, tcnt, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
                     else:
                         ok, placed, s0, s1, s2, s3 = _place_batch(
                             policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers,
@@ -514,7 +575,7 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                             et = max_lvl + 1.0  # E[Gamma(p, 1)] = p
                         else:
                             et = _job_delay(tcnt, max_lvl + 1, memo_keys, memo_pos, memo_val,
-                                            memo_fill, memo_key, gl_x, gl_w)
+                                            memo_fill, memo_key, gl_x, gl_w, tabled, tab)
                         w_adm[w] += 1
                         w_resp[w] += et
                         w_wait[w] += sum_lvl
@@ -585,6 +646,14 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
 #: levels compared at a time in the tail-count searches of the single-task random loop
 TAIL_BLOCK = 8
 
+#: policies whose job delays not in the memo come from the shared grid
+#: (:func:`sim.core.jobdelay.expected_max_gamma_table`) rather than a quadrature per signature:
+#: their signatures spread over several positions with varying counts, so the memo rarely hits
+#: (batch-sampling with small d). The other policies keep the quadrature, so their results are
+#: bitwise those from before the grid.
+TABLED_POLICIES = (BATCH_SAMPLING, POD_PER_TASK)
+_EMPTY_TABLE = empty_delay_table()
+
 
 def _tail_counts(x):
     """``g[l]`` = servers with at least ``l`` tasks (``l = 0 .. x.size - 1``), then
@@ -603,7 +672,7 @@ def new_memo(k, bits=16):
 
 
 def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bounds, state,
-                     harm, memo, gl_x, gl_w, outputs, rec=None):
+                     harm, memo, gl_x, gl_w, outputs, rec=None, table=None):
     """Run ``bounds[-1]`` jump-chain events from counts ``x`` and fill the window accumulators.
 
     Parameters (prepared and validated by :func:`sim.dispatch.occupancy.simulate`)
@@ -623,6 +692,9 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
                         w_drop, w_adm, w_resp, w_wait, w_waited, w_within`` (zeros).
     rec :               :class:`sim.core.responses.Recorder` to record each admitted job's
                         signature (window of its arrival), or None (the loop that does not).
+    table :             :class:`sim.core.jobdelay.DelayTable` for the policies of
+                        :data:`TABLED_POLICIES` (None: :func:`sim.core.jobdelay.delay_table`);
+                        ignored by the others.
 
     Areas are integrated lazily: with ``t`` the time elapsed in the window, a change ``delta``
     of the number of servers with at least ``i`` tasks adds ``delta * t`` to ``acc[i]``; at the
@@ -636,6 +708,10 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
         rec = dummy_recorder()
     single = k == 1 and policy in (POD, RANDOM, JSQ)
     run_span = _make_run_span(policy, record, single)
+    if policy in TABLED_POLICIES:
+        tab = tuple(delay_table() if table is None else table)
+    else:
+        tab = tuple(_EMPTY_TABLE)
     n_windows = bounds.size - 1
     cap = x.size
     acc = np.zeros(cap)
@@ -646,7 +722,7 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
     w, e, t_w, qacc = 0, int(bounds[0]), 0.0, 0.0
     while True:
         w, e, t_w, qacc = run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
-                                   x, g, acc, tcnt, hs, plev, harm, *memo, gl_x, gl_w, bounds,
+                                   x, g, acc, tcnt, hs, plev, harm, *memo, gl_x, gl_w, tab, bounds,
                                    state, w, e, t_w, qacc, *outputs, *rec)
         if w >= n_windows:
             return x

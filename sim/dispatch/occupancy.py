@@ -22,8 +22,9 @@ State and events
 The policies are symmetric in the servers, so the counts ``x[l]`` of servers with exactly ``l``
 tasks form a Markov chain; an event costs O(levels + k*d) whatever N is, and memory is a few
 arrays of length (highest level + k). How a job is placed and how queues are sampled without
-replacement (multivariate hypergeometric, exact, one server at a time) is described in
-:mod:`sim.dispatch._occupancy_kernel`.
+replacement (multivariate hypergeometric, exact: one server at a time, or one hypergeometric per
+level for large batch samples; under ``pod_per_task`` only each task's sampled minimum, by
+inversion of its law) is described in :mod:`sim.dispatch._occupancy_kernel`.
 
 Clock: embedded jump chain with Rao-Blackwellised time
 ------------------------------------------------------
@@ -46,8 +47,9 @@ Measurements (per job at its arrival, per state for time averages)
   (for a queue that gets several of its tasks only the last counts); with FIFO and Exp(1)
   service its response given the positions is ``max_i Gamma(p_i, 1)``, independent across
   queues, so ``E[T | positions]`` (:func:`sim.core.jobdelay.expected_max_gamma`; ``H_m`` when all
-  positions are 1, ``p`` for ``k = 1``, else memoised by the signature of position counts) is
-  recorded at arrival. By PASTA the mean
+  positions are 1, ``p`` for ``k = 1``, else memoised by the signature of position counts, and
+  computed on one grid shared by every job under ``batch_sampling`` and ``pod_per_task``,
+  :func:`sim.core.jobdelay.expected_max_gamma_table`) is recorded at arrival. By PASTA the mean
   over admitted arrivals is the steady-state mean response of an admitted job. Exact: no job is
   censored by the end of the run.
 - ``mean_wait``: mean over *tasks* of ``position - 1``, each task's expected wait before its
@@ -82,9 +84,10 @@ Speed (benchmarks/bench_limits.py, CPU time per jump against the C jump chain
 ``../shared/limits/occupancy_limit.c`` in the same run; figures in docs/performance.md): the
 single-task policies (pod, random, jsq) cost 0.75-1.1 times the C loop's power-of-2 jump at
 N = 10**3, 10**6 and 10**9, the same at every N (nothing grows with N); batch-filling with
-k = 16, d = 4 about 2x its floor of k + 1 such jumps per job. Slow case: random routing (or any
-policy leaving jobs at deep, varied positions) with k > 1 at high load, where each job's E[T]
-is a fresh quadrature (:mod:`sim.dispatch._occupancy_kernel`).
+k = 16, d = 4 about 2x its floor of k + 1 such jumps per job. On the headline path
+(benchmarks/bench_batch_policies.py) batch-sampling with d = 2 and pod_per_task cost 1.3-1.5x
+batch-filling per job at N = 10**5..10**7. Slow case: random routing with k > 1 at high load,
+where each job's E[T] is a fresh quadrature (:mod:`sim.dispatch._occupancy_kernel`).
 
 Caveat for large N: a run of ``events`` covers about ``events / (N * (lam + s_1))`` time units
 (~50 for 10**8 events at N = 10**6), so the within-run batch-means SE is honest only when that is

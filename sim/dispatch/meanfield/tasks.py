@@ -10,7 +10,7 @@ i.i.d. lengths with ``P(Q >= i) = s_i`` (the simulators probe distinct queues; w
 probability O(1/N). docs/responses.md has the derivations; in short:
 
 ``pod_per_task`` (each task samples its own ``k d`` distinct queues and joins the shortest,
-:func:`sim.dispatch._occupancy_kernel._place_pod_per_task`): every task is a power-of-``D``
+:func:`sim.dispatch._occupancy_kernel._place_pod_per_task_min`): every task is a power-of-``D``
 task, ``D = k d``, at task rate ``lam``, so the tail is the supermarket fixed point
 ``s_i = lam**((D**i - 1)/(D - 1))`` and a task takes position ``i`` with probability
 ``s_{i-1}**D - s_i**D``. The ``k`` tasks of a job land in ``k`` distinct queues whose lengths
