@@ -6,43 +6,29 @@ it tends to 0 as N grows. Per arm (policy, engine and every parameter that does 
 along N, e.g. the variant giving the rule for d), replications are combined into a mean with a
 95% interval (:func:`analysis.aggregate.aggregate`), and the ratio's behaviour in N is judged.
 
-Verdict rule (also in docs/analysis.md), per arm, over the points with a ratio and an SE > 0.
-Every fit is weighted least squares on the ratio itself (weights ``1/se**2``: the Gaussian
-likelihood of the aggregated points), on the same points; the residual scale
-``s2 = max(1, RSS / dof)`` widens the intervals when the points scatter more than their SEs
-(SEs estimated from a few replications, ratios that step with the integer d), never narrows
-them; intervals use t (slopes) or F (floor) with the fit's residual degrees of freedom.
+Verdict rule (also in docs/analysis.md), per arm, over the points with a ratio and an SE > 0:
 
-* ``M0``: ``r = a N^b`` (``a > 0``, b free): the slope b on all points (``slope``) and on the
-  upper half, the last ``max(3, ceil(n/2))`` points (``tail_slope``), 95% t intervals.
-* ``M1``: ``r = c0 + a (N/N_min)^b`` with ``c0 >= 0``, ``a >= 0``, ``FLOOR_B_MIN <= b <= 0``
-  (a decay to a level ``c0``; needs >= 4 points). Floor test of ``c0 = 0`` (M1 with ``c0 = 0``,
-  on the same points): ``lr_stat = (RSS(c0 = 0) - RSS1) / s2`` (``2 (logL1 - logL0)`` with
-  the residual scale of M1), whose null law sits on the boundary ``c0 = 0``:
-  ``1/2 chi2_0 + 1/2 F(1, n - 3)`` (the residual-scale form of ``1/2 chi2_0 + 1/2 chi2_1``).
-  ``level`` = the fitted c0, ``[level_lo, level_hi]`` its 95% profile-likelihood interval
-  ``{c0 >= 0: (RSS_profile(c0) - RSS1) / s2 <= F_0.95(1, n - 3)}``. ``p_floor < P_FLOOR``
-  (0.025) is the same statement as "the 95% interval of c0 excludes 0".
+1. ``vanishing`` if the ratio's 95% interval lies below ``RATIO_ZERO`` (0.001) at every point of
+   the upper half (the last ``max(3, ceil(n/2))`` points): zero queueing delay reached within
+   the resolution of the run, on several points (one tiny last point decides nothing).
+2. Otherwise, with 4 points or more, the rivals' verdict of :mod:`analysis.asymptotics`:
+   descriptions to zero (``a N^b``, ``a/(ln N)^p``, ``a ln ln N / ln N``, the heavy-traffic
+   ``a ln ln k / ln k`` with ``k = ceil(ln^2 N)``) against descriptions with a level (a floor
+   plus a power or a logarithmic decay, flat, growing), calibrated by a parametric bootstrap
+   at the arm's own N and SEs, seeded by the arm's task seeds (so ``reproduce`` gets the same
+   report): ``vanishing``, ``converges to a positive level`` (with the level and its 95%
+   interval), ``not vanishing`` (flat or growing), or ``undecided`` (the rivals fit alike, or
+   one point left out moves the verdict across: ``fragile`` names it).
+3. ``inconclusive`` with fewer than 4 such points.
 
-First match wins:
+Descriptions beside the verdict (not its rule): the slope b of M0 ``r = a N^b`` on all points
+(``slope``) and on the upper half (``tail_slope``), 95% t intervals (:func:`power_fit`); and
+M1's floor test (:func:`floor_fit`, ``p_floor``, ``lr_stat``, ``floor_exponent``): ``r = c0 + a
+(N/N_min)^b`` against ``c0 = 0``, the boundary law ``1/2 chi2_0 + 1/2 F(1, n - 3)``. Every fit is
+weighted least squares on the ratio itself (weights ``1/se**2``) with the residual scale ``s2 =
+max(1, RSS / dof)``, which widens intervals when points scatter more than their SEs.
 
-1. ``vanishing`` if at the largest N the whole 95% interval of the ratio lies below
-   ``RATIO_ZERO`` (0.001): zero queueing delay reached within the resolution of the run.
-2. ``converges to a positive level`` if the floor is significant (``p_floor < 0.025``) and M1
-   decays (``a > 0, b < 0``): the ratio falls to ``level`` [level_lo, level_hi], not to 0.
-3. ``not vanishing`` if the slope's 95% interval on all points lies above 0 (growing).
-4. ``vanishing`` if the slope's 95% interval lies below 0 and the upper half's lies below
-   ``-SLOPE_FLAT`` (-0.05): the ratio keeps falling at least like ``N^-0.05`` at the largest N
-   and no floor is detected.
-5. ``not vanishing`` if the ratio at the largest N is bounded away from 0 (its 95% interval
-   lies above 0) and the slope's 95% interval, on all points or on the upper half, lies above
-   ``-SLOPE_FLAT``: the ratio falls slower than ``N^-0.05`` (halving it would take N x 10^6):
-   flat within the range.
-6. ``inconclusive`` otherwise, or with fewer than 3 points (the ``note`` says why).
-
-The rule is a statistical summary of the N range simulated, not a proof of a limit:
-``vanishing`` means the ratio still falls like a power of N at the top of the range and no
-positive level is detected, not that it has been shown to reach 0.
+The rule is a statistical summary of the N range simulated, not a proof of a limit.
 """
 from __future__ import annotations
 
@@ -57,7 +43,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 from scipy import optimize, stats
 
-from analysis import style
+from analysis import asymptotics, style
 from analysis.aggregate import LIMIT_ENGINES, aggregate, check_params
 from analysis.fit import arm_columns, gap_rate_verdict
 
@@ -75,9 +61,11 @@ LEVEL = 0.95
 #: on the path, which would crush every other curve
 PLOT_RATIO_MIN = 1e-12
 METRICS = ("queueing_ratio", "mean_response", "drop_prob", "frac_within_h")
-VANISHING, NOT_VANISHING, INCONCLUSIVE = "vanishing", "not vanishing", "inconclusive"
-CONVERGES = "converges to a positive level"
-VERDICTS = (VANISHING, CONVERGES, NOT_VANISHING, INCONCLUSIVE)
+VANISHING, NOT_VANISHING, UNDECIDED = asymptotics.VANISHING, asymptotics.NOT_VANISHING, asymptotics.UNDECIDED
+CONVERGES = asymptotics.CONVERGES
+#: too few points for the rivals (4 with an SE), or none at all
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (VANISHING, CONVERGES, NOT_VANISHING, UNDECIDED, INCONCLUSIVE)
 
 #: the exponent grid of M1 (refined by a bounded 1-D search around its best point)
 _B_GRID = np.concatenate([-np.geomspace(-FLOOR_B_MIN, 1e-4, 240), [0.0]])
@@ -233,18 +221,37 @@ def _tail_size(m: int) -> int:
     return min(m, max(3, math.ceil(m / 2)))
 
 
-def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
+def _resolution_reached(pts: pl.DataFrame) -> tuple[bool, int]:
+    """Whether every point of the upper half (the last ``max(3, ceil(n/2))`` points) has its
+    95% interval below :data:`RATIO_ZERO`: zero queueing delay reached within the run's
+    resolution, on several points (one tiny last point decides nothing)."""
+    k = _tail_size(pts.height)
+    if pts.height < 3:
+        return False, k
+    top = pts.tail(k)
+    hi = top["queueing_ratio_hi"] if "queueing_ratio_hi" in top.columns else None
+    if hi is None or hi.null_count():
+        se = top["queueing_ratio_se"].fill_null(0.0) if "queueing_ratio_se" in top.columns else 0.0
+        hi = top["queueing_ratio"] + 1.96 * se
+    return bool((hi < RATIO_ZERO).all()), k
+
+
+def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = asymptotics.N_BOOT) -> dict:
     """The verdict of one arm by the rule in the module docstring.
 
     ``points``: one arm's aggregated rows; uses ``x``, ``queueing_ratio``, ``queueing_ratio_se``
-    and ``queueing_ratio_lo``/``_hi`` (the point's 95% interval). Returns plain floats or None.
+    and ``queueing_ratio_lo``/``_hi`` (the point's 95% interval). ``seed`` (int or list of ints:
+    :func:`analyze_zero_queueing` passes the arm's task seeds) seeds the bootstrap of
+    :func:`analysis.asymptotics.asymptotic_verdict`. Returns plain floats, strings or None.
     """
     pts = points.filter(pl.col("queueing_ratio").is_not_null()).sort(x)
     out = {"n_points": pts.height, "slope": None, "slope_lo": None, "slope_hi": None,
            "ratio_at_max_n": None, "ratio_lo_at_max_n": None, "ratio_hi_at_max_n": None,
            "tail_min_n": None, "tail_slope": None, "tail_slope_lo": None, "tail_slope_hi": None,
            "level": None, "level_lo": None, "level_hi": None, "lr_stat": None, "p_floor": None,
-           "floor_exponent": None, "verdict": INCONCLUSIVE, "note": ""}
+           "floor_exponent": None, "p_zero": None, "p_level": None, "statistic": None, "best_zero": None,
+           "best_level": None, "rivals": [], "fragile": [], "loo": [], "unfragile_verdict": None,
+           "verdict": INCONCLUSIVE, "note": ""}
     if pts.height == 0:
         out["note"] = "no successful points"
         return out
@@ -256,9 +263,11 @@ def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
     hi = r_last + half if hi is None else hi
     lo = r_last - half if lo is None else lo
     out.update(ratio_at_max_n=_f(r_last), ratio_lo_at_max_n=_f(lo), ratio_hi_at_max_n=_f(hi))
-    if hi < RATIO_ZERO:
+    reached, k_top = _resolution_reached(pts)
+    if reached:
         out["verdict"] = VANISHING
-        out["note"] = f"ratio < {RATIO_ZERO:g} (95% CI) at the largest {x}"
+        out["note"] = (f"ratio < {RATIO_ZERO:g} (95% CI) at each of the {k_top} largest {x} "
+                       f"(from {pts[x][-k_top]:g})")
         return out
     usable = pts.filter(pl.col("queueing_ratio_se").is_not_null() & (pl.col("queueing_ratio_se") > 0)
                         & pl.col("queueing_ratio").is_finite() & pl.col("queueing_ratio_se").is_finite())
@@ -267,6 +276,7 @@ def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
         out["note"] = f"{m} point(s) with a ratio and an SE; the fits need 3"
         return out
     ns, rs, ses = (usable[c].to_numpy().astype(float) for c in (x, "queueing_ratio", "queueing_ratio_se"))
+    # descriptive fits: the power law's slope on all points and on the upper half, M1's floor test
     full = power_fit(ns, rs, ses)
     k = _tail_size(m)
     tail = full if k == m else power_fit(ns[-k:], rs[-k:], ses[-k:])
@@ -277,39 +287,15 @@ def verdict(points: pl.DataFrame, x: str = "n_servers") -> dict:
         out.update(tail_min_n=_f(ns[-k]), tail_slope=_f(tail["slope"]), tail_slope_lo=_f(tail["slope_lo"]),
                    tail_slope_hi=_f(tail["slope_hi"]))
     if floor is not None:
-        out.update({key: _f(floor[key]) for key in ("level", "level_lo", "level_hi", "lr_stat", "p_floor",
-                                                     "floor_exponent")})
-    if full is None or tail is None:
-        out["note"] = "the power-law fit failed"
+        out.update({key: _f(floor[key]) for key in ("lr_stat", "p_floor", "floor_exponent")})
+    if m < asymptotics.MIN_POINTS:
+        out["note"] = f"{m} points with a ratio and an SE; the rivals need {asymptotics.MIN_POINTS}"
         return out
-    p_txt = "" if floor is None else f"floor p = {floor['p_floor']:.2g}"
-    upper = f"{x} >= {ns[-k]:g}"
-    if (floor is not None and floor["p_floor"] < P_FLOOR and floor["floor_amplitude"] > 0
-            and floor["floor_exponent"] is not None and floor["floor_exponent"] < 0):
-        out["verdict"] = CONVERGES
-        out["note"] = f"c0 > 0: {p_txt} < {P_FLOOR:g} (the level's 95% CI excludes 0)"
-    elif full["slope_lo"] > 0:
-        out["verdict"] = NOT_VANISHING
-        out["note"] = "grows: the slope's 95% CI lies above 0"
-    elif full["slope_hi"] < 0 and tail["slope_hi"] < -SLOPE_FLAT:
-        out["verdict"] = VANISHING
-        out["note"] = (f"falls; still faster than N^-{SLOPE_FLAT:g} for {upper} (95% CI)"
-                       + ("; no floor detected (" + p_txt + ")" if floor is not None else "; no floor test (< 4 points)"))
-    elif lo > 0 and (full["slope_lo"] > -SLOPE_FLAT or tail["slope_lo"] > -SLOPE_FLAT):
-        where = "on all points" if full["slope_lo"] > -SLOPE_FLAT else f"for {upper}"
-        out["verdict"] = NOT_VANISHING
-        out["note"] = f"flat: falls slower than N^-{SLOPE_FLAT:g} {where} (95% CI), ratio > 0 at the largest {x}"
-    else:
-        reasons = []
-        if full["slope_hi"] >= 0:
-            reasons.append("the slope's 95% CI contains 0")
-        elif tail["slope_hi"] >= -SLOPE_FLAT:
-            reasons.append(f"falls, but not clearly faster than N^-{SLOPE_FLAT:g} for {upper}")
-        if lo <= 0:
-            reasons.append(f"the ratio's 95% CI at the largest {x} reaches 0")
-        elif full["slope_lo"] <= -SLOPE_FLAT and tail["slope_lo"] <= -SLOPE_FLAT:
-            reasons.append(f"a fall faster than N^-{SLOPE_FLAT:g} is not excluded")
-        out["note"] = "; ".join(reasons) + (f"; {p_txt}" if p_txt else "")
+    av = asymptotics.asymptotic_verdict(ns, rs, ses, seed=seed, n_boot=n_boot)
+    out.update(verdict=av.outcome, note=av.note, level=_f(av.level), level_lo=_f(av.level_lo),
+               level_hi=_f(av.level_hi), p_zero=_f(av.p_zero), p_level=_f(av.p_level),
+               statistic=_f(av.statistic), best_zero=av.best_zero, best_level=av.best_level,
+               rivals=av.rivals, fragile=av.fragile, loo=av.loo, unfragile_verdict=av.unfragile_outcome)
     return out
 
 
@@ -555,6 +541,16 @@ def control_variate(sims: pl.DataFrame, agg: pl.DataFrame, params, level: float 
     return out.drop([c for c in out.columns if c.startswith("_cv_")])
 
 
+def _arm_seed(rows: pl.DataFrame) -> list[int]:
+    """The bootstrap's seed for one arm: its tasks' seeds, sorted (the run's root seed reaches
+    them through ``SeedSequence``, docs/results-schema.md), so that a rerun of the same sweep
+    (``reproduce``) gets the same verdicts; [0] without a ``seed`` column."""
+    if "seed" not in rows.columns:
+        return [0]
+    seeds = sorted(int(v) % 2**63 for v in rows["seed"].drop_nulls().to_list())
+    return seeds or [0]
+
+
 def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, x: str = "n_servers") -> dict:
     """Aggregate, fit and judge each arm; write plots, ``verdicts.json`` and ``report.md``."""
     if isinstance(frame, pl.LazyFrame):
@@ -592,7 +588,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         pts = ok.filter(cond).sort(x)
         key = _arm_key(row, arm)
         arms[key] = pts
-        v = {**row, "label": _label(row, arm), **verdict(pts, x)}
+        v = {**row, "label": _label(row, arm), **verdict(pts, x, seed=_arm_seed(sims.filter(cond)))}
         v.update(_drops(pts, x))
         v["n_max"] = pts[x].max() if pts.height else None
         path = None if lim_agg is None else lim_agg.filter(lcond & pl.col("queueing_ratio").is_not_null()).sort(x)
@@ -666,13 +662,29 @@ def _verdict_line(v: dict) -> str:
     grows (the level and its 95% CI for a floor, otherwise the slope and its 95% CI), then
     what the limit along the path says, and the class of the rule for d."""
     n_sim = v.get("n_max") or max((g["n"] for g in v.get("gaps") or []), default=None)
+    formula = {rv.name: rv.formula for rv in asymptotics.RIVALS}
+    rivals = ""
+    if v.get("best_zero") is not None:
+        rivals = (f"{formula[v['best_level']]} vs {formula[v['best_zero']]}: "
+                  f"p(zero) = {v['p_zero']:.2g}, p(level) = {v['p_level']:.2g}")
     if v.get("verdict") == CONVERGES and v.get("level") is not None:
         hi = "-" if v.get("level_hi") is None else f"{v['level_hi']:.3g}"
-        extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}], floor p = {v['p_floor']:.2g})"
+        extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}]; {rivals})"
+    elif v.get("verdict") == UNDECIDED and rivals:
+        why = ("fragile without N = " + ", ".join(_sci(n) for n in v["fragile"])
+               if v.get("unfragile_verdict") else "fit alike")
+        extra = f" ({why}; {rivals})"
     elif v.get("slope") is not None:
-        extra = f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])"
+        test = ""
+        if v.get("p_zero") is not None and v.get("verdict") == VANISHING:
+            test = f"; every floor rejected, p = {v['p_level']:.2g} ({formula[v['best_level']]})"
+        elif v.get("p_zero") is not None and v.get("verdict") == NOT_VANISHING:
+            test = f"; every decay to zero rejected, p = {v['p_zero']:.2g} ({formula[v['best_zero']]})"
+        extra = f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}]{test})"
     else:
         extra = ""
+    if v.get("fragile") and v.get("verdict") != UNDECIDED:
+        extra += " [fragile without N = " + ", ".join(_sci(n) for n in v["fragile"]) + "]"
     sims = "simulations" if n_sim is None else f"simulations to N = {_sci(n_sim)}"
     line = f"{v['label']}: {sims}: {v['verdict']}{extra}{_drop_text(v)}"
     if v.get("path_verdict") is not None and v.get("path_n_max") is not None:
@@ -883,31 +895,37 @@ def _num(v, digits: int = 4) -> str:
 def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None) -> Path:
     limit_paths = limit_paths or {}
     lines = [f"# Sweep `{sweep_name}`: zero queueing delay for parallel jobs", "",
-             "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/models/zero_queueing.py` "
-             "(docs/analysis.md). Fits are weighted least squares on the ratio (weights 1/se^2), "
-             "intervals 95%. *slope*: b of r = a N^b on all points; *upper half*: the same on the "
-             "last half of the points (N from the value given). *floor*: c0 of r = c0 + a N^b "
-             "(c0, a >= 0, b <= 0), with its profile 95% CI and the p-value of c0 = 0 against "
-             "1/2 chi2_0 + 1/2 F(1, n - 3) (LR statistic in brackets). First match wins: "
-             f"*vanishing* if the ratio's 95% CI at the largest N is below {RATIO_ZERO:g}; "
-             f"*{CONVERGES}* if floor p < {P_FLOOR:g}; *not vanishing* if the slope's CI is above 0; "
-             f"*vanishing* if the slope's CI is below 0 and the upper half's below -{SLOPE_FLAT:g}; "
-             f"*not vanishing* if the ratio's CI at the largest N is above 0 and a slope's CI (all "
-             f"points or upper half) is above -{SLOPE_FLAT:g}; otherwise *inconclusive*.", "",
+             "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/asymptotics.py` via "
+             "`analysis/models/zero_queueing.py` (docs/analysis.md). Rivals are fitted by weighted least "
+             "squares on the ratio (weights 1/se^2) to the same points: to zero (a N^b, a/(ln N)^p, "
+             "a ln ln N / ln N, a ln ln k / ln k with k = ceil(ln^2 N)) and to a level (c0 + a N^b, "
+             "c0 + a/(ln N)^p with a floor carrying at least half the last fitted value; a N^b with b >= 0). "
+             "D = (chi2 of the best to zero - chi2 of the best with a level) / residual scale, calibrated by "
+             "a parametric bootstrap from each best rival at the arm's N and SEs (seeded by the arm's task "
+             f"seeds): p(zero) = P(D* >= D) from the rival to zero, p(level) = P(D* <= D) from the rival with "
+             f"a level; a class is rejected below p = {asymptotics.ALPHA:g}. *vanishing*: only the level "
+             f"rejected; *{CONVERGES}*: only zero rejected and the floor decays to its level (else *not "
+             "vanishing*: flat or growing); *undecided*: neither rejected (the rivals fit alike), or one "
+             "point left out moves the verdict across (fragile). Shortcut: *vanishing* if the ratio's 95% CI "
+             f"is below {RATIO_ZERO:g} at every point of the upper half. *level*: c0 of the best floor with "
+             "its 95% profile interval over every floor rival. *slope*: b of r = a N^b on all points; *upper "
+             "half*: on the last half of the points (descriptions, not the rule).", "",
              "## Verdicts", "",
              "| arm | points | ratio at largest N [95% CI] | slope [95% CI] | upper half: from N, slope [95% CI] "
-             "| floor c0 [95% CI] | floor p (LR) | verdict | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| floor c0 [95% CI] | rivals: with a level vs to zero | p(zero), p(level) | verdict | note |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         slope = "-" if v["slope"] is None else f"{v['slope']:.3f} [{v['slope_lo']:.3f}, {v['slope_hi']:.3f}]"
         tail = "-" if v.get("tail_slope") is None else (
             f"{v['tail_min_n']:g}: {v['tail_slope']:.3f} [{v['tail_slope_lo']:.3f}, {v['tail_slope_hi']:.3f}]")
         level = "-" if v.get("level") is None else (
             f"{_num(v['level'])} [{_num(v['level_lo'])}, {_num(v['level_hi'])}]")
-        floor_p = "-" if v.get("p_floor") is None else f"{v['p_floor']:.2g} ({v['lr_stat']:.3g})"
+        formula = {rv.name: rv.formula for rv in asymptotics.RIVALS}
+        rivals = "-" if v.get("best_zero") is None else f"{formula[v['best_level']]} vs {formula[v['best_zero']]}"
+        ps = "-" if v.get("p_zero") is None else f"{v['p_zero']:.2g}, {v['p_level']:.2g}"
         ratio = (f"{_num(v['ratio_at_max_n'])} [{_num(v.get('ratio_lo_at_max_n'))}, "
                  f"{_num(v['ratio_hi_at_max_n'])}]")
-        lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {floor_p} "
+        lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {rivals} | {ps} "
                      f"| **{v['verdict']}** | {v['note']}{_drop_text(v)} |")
     if any(v.get("path_verdict") is not None for v in verdicts):
         lines += ["", "## The answer per rule", "",

@@ -8,7 +8,18 @@ import polars as pl
 from scipy import stats
 
 from analysis.fit import wls_loglog
-from analysis.models.zero_queueing import CONVERGES, INCONCLUSIVE, NOT_VANISHING, P_FLOOR, VANISHING, VERDICTS, _verdict_line, analyze_zero_queueing
+from analysis.models.zero_queueing import (
+    CONVERGES,
+    INCONCLUSIVE,
+    NOT_VANISHING,
+    P_FLOOR,
+    UNDECIDED,
+    VANISHING,
+    VERDICTS,
+    _verdict_line,
+    analyze_zero_queueing,
+    floor_fit,
+)
 from analysis.zero_queueing import verdict  # the stable entry point
 
 NS = [100, 1000, 10_000, 100_000]
@@ -104,8 +115,9 @@ def test_flat_and_growing_are_not_vanishing():
     assert all(v["p_floor"] == 1.0 and v["lr_stat"] == 0.0 for v in vs)  # M1 cannot grow
 
 
-def test_pure_noise_is_inconclusive():
-    check("pure noise", INCONCLUSIVE, 16, never=(VANISHING,))
+def test_pure_noise_is_undecided():
+    # no trend resolved: every rival fits (was "inconclusive" before the rivals' verdict)
+    check("pure noise", UNDECIDED, 16, never=(VANISHING,))
 
 
 def test_measured_batch_filling_sequences_are_not_vanishing():
@@ -115,25 +127,33 @@ def test_measured_batch_filling_sequences_are_not_vanishing():
         assert old["slope_hi"] < 0
     c4 = verdict(points(C4, REL_MEASURED * C4))
     assert c4["verdict"] == CONVERGES
-    assert 0.09 < c4["level_lo"] < c4["level"] < c4["level_hi"] < 0.14
+    # the level's interval spans every floor rival (c0 + a N^b and c0 + a/(ln N)^p): wider than
+    # the old M1 interval [0.09, 0.14), which missed floors approached like 1/ln N (issue 35)
+    assert 0.0 < c4["level_lo"] < 0.09 < c4["level"] < c4["level_hi"] < 0.14
     assert c4["slope_hi"] < 0 and c4["p_floor"] < 0.01
     c1 = verdict(points(C1, REL_MEASURED * C1))
-    assert c1["verdict"] in (CONVERGES, NOT_VANISHING)
+    # c = 1 falls about like ln ln k / ln k along the path (docs/analysis.md): that form and a
+    # floor may fit alike, so undecided is allowed now (the old rule had to call it a level)
+    assert c1["verdict"] in (CONVERGES, NOT_VANISHING, UNDECIDED)
     assert c1["level_hi"] > 0.3  # whatever the verdict, a level near the last ratio is not excluded
     check("c = 4 (measured, jittered)", CONVERGES, 18)
     vs = check("c = 1 (measured, jittered)", CONVERGES, 0)
-    assert all(v["verdict"] in (CONVERGES, NOT_VANISHING) for v in vs)
+    assert all(v["verdict"] in (CONVERGES, NOT_VANISHING, UNDECIDED) for v in vs)
 
 
 def test_floor_test_is_the_boundary_law_and_matches_the_level_interval():
+    # M1's floor test (floor_fit), kept as a description beside the rivals' verdict
     for name in ("power law to zero", "decay to 0.12", "flat", "c = 1 (measured, jittered)"):
-        for v in verdicts(name)[:8]:
+        truth, rel = SCENARIOS[name]
+        for s in SEEDS[:8]:
+            pts = replicated(truth, rel, s)
+            f = floor_fit(NS9, pts["queueing_ratio"].to_numpy(), pts["queueing_ratio_se"].to_numpy())
             # p of 1/2 chi2_0 + 1/2 F(1, n - 3): half the F tail (1 when the statistic is 0)
-            want = 0.5 * stats.f.sf(v["lr_stat"], 1, 9 - 3) if v["lr_stat"] > 0 else 1.0
-            assert math.isclose(v["p_floor"], want, rel_tol=1e-9)
+            want = 0.5 * stats.f.sf(f["lr_stat"], 1, 9 - 3) if f["lr_stat"] > 0 else 1.0
+            assert math.isclose(f["p_floor"], want, rel_tol=1e-9)
             # "floor significant" and "the 95% interval of c0 excludes 0" are one statement
-            assert (v["p_floor"] < P_FLOOR) == (v["level_lo"] > 0), (name, v)
-            assert v["level_lo"] <= v["level"] <= v["level_hi"]
+            assert (f["p_floor"] < P_FLOOR) == (f["level_lo"] > 0), (name, f)
+            assert f["level_lo"] <= f["level"] <= f["level_hi"]
 
 
 def test_few_points_and_the_shortcut():
@@ -200,7 +220,9 @@ def test_json_report_and_console_carry_the_floor(tmp_path):
     assert by["floor"]["verdict"] == CONVERGES and 0.10 < by["floor"]["level"] < 0.14
     assert by["falls"]["verdict"] == VANISHING
     lines = dict(zip((v["variant"] for v in out["verdicts"]), out["verdict_lines"]))
-    assert f"{CONVERGES} (level " in lines["floor"] and "floor p = " in lines["floor"]
+    # the rivals are named and their p-values given (was M1's "floor p = ", no longer the rule)
+    assert f"{CONVERGES} (level " in lines["floor"] and "p(zero) = " in lines["floor"]
+    assert "c0 + a" in lines["floor"] and " vs a" in lines["floor"]
     assert ": vanishing (slope -0." in lines["falls"] and "level" not in lines["falls"]
     assert _verdict_line(out["verdicts"][0]) in out["verdict_lines"]
     text = out["report"].read_text()
@@ -283,3 +305,24 @@ def test_a_path_still_rising_far_is_not_called_converging():
 
     v = path_verdict(_path(lambda n: 9.0 - 8.0 * n ** -0.01))  # level 9, far above the path's end
     assert v["path_verdict"] == NOT_VANISHING and v["path_level"] > 1.5 * v["path_ratio_at_max"]
+
+
+def test_the_bootstrap_is_seeded_by_the_arms_task_seeds(tmp_path):
+    # reproduce reruns a sweep with the same task seeds: the report must come out the same
+    ns = [int(n) for n in NS9]
+    rows = frame(lambda n: 3.0 / math.log(n), "slow", rel_noise=0.01, reps=5, ns=ns)
+    for i, r in enumerate(rows):
+        r["seed"] = 10_000 + i
+    params = ["n_servers", "variant", "k", "d", "lam"]
+    a = analyze_zero_queueing(pl.DataFrame(rows), params, tmp_path / "a", "t")
+    b = analyze_zero_queueing(pl.DataFrame(rows), params, tmp_path / "b", "t")
+    assert a["verdicts_json"].read_text() == b["verdicts_json"].read_text()
+    assert a["report"].read_text() == b["report"].read_text()
+    (v,) = a["verdicts"]
+    assert v["p_zero"] is not None and v["rivals"]
+    pts = a["summary"]
+    from analysis.models.zero_queueing import _arm_seed
+    seeds = _arm_seed(pl.DataFrame(rows))
+    assert seeds == sorted(r["seed"] for r in rows)
+    again = verdict(pl.read_parquet(pts).sort("n_servers"), seed=seeds)
+    assert (again["p_zero"], again["p_level"], again["verdict"]) == (v["p_zero"], v["p_level"], v["verdict"])
