@@ -144,18 +144,18 @@ def test_plan_passes_precision_to_simulations_only():
     assert all("precision" not in t for t in _plan().tasks)
 
 
-def test_headline_sweep_reaches_a_million_servers_by_time():
+def test_headline_sweep_reaches_ten_million_servers_by_time():
     plan = _plan("+sweep=sub_halfin_whitt")
     sims = [t for t in plan.tasks if t["engine"] == "occupancy"]
     ns = sorted({t["n_servers"] for t in sims})
-    assert ns[0] == 100 and ns[-1] == 10**6 and len(ns) == 9
-    # 6 runs below N = 10^6, 8 there, 16 for the batch policies' single-task rule
+    assert ns[0] == 100 and ns[-2] == 10**6 and ns[-1] == 10**7 and len(ns) == 10
+    # 6 runs below N = 10^6, 8 from there, 16 for the single-task rule
     for n in ns:
         for pol in ("batch_filling", "batch_sampling", "pod_per_task"):
             for var in ("c4", "single_task"):
                 reps = {t["_meta"]["replication"] for t in sims if t["n_servers"] == n
                         and t["policy"] == pol and t["_meta"]["params"]["variant"] == var}
-                want = 6 if n < 10**6 else 16 if var == "single_task" and pol != "pod_per_task" else 8
+                want = 6 if n < 10**6 else 16 if var == "single_task" else 8
                 assert reps == set(range(want)), (n, pol, var)
     for t in sims:
         # the single-task rule's runs are twice as long (its ratio is the noisiest)
