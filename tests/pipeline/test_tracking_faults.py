@@ -31,6 +31,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 
 from pipeline import state as run_state
 from pipeline.run import run_sweep, to_plain
@@ -244,7 +245,13 @@ def test_file_size_limit_while_rows_are_written_ends_failed_and_resumes(tmp_path
 
     res, _, _ = _cli(tmp_path, [*FAST, "mlflow.enabled=false", f"output_dir={out}"], preexec=small_files)
     _assert_failed_for_disk(res, out, "file size limit", kept=0)
-    assert resume([str(out), "--no-progress"]) == 0
+    # the resume checks the store too: give the run an unreachable one
+    conf = yaml.safe_load((out / "config.yaml").read_text())
+    conf["mlflow"].update(enabled=True, tracking_uri=f"http://127.0.0.1:{_closed_port()}")
+    (out / "config.yaml").write_text(yaml.safe_dump(conf))
+    assert resume([str(out), "--no-progress"]) == 4
+    assert run_state.read(out)["status"] == "failed"
+    assert resume([str(out), "--no-progress", "--no-mlflow"]) == 0
     assert run_state.read(out)["status"] == "finished"
     frame = pl.read_parquet(out / "results.parquet")
     assert frame.height == N_TASKS and (frame["status"] == "ok").all()
