@@ -269,11 +269,16 @@ HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACK
 DEFAULT_TIMEOUT = 5.0
 
 
+#: the values :func:`bound_http` put in the environment (a later sweep may change them)
+_bounded: dict[str, str] = {}
+
+
 def bound_http(timeout: float = DEFAULT_TIMEOUT) -> None:
     """Bound MLflow's HTTP retries and each request's timeout for the rest of this process
-    (values already in the environment win)."""
+    (values the user put in the environment win)."""
     for key, value in {**HTTP_LIMITS, "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout)))}.items():
-        os.environ.setdefault(key, value)
+        if key not in os.environ or os.environ[key] == _bounded.get(key):
+            os.environ[key] = _bounded[key] = value
 
 
 def _one_line(exc: BaseException) -> str:
