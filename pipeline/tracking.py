@@ -321,7 +321,9 @@ def _check_sqlite(uri: str, artifacts: str | None) -> None:
     try:
         con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=DEFAULT_TIMEOUT)
         try:
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            version = (con.execute("SELECT version_num FROM alembic_version").fetchone() or [None])[0] \
+                if "alembic_version" in tables else None
         finally:
             con.close()
     except sqlite3.Error as exc:
@@ -329,6 +331,20 @@ def _check_sqlite(uri: str, artifacts: str | None) -> None:
                             f"database ({exc}); move it away or choose another store") from None
     if not os.access(db, os.W_OK):
         raise TrackingError(f"mlflow.tracking_uri={uri!r}: {str(db)!r} is not writable")
+    if tables:  # MLflow creates its tables in an empty database, and refuses any other schema
+        try:
+            from mlflow.store.db.utils import _get_latest_schema_revision  # private: best effort
+
+            head = _get_latest_schema_revision()
+        except Exception:  # noqa: BLE001  (another MLflow version: leave it to MLflow)
+            return
+        if version is None:
+            raise TrackingError(f"mlflow.tracking_uri={uri!r}: {str(db)!r} has tables but no MLflow "
+                                "schema version: not an MLflow store; choose another")
+        if version != head:
+            raise TrackingError(
+                f"mlflow.tracking_uri={uri!r}: {str(db)!r} has schema version {version}, this MLflow "
+                f"expects {head}: back it up and run 'mlflow db upgrade {uri}', or choose another store")
 
 
 def _check_reachable(uri: str, timeout: float) -> None:
@@ -354,11 +370,12 @@ def check_store(tracking_uri: str | None, experiment: str, project_root: Path,
     """Refuse, within about ``timeout`` seconds and before anything of a run starts, a store
     that cannot be used: :class:`~pipeline.errors.TrackingError` with one line. Returns the URI.
 
-    SQLite: the store's folder (and an existing artifact folder) must take a new file, an
-    existing database must open read-only and list its tables. A server (``http(s)://``, or
-    any URI with a host and port): the host must accept a connection. Then MLflow's client
-    opens the store and looks the experiment up, with MLflow's HTTP retries off and each
-    request bounded by ``timeout`` (MLflow itself would retry for about 4 minutes). A server
+    SQLite: the store's folder (and an existing artifact folder) must take a new file; an
+    existing database must open read-only, and if it has tables, be at this MLflow's schema
+    version (MLflow refuses another). Nothing is created here. Other stores: a server
+    (``http(s)://``, or any URI with a host and port) must accept a connection; then MLflow's
+    client opens the store and looks the experiment up, with MLflow's HTTP retries off and each
+    request bounded by ``timeout`` (MLflow itself would retry for about 4 minutes). A store
     that answers reads but refuses writes is found only at its first write: tracking is then
     lost for the run (:class:`TrackingGuard`), the sweep goes on.
     """
@@ -366,9 +383,10 @@ def check_store(tracking_uri: str | None, experiment: str, project_root: Path,
 
     logging.getLogger("alembic").setLevel(logging.WARNING)
     uri, artifacts = resolve_uri(tracking_uri, project_root)
-    if uri.startswith("sqlite:///"):
-        _check_sqlite(uri, artifacts)
-    elif "://" in uri:
+    if uri.startswith("sqlite:///"):  # checked without opening it in MLflow, which would create
+        _check_sqlite(uri, artifacts)  # the database before Ray is known to start
+        return uri
+    if "://" in uri:
         _check_reachable(uri, timeout)
     saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"

@@ -292,3 +292,23 @@ def test_state_goes_into_its_reserved_bytes_when_no_new_file_can_be_written(tmp_
     assert path.stat().st_ino == inode and path.stat().st_size == run_state.RESERVED
     back = run_state.read(tmp_path)
     assert back["status"] == "failed" and back["reason"] == "x" * run_state.MAX_TEXT
+
+
+def test_sqlite_check_creates_nothing_and_refuses_a_foreign_database(tmp_path):
+    """The pre-flight opens no store in MLflow (which would create ``mlflow.db`` before Ray is
+    known to start), and refuses a database with tables of something else."""
+    import sqlite3
+
+    from pipeline.errors import TrackingError
+    from pipeline.tracking import check_store
+
+    new = tmp_path / "new.db"
+    check_store(f"sqlite:///{new}", "lbsweep", tmp_path)
+    assert not new.exists()
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (a)")
+    con.commit()
+    con.close()
+    with pytest.raises(TrackingError, match="not an MLflow store"):
+        check_store(f"sqlite:///{other}", "lbsweep", tmp_path)
