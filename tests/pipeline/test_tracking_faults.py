@@ -131,6 +131,20 @@ def test_unreachable_server_is_one_line_exit_4_before_ray(tmp_path):
 
 
 @pytest.mark.integration  # a real command line
+def test_silent_server_is_one_line_exit_4_within_the_timeout(tmp_path):
+    """A server that accepts connections and never answers: MLflow's client waited 120 s per
+    request, 7 times; the check gives up after ``mlflow.timeout``."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        out = tmp_path / "out"
+        res, elapsed, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=http://127.0.0.1:{port}",
+                                               "mlflow.timeout=2", f"output_dir={out}"], timeout=90)
+    _assert_refused(res, elapsed, marker, out, f"127.0.0.1:{port}", "timed out")
+
+
+@pytest.mark.integration  # a real command line
 def test_corrupt_sqlite_store_is_one_line_exit_4_before_ray(tmp_path):
     db = tmp_path / "store" / "mlflow.db"
     db.parent.mkdir()
