@@ -326,3 +326,31 @@ def test_sqlite_check_creates_nothing_and_refuses_a_foreign_database(tmp_path):
     con.close()
     with pytest.raises(TrackingError, match="not an MLflow store"):
         check_store(f"sqlite:///{other}", "lbsweep", tmp_path)
+
+
+def test_disk_full_at_a_row_ends_run_json_and_the_mlflow_run_failed(tmp_path, monkeypatch):
+    """Fault injection: the third row's write fails with ENOSPC (the store is elsewhere): exit 5,
+    run.json ``failed`` with the reason (not a traceback and exit 1), the MLflow run FAILED."""
+    from mlflow.tracking import MlflowClient
+
+    import pipeline.run
+    from pipeline.__main__ import run_cli
+
+    real, calls = pipeline.run.write_row, {"n": 0}
+
+    def full_at_third(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.run, "write_row", full_at_third)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "out"
+    conf = to_plain(compose([*FAST, "execution.tasks_per_cpu=12", f"mlflow.tracking_uri={uri}",
+                             f"output_dir={out}"]))
+    assert run_cli(lambda: run_sweep(conf, quiet=True)) == 5
+    state = run_state.read(out)
+    assert state["status"] == "failed" and state["reason"].startswith("disk full"), state
+    assert len(list((out / "results").glob("*.parquet"))) == 2 and (out / "PARTIAL").exists()
+    assert MlflowClient(uri).get_run(state["mlflow_run_id"]).info.status == "FAILED"
