@@ -80,7 +80,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.archive import MAX_BYTES, MAX_MEMBERS, PREFIX, environment, safe_extract
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, OutputError
 from pipeline.store import read_results
 
 log = logging.getLogger("pipeline.reproduce")
@@ -549,7 +549,8 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m pipeline.reproduce",
         description="Rerun an archived sweep on this machine and compare every result column and "
                     "analysis output with the archive (exit 0: REPRODUCED, 1: NOT REPRODUCED, "
-                    "2: unusable archive).",
+                    "2: unusable archive, 3: Ray could not be started, 5: the rerun's folder "
+                    "could not be written, 130: interrupted).",
         epilog="The rerun is local: of the archive's execution section only the backend is used "
                "(not its address, num_cpus, auth, timeouts or grouping), and the RAY_ADDRESS "
                "environment variable is ignored; --address joins a cluster. "
@@ -623,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, *_interrupted()):
         print("error: interrupted", file=sys.stderr)
         return 130
+    except OutputError as exc:  # the rerun's folder: disk full (as python -m pipeline)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 5
     ex = rep["execution"]
     where = (f"cluster {ex['address']}" if ex["address"] else
              f"local Ray cluster of {ex['num_cpus']} CPUs" if ex["backend"] == "ray" else "serial, in this process")
