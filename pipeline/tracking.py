@@ -308,7 +308,10 @@ def _check_sqlite(uri: str, artifacts: str | None) -> None:
 
     from pipeline.errors import TrackingError
 
-    db = Path(uri[len("sqlite:///"):])
+    path = uri[len("sqlite:///"):].split("?", 1)[0]  # SQLAlchemy's query options aside
+    if path in ("", ":memory:"):
+        return
+    db = Path(path).resolve()  # a relative path is relative to the working folder, as in MLflow
     _probe_folder(db.parent, "store's folder", uri)
     if artifacts and artifacts.startswith("file://"):
         from urllib.parse import unquote, urlparse
