@@ -4,10 +4,14 @@
 planned first, then run under one Ray start and one MLflow parent run; the exit code is the
 worst of theirs.
 
-Exit codes: 0 done; 1 some tasks failed (rows with ``status == "error"``; MLflow run FAILED);
-2 refused configuration, or an ``output_dir`` that exists (nothing started); 3 Ray could not be
-started or joined (nothing written); 130 interrupted by Ctrl-C or SIGTERM (MLflow run KILLED, folder marked partial,
-``python -m pipeline.resume DIR`` finishes it).
+Exit codes: 0 done (also when the MLflow store failed mid-run: run.json and the archive's
+tracking.json say ``lost: ...``); 1 some tasks failed (rows with ``status == "error"``; MLflow
+run FAILED); 2 refused configuration, or an ``output_dir`` that exists (nothing started); 3 Ray could not be started or joined
+(nothing written); 4 the MLflow store cannot be reached, read or written (checked before Ray
+starts; nothing started or written); 5 the run folder could not be written (disk full, file
+size limit, read-only or failing disk: run.json ``failed`` with the reason, rows so far kept,
+``python -m pipeline.resume DIR`` continues); 130 interrupted by Ctrl-C or SIGTERM (MLflow run
+KILLED, folder marked partial, ``python -m pipeline.resume DIR`` finishes it).
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import hydra
 from omegaconf import DictConfig
 
 import pipeline.config  # noqa: F401  (registers the typed schema with Hydra)
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, OutputError, TrackingError
 
 log = logging.getLogger("pipeline")
 
@@ -34,7 +38,7 @@ def _sigterm_as_interrupt(signum, frame):  # ``ray job stop`` and ``kill`` send 
 def run_cli(run) -> int:
     """Run ``run()`` (a sweep) and map its outcome to an exit code with one line of message."""
     from pipeline.execute import ClusterError
-    from pipeline.run import EXIT_CLUSTER, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_TASKS_FAILED, Interrupted
+    from pipeline.run import EXIT_CLUSTER, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_TASKS_FAILED, EXIT_TRACKING, Interrupted
     from pipeline.runfolder import close_log
 
     main_thread = threading.current_thread() is threading.main_thread()
@@ -48,6 +52,12 @@ def run_cli(run) -> int:
         except ClusterError as exc:
             log.error("cluster error: %s", exc)
             return EXIT_CLUSTER
+        except TrackingError as exc:
+            log.error("tracking error: %s (or run without it: mlflow.enabled=false)", exc)
+            return EXIT_TRACKING
+        except OutputError as exc:
+            log.error("output error: %s", exc)
+            return EXIT_OUTPUT
         except Interrupted as exc:
             log.error("%s", exc)
             return EXIT_INTERRUPTED
@@ -84,13 +94,13 @@ def main(cfg: DictConfig) -> None:
     if _ours:
         os.environ.pop(_FULL_ERROR, None)  # from here on Hydra reports as usual
     from pipeline.multirun import current_group, finish
-    from pipeline.run import EXIT_CLUSTER, EXIT_INTERRUPTED, run_sweep
+    from pipeline.run import EXIT_CLUSTER, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_TRACKING, run_sweep
 
     group = current_group()  # None unless Hydra runs several sweeps (-m)
     code = run_cli(lambda: run_sweep(cfg, group=group))
     if group is not None:
         group.codes.append(code)
-        if code in (EXIT_INTERRUPTED, EXIT_CLUSTER):  # stop the remaining sweeps
+        if code in (EXIT_INTERRUPTED, EXIT_CLUSTER, EXIT_TRACKING, EXIT_OUTPUT):  # stop the rest
             finish()
             sys.exit(code)
         return

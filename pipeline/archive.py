@@ -2,8 +2,9 @@
 
 ``<output>/archive.tar.gz`` holds, under ``run/``: the resolved config (``config.yaml``), the
 tasks with their seeds (``tasks.json``), the result rows (``results/*.parquet``), the analysis
-outputs, the package versions (``environment.json``) and the git state (``git.json`` with
-commit and dirty flag, ``git.diff``).
+outputs, the package versions (``environment.json``), the git state (``git.json`` with
+commit and dirty flag, ``git.diff``) and the MLflow run with whether tracking held
+(``tracking.json``: ``ok``, ``off`` or ``lost: <reason>``; written by :mod:`pipeline.run`).
 
 :func:`safe_extract` opens an archive someone else made: it reads every member header first and
 refuses absolute paths, ``..``, links and special files, duplicate names, more than

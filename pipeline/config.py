@@ -96,6 +96,9 @@ class MlflowConfig:
     #: null: ``sqlite:///<project folder>/mlflow.db``
     tracking_uri: Optional[str] = None
     experiment: str = "lbsweep"
+    #: seconds: the check of the store before the run starts (exit code 4 when it fails) and
+    #: each HTTP request to a tracking server during the run (2 retries; then tracking is lost)
+    timeout: float = 5.0
 
 
 @dataclass

@@ -98,7 +98,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.archive import MAX_BYTES, MAX_MEMBERS, PREFIX, environment, safe_extract
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, OutputError
 from pipeline.store import read_results
 
 log = logging.getLogger("pipeline.reproduce")
@@ -620,8 +620,9 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m pipeline.reproduce",
         description="Rerun an archived sweep on this machine and compare every result column and "
                     "analysis output with the archive (exit 0: REPRODUCED, 1: NOT REPRODUCED, "
-                    "2: unusable archive). The archive is data: no code in it runs unless "
-                    "--trust-archive-models is given.",
+                    "2: unusable archive, 3: Ray could not be started, 5: the rerun's folder "
+                    "could not be written, 130: interrupted). The archive is data: no code in it "
+                    "runs unless --trust-archive-models is given.",
         epilog="The rerun is local: of the archive's execution section only the backend is used "
                "(not its address, num_cpus, auth, timeouts or grouping), and the RAY_ADDRESS "
                "environment variable is ignored; --address joins a cluster. "
@@ -712,6 +713,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, *_interrupted()):
         print("error: interrupted", file=sys.stderr)
         return 130
+    except OutputError as exc:  # the rerun's folder: disk full (as python -m pipeline)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 5
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--address", default=None,
                     help="join this Ray cluster (default: the run's own execution.address)")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--no-mlflow", action="store_true",
+                    help="finish without MLflow (its store is gone or unusable: exit code 4 otherwise)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     from pipeline.__main__ import run_cli
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg["execution"]["address"] = args.address
         if args.no_progress:
             cfg["execution"]["progress"] = False
+        if args.no_mlflow:
+            cfg["mlflow"]["enabled"] = False
         return run_sweep(cfg, resume=True, retry_failed=args.retry_failed)
 
     return run_cli(run)

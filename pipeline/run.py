@@ -16,11 +16,12 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.errors import ConfigError
+from pipeline import state as run_state
+from pipeline.errors import ConfigError, OutputError
 from pipeline.execute import PROJECT_ROOT, connect, execute
 from pipeline.plan import Plan, make_plan
 from pipeline.runfolder import OUTPUTS, attach_log, check_new, create_exclusive, new_run_folder, stamp
-from pipeline.store import read_results, schema_for, write_row
+from pipeline.store import read_results, schema_for, write_frame, write_row
 from sim.registry import STOCHASTIC_ENGINES
 
 log = logging.getLogger("pipeline")
@@ -47,11 +48,14 @@ def tasks_document(plan: Plan) -> dict:
 
 #: exit codes of the command lines (README.md): 1 = some tasks failed (their rows say why),
 #: 2 = refused input (nothing started), 3 = Ray could not be started or joined (nothing
-#: written), 130 = interrupted (the folder is marked partial; ``python -m pipeline.resume``)
+#: written), 4 = the MLflow store cannot be reached, read or written (nothing started),
+#: 5 = the run folder could not be written (disk full ...; run.json ``failed``, resumable),
+#: 130 = interrupted (the folder is marked partial; ``python -m pipeline.resume``)
 EXIT_OK, EXIT_TASKS_FAILED, EXIT_CONFIG, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_TRACKING, EXIT_OUTPUT = 4, 5
 #: present in an output folder while some task has no result (interrupted, killed or running)
 PARTIAL_MARKER = "PARTIAL"
-STATE_FILE = "run.json"
+STATE_FILE = run_state.STATE_FILE
 
 
 class Interrupted(Exception):
@@ -69,10 +73,7 @@ def done_task_ids(results_dir: Path) -> set[str]:
 
 
 def _write_state(out_dir: Path, state: dict) -> None:
-    state["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    tmp = out_dir / f".{STATE_FILE}.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(out_dir / STATE_FILE)
+    run_state.write(out_dir, state)  # space reserved: it can end the run on a full disk
 
 
 def _check_resumable(out_dir: Path, plan: Plan) -> dict:
@@ -84,7 +85,7 @@ def _check_resumable(out_dir: Path, plan: Plan) -> dict:
             [(t["_meta"]["task_id"], t.get("seed")) for t in plan.tasks]:
         raise ConfigError(f"output_dir={str(out_dir)!r}: its tasks.json differs from the tasks its "
                           "config.yaml plans now (changed code or config?); refusing to mix them")
-    return json.loads((out_dir / STATE_FILE).read_text())
+    return run_state.read(out_dir)
 
 
 def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: bool = False,
@@ -128,6 +129,8 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     from pipeline.models import py_modules
 
     shipped = py_modules(conf)  # out-of-tree models (pipeline/models.py)
+    if conf["mlflow"]["enabled"]:  # a store that cannot be used: one line, exit 4, before Ray
+        _check_tracking(conf["mlflow"], project_root)
     session = (group.connect(conf["execution"], shipped) if group is not None
                else connect(conf["execution"], shipped))
     try:
@@ -142,6 +145,15 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
         attach_log(out_dir)
         return _run(conf, plan, out_dir, out_dir / "results", session, project_root, quiet,
                     state if resume else None, retry_failed, group)
+    except (Interrupted, ConfigError):
+        raise
+    except Exception as exc:  # a full disk (or a failing one): one line, exit 5
+        reason = run_state.output_problem(exc, out_dir)
+        if reason is None:
+            raise
+        raise OutputError(f"cannot write the run folder {out_dir}: {reason}; run.json says failed, "
+                          f"the rows written so far are kept: free space, then python -m "
+                          f"pipeline.resume {out_dir}") from None
     finally:
         if group is None:  # a multirun's session serves its next sweep (Group.close ends it)
             session.close()
@@ -173,6 +185,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         state = {"sweep": plan.sweep, "run_id": run_id, "status": "running",
                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_tasks": len(plan.tasks),
                  "mlflow_run_id": None, "tracking_uri": None, "resumed": 0}
+    state.pop("reason", None)  # of an earlier failure, on resume
     done = done_task_ids(results_dir) if results_dir.exists() else set()
     todo = [t for t in plan.tasks if t["_meta"]["task_id"] not in done]
     n_sim = sum(t["engine"] in STOCHASTIC_ENGINES for t in todo)
@@ -185,34 +198,32 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
     _write_state(out_dir, state)
 
     tracker = None
+    from pipeline.tracking import TrackingGuard
+
+    def lost(reason: str) -> None:  # recorded at once: a later kill still leaves it in run.json
+        state["tracking"] = f"lost: {reason}"
+        run_state.finish(out_dir, state)
+
+    # every MLflow call goes through the guard: a store failing mid-run loses tracking (one
+    # warning), never the run
+    guard = TrackingGuard(on_lost=lost)
+    state["tracking"] = "ok" if conf["mlflow"]["enabled"] else "off"
     if conf["mlflow"]["enabled"]:
-        from pipeline.tracking import SweepTracker
-
-        tracker = SweepTracker(conf["mlflow"]["tracking_uri"], conf["mlflow"]["experiment"], project_root)
-        reopened = resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"])
-        if not reopened:  # a new sweep, or its run is gone from the store: a new parent run
-            from pipeline.mlflow_log import start_sweep
-
-            # flat params, tags (git commit, user, overrides, note); see pipeline/mlflow_log.py
-            start_sweep(tracker, conf, plan, run_id, out_dir, project_root)
-            if group is not None:  # nested under the multirun's parent run
-                from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
-                tracker.set_tags({MLFLOW_PARENT_RUN_ID: group.parent_for(tracker)})
-        state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
-        _write_state(out_dir, state)
+        tracker = guard(_start_tracking, conf, plan, run_id, out_dir, project_root, state, resuming, group)
+        if tracker is not None:
+            _write_state(out_dir, state)
     status = "FAILED"
     try:
         schema = schema_for(plan.param_types)
         execute(
             todo, conf["execution"],
             on_row=lambda row: (write_row(results_dir, {**row, "sweep": plan.sweep, "run_id": run_id}, schema),
-                                tracker is not None and tracker.log_task(row)),
+                                tracker is not None and guard(tracker.log_task, row)),
             desc=plan.sweep, session=session,
         )
         frame = read_results(results_dir)
         errors = int((frame["status"] == "error").sum()) if frame.height else 0
-        frame.write_parquet(out_dir / "results.parquet")
+        write_frame(frame, out_dir / "results.parquet")
         if errors:
             log.warning("%d of %d tasks failed; see the 'error' column of results.parquet", errors, len(plan.tasks))
         _warn_missed_precision(frame, conf["run"].get("precision"))
@@ -234,19 +245,25 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         from pipeline.archive import write_archive
         from pipeline.models import archive_members
 
-        archive = write_archive(out_dir, {
-            **archive_members(conf),  # out-of-tree models' source (pipeline/models.py)
-            "config.yaml": out_dir / "config.yaml",
-            "tasks.json": out_dir / "tasks.json",
-            **({"overrides.txt": out_dir / "overrides.txt"} if (out_dir / "overrides.txt").exists() else {}),
-            "results": results_dir,
-            "analysis": out_dir / "analysis",
-        }, project_root)
-        if tracker is not None:
+        def archive_run() -> Path:
+            return write_archive(out_dir, {
+                **archive_members(conf),  # out-of-tree models' source (pipeline/models.py)
+                "config.yaml": out_dir / "config.yaml",
+                "tasks.json": out_dir / "tasks.json",
+                **({"overrides.txt": out_dir / "overrides.txt"} if (out_dir / "overrides.txt").exists() else {}),
+                "results": results_dir,
+                "analysis": out_dir / "analysis",
+                "tracking.json": _tracking_document(state),
+            }, project_root)
+
+        archive = archive_run()
+        if tracker is not None and guard.lost is None:
             from pipeline.mlflow_log import log_sweep
 
-            log_sweep(tracker, plan, analysis, [out_dir / "results.parquet", out_dir / "config.yaml",
-                                                 out_dir / "analysis", archive], elapsed, errors)
+            guard(log_sweep, tracker, plan, analysis, [out_dir / "results.parquet", out_dir / "config.yaml",
+                                                        out_dir / "analysis", archive], elapsed, errors)
+            if guard.lost is not None:  # lost while uploading: the archive says so too
+                archive = archive_run()
         status = "FAILED" if errors else "FINISHED"
         state["status"] = "failed" if errors else "finished"
         state["n_failed"] = errors
@@ -257,25 +274,70 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         status = "KILLED"
         n_done = len(done_task_ids(results_dir)) if results_dir.exists() else 0
         state["status"] = "interrupted"
-        _write_state(out_dir, state)
+        run_state.finish(out_dir, state)
         raise Interrupted(out_dir, n_done, len(plan.tasks)) from None
+    except Exception as exc:  # a failure of the run itself (a full disk among them)
+        state["status"] = "failed"
+        state["reason"] = run_state.output_problem(exc, out_dir) or run_state.one_line(exc)
+        run_state.finish(out_dir, state)  # in the reserved bytes when the disk is full
+        raise
     finally:
-        if state["status"] == "running":  # an exception other than an interruption
+        if state["status"] == "running":  # anything else that ends the run early
             state["status"] = "failed"
-            _write_state(out_dir, state)
+            run_state.finish(out_dir, state)
         if tracker is not None:
-            tracker.end(status)
+            guard(tracker.end, status)
     if not quiet:
         print_summary(analysis, plan)
         where = f" on cluster {session.address}" if session.address else ""
         print(f"\n{len(plan.tasks)} tasks ({errors} failed{', ' + str(len(todo)) + ' run now' if resuming else ''})"
               f" in {elapsed:.1f} s{where}")
         print(f"results:  {out_dir / 'results.parquet'}\nreport:   {analysis.get('report')}\narchive:  {archive}")
-        if tracker is not None:
+        if guard.lost is not None:
+            print(f"mlflow:   tracking lost ({guard.lost}); results and archive are complete")
+        elif tracker is not None:
             print(f"mlflow:   {tracker.uri}  (run {tracker.parent_id})")
     return {"output_dir": out_dir, "frame": frame, "analysis": analysis, "archive": archive,
             "errors": errors, "run_id": run_id, "plan": plan, "ran": len(todo),
-            "mlflow_run_id": tracker.parent_id if tracker else None}
+            "mlflow_run_id": tracker.parent_id if tracker else None, "tracking": state["tracking"]}
+
+
+def _check_tracking(mlflow_cfg: dict, project_root: Path) -> None:
+    """The store is reachable and usable (:func:`pipeline.tracking.check_store`, exit code 4),
+    and MLflow's HTTP retries are bounded for the run."""
+    from pipeline.tracking import DEFAULT_TIMEOUT, bound_http, check_store
+
+    timeout = mlflow_cfg.get("timeout", DEFAULT_TIMEOUT)  # absent from older archived configs
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ConfigError(f"mlflow.timeout={timeout!r} must be a positive number of seconds")
+    check_store(mlflow_cfg["tracking_uri"], mlflow_cfg["experiment"], project_root, float(timeout))
+    bound_http(float(timeout))
+
+
+def _start_tracking(conf: dict, plan: Plan, run_id: str, out_dir: Path, project_root: Path,
+                    state: dict, resuming: bool, group):
+    """The sweep's tracker with its parent run (new, or the resumed run's own)."""
+    from pipeline.tracking import SweepTracker
+
+    tracker = SweepTracker(conf["mlflow"]["tracking_uri"], conf["mlflow"]["experiment"], project_root)
+    reopened = resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"])
+    if not reopened:  # a new sweep, or its run is gone from the store: a new parent run
+        from pipeline.mlflow_log import start_sweep
+
+        # flat params, tags (git commit, user, overrides, note); see pipeline/mlflow_log.py
+        start_sweep(tracker, conf, plan, run_id, out_dir, project_root)
+        if group is not None:  # nested under the multirun's parent run
+            from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+            tracker.set_tags({MLFLOW_PARENT_RUN_ID: group.parent_for(tracker)})
+    state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
+    return tracker
+
+
+def _tracking_document(state: dict) -> str:
+    """The archive's ``tracking.json``: the MLflow run and whether tracking held (``ok``,
+    ``off``, or ``lost: <reason>``) when the archive was written."""
+    return json.dumps({k: state.get(k) for k in ("tracking", "tracking_uri", "mlflow_run_id")}, indent=1)
 
 
 #: the run-length parameters: a point's identity only where they are an axis

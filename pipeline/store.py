@@ -6,6 +6,7 @@ columns are added per sweep from :data:`sim.registry.PARAMS` (:func:`schema_for`
 """
 from __future__ import annotations
 
+import io
 import os
 import uuid
 from pathlib import Path
@@ -58,16 +59,38 @@ def row_frame(row: dict, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame([{k: row.get(k) for k in schema}], schema=schema)
 
 
+def _parquet_bytes(frame: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.write_parquet(buf)
+    return buf.getvalue()
+
+
+def write_frame(frame: pl.DataFrame, path: Path) -> None:
+    """``frame`` as Parquet at ``path``, encoded in memory and then written by Python: a full
+    disk or a file size limit is then an ``OSError`` with its errno (Polars writing a file
+    itself reports it as a ComputeError, "Invalid thrift: transport error")."""
+    data = _parquet_bytes(frame)
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError:
+        Path(path).unlink(missing_ok=True)  # a truncated file is no result
+        raise
+
+
 def write_row(results_dir: Path, row: dict, schema: dict[str, pl.DataType]) -> Path:
-    """Write one row atomically to a new, uniquely named file; never overwrite an existing one."""
+    """Write one row atomically to a new, uniquely named file; never overwrite an existing one.
+    A write that fails (a full disk: ``OSError`` with its errno) leaves no file behind."""
     results_dir.mkdir(parents=True, exist_ok=True)
     final = results_dir / f"{row['task_id']}-{uuid.uuid4().hex[:12]}.parquet"
     tmp = results_dir / f".{final.name}.tmp"
-    row_frame(row, schema).write_parquet(tmp)
+    data = _parquet_bytes(row_frame(row, schema))
     try:
+        with open(tmp, "xb") as f:
+            f.write(data)
         os.link(tmp, final)  # fails if ``final`` exists: a second write never replaces a first
     finally:
-        tmp.unlink()
+        tmp.unlink(missing_ok=True)
     return final
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import getpass
 import logging
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -113,7 +114,6 @@ class SweepTracker:
         self._buffer: list = []
         self._last_flush = time.monotonic()
         self._done = self._failed = 0
-        self._live = True
 
     # ---- runs
     def start(self, run_name: str, params: dict, tags: dict) -> str:
@@ -213,9 +213,10 @@ class SweepTracker:
         At ``step`` = tasks completed so far: ``tasks_done``, ``tasks_failed`` (cumulative) and
         ``task/<engine>/mean_response`` (the task's estimate). Buffered: sent every
         :data:`FLUSH_SECONDS` (or :data:`FLUSH_ITEMS` items) and at the end, so thousands of
-        short tasks cost a few calls. A tracking failure is logged once and never stops the sweep.
+        short tasks cost a few calls. A failure raises (:class:`TrackingGuard` turns it into
+        "tracking lost": one warning, no more MLflow calls, the sweep goes on).
         """
-        if not self._live or self.parent_id is None:
+        if self.parent_id is None:
             return
         self._done += 1
         self._failed += row.get("status") == "error"
@@ -231,14 +232,10 @@ class SweepTracker:
         """Send the buffered progress metrics."""
         items, self._buffer = self._buffer, []
         self._last_flush = time.monotonic()
-        if not items or not self._live or self.parent_id is None:
+        if not items or self.parent_id is None:
             return
-        try:
-            for i in range(0, len(items), 1000):
-                self.client.log_batch(self.parent_id, metrics=items[i:i + 1000])
-        except Exception as exc:  # noqa: BLE001  (progress is a convenience; results are on disk)
-            self._live = False
-            log.warning("MLflow: progress metrics stopped (%s)", str(exc).splitlines()[0] if str(exc) else exc)
+        for i in range(0, len(items), 1000):
+            self.client.log_batch(self.parent_id, metrics=items[i:i + 1000])
 
     # ---- artefacts and the end
     def log_text(self, text: str, name: str) -> None:
@@ -261,3 +258,179 @@ class SweepTracker:
         if self.parent_id:
             self.flush()
             self.client.set_terminated(self.parent_id, status)
+
+
+# ---- failures of the store: refused before the run (exit 4), or lost during it (warn, go on)
+#: MLflow's HTTP client retries a failed request for about 4 minutes by default (7 retries with
+#: exponential backoff, 120 s per request). During a sweep these bound it instead, unless the
+#: environment sets them (MLflow reads them at each request).
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+#: seconds of the pre-flight check and of each HTTP request to the store (``mlflow.timeout``)
+DEFAULT_TIMEOUT = 5.0
+
+
+#: the values :func:`bound_http` put in the environment (a later sweep may change them)
+_bounded: dict[str, str] = {}
+
+
+def bound_http(timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Bound MLflow's HTTP retries and each request's timeout for the rest of this process
+    (values the user put in the environment win)."""
+    for key, value in {**HTTP_LIMITS, "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout)))}.items():
+        if key not in os.environ or os.environ[key] == _bounded.get(key):
+            os.environ[key] = _bounded[key] = value
+
+
+def _one_line(exc: BaseException) -> str:
+    from pipeline.state import one_line
+
+    return one_line(exc)
+
+
+def _probe_folder(folder: Path, what: str, uri: str) -> None:
+    """Create and remove a file in ``folder``: the only test of writability that holds for
+    every user (root passes ``os.access``) and filesystem (read-only mounts)."""
+    import tempfile
+
+    from pipeline.errors import TrackingError
+
+    if not folder.is_dir():
+        raise TrackingError(f"mlflow.tracking_uri={uri!r}: the {what} {str(folder)!r} does not exist")
+    try:
+        tempfile.NamedTemporaryFile(dir=folder, prefix=".lbsweep-probe-").close()
+    except OSError as exc:
+        raise TrackingError(f"mlflow.tracking_uri={uri!r}: the {what} {str(folder)!r} is not "
+                            f"writable ({exc.strerror or exc})") from None
+
+
+def _check_sqlite(uri: str, artifacts: str | None) -> None:
+    import sqlite3
+
+    from pipeline.errors import TrackingError
+
+    path = uri[len("sqlite:///"):].split("?", 1)[0]  # SQLAlchemy's query options aside
+    if path in ("", ":memory:"):
+        return
+    db = Path(path).resolve()  # a relative path is relative to the working folder, as in MLflow
+    _probe_folder(db.parent, "store's folder", uri)
+    if artifacts and artifacts.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        art = Path(unquote(urlparse(artifacts).path))
+        if art.exists():
+            _probe_folder(art, "artifact folder", uri)
+    if not db.exists():
+        return  # MLflow creates it
+    try:
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=DEFAULT_TIMEOUT)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            version = (con.execute("SELECT version_num FROM alembic_version").fetchone() or [None])[0] \
+                if "alembic_version" in tables else None
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise TrackingError(f"mlflow.tracking_uri={uri!r}: {str(db)!r} is not a readable SQLite "
+                            f"database ({exc}); move it away or choose another store") from None
+    if not os.access(db, os.W_OK):
+        raise TrackingError(f"mlflow.tracking_uri={uri!r}: {str(db)!r} is not writable")
+    if tables:  # MLflow creates its tables in an empty database, and refuses any other schema
+        try:
+            from mlflow.store.db.utils import _get_latest_schema_revision  # private: best effort
+
+            head = _get_latest_schema_revision()
+        except Exception:  # noqa: BLE001  (another MLflow version: leave it to MLflow)
+            return
+        if version is None:
+            raise TrackingError(f"mlflow.tracking_uri={uri!r}: {str(db)!r} has tables but no MLflow "
+                                "schema version: not an MLflow store; choose another")
+        if version != head:
+            raise TrackingError(
+                f"mlflow.tracking_uri={uri!r}: {str(db)!r} has schema version {version}, this MLflow "
+                f"expects {head}: back it up and run 'mlflow db upgrade {uri}', or choose another store")
+
+
+def _check_reachable(uri: str, timeout: float) -> None:
+    import socket
+    from urllib.parse import urlparse
+
+    from pipeline.errors import TrackingError
+
+    parsed = urlparse(uri)
+    port = parsed.port or {"http": 80, "https": 443}.get(parsed.scheme)
+    if not parsed.hostname or not port:
+        return
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise TrackingError(f"mlflow.tracking_uri={uri!r}: cannot reach {parsed.hostname}:{port} "
+                            f"within {timeout:g} s ({exc.strerror or exc}); is the server up?") from None
+
+
+def check_store(tracking_uri: str | None, experiment: str, project_root: Path,
+                timeout: float = DEFAULT_TIMEOUT) -> str:
+    """Refuse, within about ``timeout`` seconds and before anything of a run starts, a store
+    that cannot be used: :class:`~pipeline.errors.TrackingError` with one line. Returns the URI.
+
+    SQLite: the store's folder (and an existing artifact folder) must take a new file; an
+    existing database must open read-only, and if it has tables, be at this MLflow's schema
+    version (MLflow refuses another). Nothing is created here. Other stores: a server
+    (``http(s)://``, or any URI with a host and port) must accept a connection; then MLflow's
+    client opens the store and looks the experiment up, with MLflow's HTTP retries off and each
+    request bounded by ``timeout`` (MLflow itself would retry for about 4 minutes). A store
+    that answers reads but refuses writes is found only at its first write: tracking is then
+    lost for the run (:class:`TrackingGuard`), the sweep goes on.
+    """
+    from pipeline.errors import TrackingError
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    uri, artifacts = resolve_uri(tracking_uri, project_root)
+    if uri.startswith("sqlite:///"):  # checked without opening it in MLflow, which would create
+        _check_sqlite(uri, artifacts)  # the database before Ray is known to start
+        return uri
+    if "://" in uri:
+        _check_reachable(uri, timeout)
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(max(1, math.ceil(timeout)))
+    try:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
+    except Exception as exc:  # noqa: BLE001  (MLflow's, SQLAlchemy's, requests' errors alike)
+        raise TrackingError(f"mlflow.tracking_uri={uri!r}: {_one_line(exc)}") from None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return uri
+
+
+class TrackingGuard:
+    """Makes the sweep's MLflow calls: the first one that fails marks tracking *lost* (one
+    warning line, ``on_lost(reason)``), and every later call is skipped (returns None). The
+    sweep goes on: its results, analysis and archive do not depend on the store."""
+
+    def __init__(self, on_lost=None):
+        self.lost: str | None = None
+        self.on_lost = on_lost
+
+    def __call__(self, fn, *args, **kwargs):
+        if self.lost is not None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001  (any failure of the store or its client)
+            self.lost = _one_line(exc)
+            log.warning("MLflow: tracking lost, the sweep goes on without it (results, analysis "
+                        "and archive are kept; run.json says so): %s", self.lost)
+            if self.on_lost is not None:
+                self.on_lost(self.lost)
+            return None
+
+    @property
+    def state(self) -> str:
+        return "ok" if self.lost is None else f"lost: {self.lost}"
