@@ -56,8 +56,11 @@ def ray_node() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
-def run_chunk(tasks: list[dict]) -> list[dict]:
-    """Run a group of small tasks one after another (one Ray task); rows name the node."""
+def run_chunk(tasks: list[dict]):
+    """Run a group of tasks one after another (one Ray streaming generator task), yielding
+    each task's row as soon as it is done (so that the driver sees every task finish); rows
+    name the node."""
     configure_numba(1)
     node = ray_node()
-    return [{**run_one(t), "node": node} for t in tasks]
+    for t in tasks:
+        yield {**run_one(t), "node": node}
