@@ -8,7 +8,10 @@ sampling with d = 2 at large N, against one planning speed for all). So the bar 
 it alone: each finished row brings its measured ``wall_time``, and for each kind of task
 (engine, policy, variant) :class:`Eta` keeps the ratio of measured seconds to estimated seconds
 over the finished tasks of that kind (a kind with none finished yet takes the ratio over the
-finished tasks of its class, simulations or limit tasks, and 1 before any of them finished). The remaining work is the sum, over the unfinished tasks, of their estimate
+finished tasks of its class, simulations or limit tasks, and 1 before any of them finished).
+The first task of a kind in a worker process is not learned from: its time includes loading
+(or compiling) that kind's kernels, measured at 12 s against 0.4 s for the task itself on a
+loaded 2-core machine, which would make its kind look 30 times dearer. The remaining work is the sum, over the unfinished tasks, of their estimate
 times their kind's ratio; the ETA is that work spread over the CPUs; the bar's fill is the
 measured work done over the measured work done plus the remaining work. Ratios are over sums
 (measured / estimated), so large tasks weigh most and the fixed cost of a small task (a
@@ -52,17 +55,20 @@ class Eta:
         self.estimated: dict[tuple, float] = defaultdict(float)  # their estimated seconds
         self.done_seconds = 0.0  # measured seconds of every done task (the work done)
 
-    def finish(self, task_id: int, wall_time: float | None) -> None:
+    def finish(self, task_id: int, wall_time: float | None, learn: bool = True) -> None:
         """Task ``task_id`` is done; ``wall_time`` its measured seconds (None: not measured, e.g.
-        a failed task, which teaches nothing about the cost of its kind)."""
+        a failed task). ``learn=False``: the time counts as work done but says nothing of the
+        cost of its kind (the first task of a kind in a worker, which loads its kernels)."""
         if task_id not in self.todo:
             return
         k, e = self.todo.pop(task_id)
         self.est_left[k] -= e
-        if wall_time is not None and wall_time >= 0.0:
+        if wall_time is None or wall_time < 0.0:
+            return
+        self.done_seconds += wall_time
+        if learn:
             self.measured[k] += wall_time
             self.estimated[k] += e
-            self.done_seconds += wall_time
 
     def ratio(self, k: tuple) -> float:
         """Measured over estimated seconds of the done tasks of kind ``k``; for a kind with none
@@ -121,11 +127,13 @@ class Progress:
         self.bar.eta_text = tqdm.format_interval(self.eta.remaining_seconds())  # the plan's, at first
         self.bar.set_description_str(f"{desc} 0/{self.n_tasks} tasks")
 
-    def task_done(self, row: dict) -> None:
+    def task_done(self, row: dict, measured: bool = True) -> None:
+        """``row``'s task is done; ``measured=False``: its time is not its kind's cost
+        (:data:`pipeline.worker.FIRST_OF_KIND`)."""
         self.done += 1
         self.failed += row.get("status") == "error"
         wall = row.get("wall_time") if row.get("status") != "error" else None
-        self.eta.finish(row.get("task_id"), wall)
+        self.eta.finish(row.get("task_id"), wall, learn=measured)
         self.bar.eta_text = tqdm.format_interval(self.eta.remaining_seconds())
         n = self.SCALE if self.done >= self.n_tasks else min(self.SCALE - 1, int(self.SCALE * self.eta.fraction_done()))
         self.bar.set_description_str(f"{self.desc} {self.done}/{self.n_tasks} tasks"

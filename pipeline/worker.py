@@ -49,6 +49,21 @@ def run_one(task: dict) -> dict:
     return row
 
 
+#: a row's key (removed by the driver before the row is stored) saying that its task was the
+#: first of its kind (engine, policy, variant) in this process: its time includes loading or
+#: compiling that kind's kernels, which the progress bar must not take for the kind's cost
+FIRST_OF_KIND = "_first_of_kind"
+_kinds_seen: set = set()
+
+
+def run_timed(task: dict) -> dict:
+    """:func:`run_one`, its row marked with :data:`FIRST_OF_KIND`."""
+    kind = (task["engine"], task["policy"], task["_meta"]["params"].get("variant"))
+    first = kind not in _kinds_seen
+    _kinds_seen.add(kind)
+    return {**run_one(task), FIRST_OF_KIND: first}
+
+
 def ray_node() -> str:
     """The Ray node ID (hex, as ``ray list nodes`` shows it) of the worker running this."""
     import ray
@@ -63,4 +78,4 @@ def run_chunk(tasks: list[dict]):
     configure_numba(1)
     node = ray_node()
     for t in tasks:
-        yield {**run_one(t), "node": node}
+        yield {**run_timed(t), "node": node}

@@ -53,6 +53,38 @@ def test_eta_keeps_limit_tasks_apart_and_ignores_failures_and_repeats():
     assert eta.remaining_work() == pytest.approx(1.0)
 
 
+def test_first_task_of_a_kind_in_a_worker_is_work_done_but_not_learned_from():
+    a = ("occupancy", "batch_sampling", "const2")
+    eta = Eta({0: (a, 1.0), 1: (a, 1.0), 2: (a, 1.0)}, cpus=1)
+    eta.finish(0, 30.0, learn=False)  # its kernels loaded: 30 s
+    assert eta.ratio(a) == 1.0 and eta.remaining_work() == pytest.approx(2.0)
+    assert eta.fraction_done() == pytest.approx(30.0 / 32.0)
+    eta.finish(1, 2.0)
+    assert eta.ratio(a) == pytest.approx(2.0) and eta.remaining_work() == pytest.approx(2.0)
+
+
+def test_worker_marks_the_first_task_of_each_kind_in_its_process(monkeypatch):
+    import sim
+
+    monkeypatch.setattr(sim, "run", lambda task: {"wall_time": 0.0})
+    monkeypatch.setattr(worker, "_kinds_seen", set())
+    tasks = _tasks(2)
+    marks = [worker.run_timed(t)[worker.FIRST_OF_KIND] for t in tasks]
+    kinds = [progress.kind(t) for t in tasks]
+    assert marks == [k not in kinds[:i] for i, k in enumerate(kinds)]
+    assert sum(marks) == len(set(kinds)) >= 2
+
+
+def test_run_order_is_a_fixed_shuffle_of_the_group():
+    tasks = _tasks()
+    order = execute.run_order(tasks)
+    assert sorted(t["_meta"]["task_id"] for t in order) == sorted(t["_meta"]["task_id"] for t in tasks)
+    assert order == execute.run_order(list(reversed(tasks)))  # the order of the input does not matter
+    # the tasks of the largest N are not held to the end: some run in the first half
+    big = max(t["n_servers"] for t in tasks)
+    assert any(t["n_servers"] == big for t in order[:len(order) // 2])
+
+
 # ---- the bar advances once per finished task, on a local Ray session
 
 @pytest.fixture
@@ -61,8 +93,8 @@ def recorded(monkeypatch):
     calls = []
     real = progress.Progress.task_done
 
-    def task_done(self, row):
-        real(self, row)
+    def task_done(self, row, measured=True):
+        real(self, row, measured)
         calls.append((row["task_id"], self.bar.n))
 
     monkeypatch.setattr(progress.Progress, "task_done", task_done)
@@ -120,7 +152,7 @@ def test_bar_advances_once_per_task_while_groups_run(ray_cluster, tmp_path, monk
 
 def test_a_worker_dying_mid_group_is_retried_without_duplicates(ray_cluster, tmp_path, monkeypatch, recorded):
     tasks = _tasks()
-    groups = execute.group_tasks(tasks, 2, 1, 5e7)
+    groups = [execute.run_order(g) for g in execute.group_tasks(tasks, 2, 1, 5e7)]
     victim = groups[0][2]["_meta"]["task_id"]  # the group's first two rows are out when it dies
     rows, errors, _ = _run(tasks, tmp_path, monkeypatch, max_retries=1, crash_once_at=victim)
     assert (tmp_path / "crashed").exists() and errors == 0
@@ -131,7 +163,7 @@ def test_a_worker_dying_mid_group_is_retried_without_duplicates(ray_cluster, tmp
 
 def test_a_group_lost_for_good_fails_only_its_undelivered_tasks(ray_cluster, tmp_path, monkeypatch, recorded):
     tasks = _tasks()
-    groups = execute.group_tasks(tasks, 2, 1, 5e7)
+    groups = [execute.run_order(g) for g in execute.group_tasks(tasks, 2, 1, 5e7)]
     victim = groups[0][2]["_meta"]["task_id"]
     rows, errors, _ = _run(tasks, tmp_path, monkeypatch, max_retries=0, crash_once_at=victim)
     ids = [r["task_id"] for r in rows]
