@@ -3,8 +3,9 @@
 :func:`connect` starts or joins Ray before anything of a run is written, so that a cluster that
 cannot be reached leaves nothing behind. Small tasks are grouped so that there are about
 ``execution.tasks_per_cpu`` Ray tasks per CPU that Ray reports (a planning estimate of each task's
-cost balances the groups); rows come back to the driver, which alone writes files. Each row
-records the Ray node it ran on (column ``node``).
+cost balances the groups). A group is a Ray streaming generator: each task's row comes back to
+the driver, which alone writes files, as soon as that task ends, and the progress bar steps
+then (pipeline/progress.py). Each row records the Ray node it ran on (column ``node``).
 """
 from __future__ import annotations
 
