@@ -49,6 +49,21 @@ def run_one(task: dict) -> dict:
     return row
 
 
+#: a row's key (removed by the driver before the row is stored) saying that its task was the
+#: first of its kind (engine, policy, variant) in this process: its time includes loading or
+#: compiling that kind's kernels, which the progress bar must not take for the kind's cost
+FIRST_OF_KIND = "_first_of_kind"
+_kinds_seen: set = set()
+
+
+def run_timed(task: dict) -> dict:
+    """:func:`run_one`, its row marked with :data:`FIRST_OF_KIND`."""
+    kind = (task["engine"], task["policy"], task["_meta"]["params"].get("variant"))
+    first = kind not in _kinds_seen
+    _kinds_seen.add(kind)
+    return {**run_one(task), FIRST_OF_KIND: first}
+
+
 def ray_node() -> str:
     """The Ray node ID (hex, as ``ray list nodes`` shows it) of the worker running this."""
     import ray
@@ -56,8 +71,11 @@ def ray_node() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
-def run_chunk(tasks: list[dict]) -> list[dict]:
-    """Run a group of small tasks one after another (one Ray task); rows name the node."""
+def run_chunk(tasks: list[dict]):
+    """Run a group of tasks one after another (one Ray streaming generator task), yielding
+    each task's row as soon as it is done (so that the driver sees every task finish); rows
+    name the node."""
     configure_numba(1)
     node = ray_node()
-    return [{**run_one(t), "node": node} for t in tasks]
+    for t in tasks:
+        yield {**run_timed(t), "node": node}
