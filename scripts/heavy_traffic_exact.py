@@ -4,7 +4,9 @@ fixture of tests/dispatch/test_heavy_traffic.py.
 
     nice .venv/bin/python scripts/heavy_traffic_exact.py OUT.json C LOG10N [LOG10N ...]
 
-Appends one record per point to OUT.json (a list), so a long run can be stopped and resumed.
+Appends one record per point to OUT.json (``{"commands": [...], "rows": [...]}``; the command
+line of every run that added rows is kept), so a long run can be stopped and resumed. The fixture
+tests/dispatch/heavy_traffic_exact.json was made by the commands it lists.
 """
 from __future__ import annotations
 
@@ -19,7 +21,12 @@ from sim.dispatch.meanfield.heavy_traffic import path_point
 
 def main(argv):
     out, c, xs = argv[0], float(argv[1]), [float(x) for x in argv[2:]]
-    rows = json.load(open(out)) if os.path.exists(out) else []
+    data = {"commands": [], "rows": []}
+    if os.path.exists(out):
+        with open(out) as f:
+            data = json.load(f)
+    data["commands"].append(" ".join(["python", "scripts/heavy_traffic_exact.py", *argv]))
+    rows = data["rows"]
     for x in xs:
         pt = path_point(x, c)
         t0 = time.perf_counter()
@@ -30,7 +37,7 @@ def main(argv):
                      "levels": int(res["s"].size), "seconds": time.perf_counter() - t0})
         print(json.dumps(rows[-1]), flush=True)
         with open(out + ".tmp", "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(data, f, indent=1)
         os.replace(out + ".tmp", out)
 
 
