@@ -28,8 +28,9 @@ The eps -> 0 limit itself (``C_0 ~ Poisson(mu)``, X = 0, no layer 2, d = infinit
 :func:`limit_ratio` (``k``, ``mu``: no eps, so any k); :func:`queueing_ratio` keeps the
 Binomial law of ``C_0`` and the X term (the O(eps) and O(k/d) corrections), and is what agrees
 with the exact recursion (docs/analysis.md has the table). :func:`asymptotic_ratio` is the
-large-k form ``[ln(1 + tau (1 - rho)) + gamma / (1 + tau)] / H_k``, ``rho = mu / k``,
-``tau = ln k + ln(1 + tau (1 - rho))``, whose expansion is
+large-k form ``[ln(1 + tau (1 - rho)) + gamma beta] / H_k``, ``rho = mu / k``,
+``tau = ln k + ln(1 + tau (1 - rho))``, ``beta = (1 - rho) / (1 + tau (1 - rho))``, whose
+expansion is
 ``ln ln k / ln k + ((1 - gamma) ln ln k + 1 + gamma - c) / ln^2 k + O((ln ln k)^2 / ln^3 k)``
 on the path (``rho -> c / ln k``).
 
@@ -236,10 +237,10 @@ def limit_ratio(k, mu) -> dict:
 
 
 def asymptotic_ratio(k, mu) -> float:
-    """The large-k form of the limit: ``[ln(1 + tau (1 - rho)) + gamma / (1 + tau)] / H_k``,
-    ``rho = mu / k < 1``, ``tau = ln k + ln(1 + tau (1 - rho))`` (fixed-point iteration):
-    the Gumbel approximation of ``max`` of ``k - mu`` Gamma(2, 1) and ``mu`` Exp(1)
-    (docs/analysis.md); its error is O((ln ln k)^2 / ln^3 k)."""
+    """The large-k form of the limit: ``[ln(1 + tau (1 - rho)) + gamma beta] / H_k``,
+    ``rho = mu / k < 1``, ``tau = ln k + ln(1 + tau (1 - rho))`` (fixed-point iteration),
+    ``beta = (1 - rho) / (1 + tau (1 - rho))``: the Gumbel approximation of the max of
+    ``k - mu`` Gamma(2, 1) and ``mu`` Exp(1) to first order in beta (docs/analysis.md)."""
     k, rho = float(k), float(mu) / float(k)
     if not 0.0 <= rho < 1.0:
         raise ValueError(f"mu / k = {rho!r} must be in [0, 1)")
@@ -249,7 +250,8 @@ def asymptotic_ratio(k, mu) -> float:
         if abs(new - tau) < 1e-15:
             break
         tau = new
-    return (math.log1p(tau * (1.0 - rho)) + EULER_GAMMA / (1.0 + tau)) / harmonic_number(k)
+    beta = (1.0 - rho) / (1.0 + tau * (1.0 - rho))
+    return (math.log1p(tau * (1.0 - rho)) + EULER_GAMMA * beta) / harmonic_number(k)
 
 
 def leading_rate(k) -> float:
