@@ -9,6 +9,9 @@
 - :mod:`~sim.dispatch.meanfield.batch_filling`: batch-filling (Ying, Srikant & Kang): the ODE
   by an exact program over the layers; its rows from :mod:`~sim.dispatch.meanfield.large_batch`
   (exact fixed point and E[T], k ~ 10^3, kd ~ 10^7).
+- :mod:`~sim.dispatch.meanfield.heavy_traffic`: batch-filling and batch-sampling as
+  ``1 - lam -> 0`` with ``k d (1 - lam)`` given (jobs end on layers 0-1), to N = 10^300 on the
+  sub_halfin_whitt path; not yet a law of :func:`run_task` (the pipeline's schema comes later).
 
 Each has the law's ``fixed_point``, ``response_law`` and a ``run_task`` for its tasks;
 :func:`run_task` here is the engine's runner (every ``meanfield`` entry of
@@ -17,9 +20,9 @@ Each has the law's ``fixed_point``, ``response_law`` and a ``run_task`` for its 
 """
 from __future__ import annotations
 
-from sim.dispatch.meanfield import batch_filling, buffer, large_batch, pod, tasks
+from sim.dispatch.meanfield import batch_filling, buffer, heavy_traffic, large_batch, pod, tasks
 
-__all__ = ["run_task", "pod", "buffer", "tasks", "batch_filling", "large_batch"]
+__all__ = ["run_task", "pod", "buffer", "tasks", "batch_filling", "large_batch", "heavy_traffic"]
 
 
 def run_task(task: dict) -> dict:
