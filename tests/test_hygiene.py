@@ -23,9 +23,9 @@ from tests.helpers import REPO
 
 DIST = "lbsweep"
 EXTRAS = ("test",)
-FIRST_PARTY = {"sim", "pipeline", "analysis", "tests", "benchmarks", "scripts"}
-#: the folders whose Python files are read (the packages, their tests, the benchmarks and scripts)
-PY_ROOTS = ("sim", "pipeline", "analysis", "tests", "benchmarks", "scripts")
+FIRST_PARTY = {"sim", "pipeline", "analysis", "tests", "benchmarks"}
+#: the folders whose Python files are read (the packages, their tests, the benchmarks, the docs' figure scripts)
+PY_ROOTS = ("sim", "pipeline", "analysis", "tests", "benchmarks", "docs")
 #: where an address could hide: code, configs and the CI script
 SCANNED = (*PY_ROOTS, "conf", ".ci")
 SCANNED_SUFFIXES = {".py", ".yaml", ".yml", ".toml", ".sh", ".cfg", ".ini", ""}

@@ -3,7 +3,7 @@ the exact recursions (large_batch, large_sampling) along the sub_halfin_whitt pa
 independent E[max of Gammas], and its own asymptotic form.
 
 The exact batch-filling values at N = 10^2..10^30 are the fixture heavy_traffic_exact.json,
-made by the commands it lists (scripts/heavy_traffic_exact.py: minutes a point at N >= 10^20);
+made by the commands it lists (tests/dispatch/make_heavy_traffic_exact.py: minutes a point at N >= 10^20);
 ``test_fixture_recomputes`` (slow) recomputes its N = 10^20 rows."""
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ recursion (tests/dispatch/heavy_traffic_exact.json, to N = 10^30), the heavy-tra
 (sim.dispatch.meanfield.heavy_traffic, to N = 10^1000), its Gumbel form and the leading rate
 ln ln k / ln k; right: the ratio over ln ln k / ln k against ln k, the limit to k = 10^9.
 
-    nice .venv/bin/python scripts/heavy_traffic_figure.py [OUT.png]
+    nice .venv/bin/python docs/figures/heavy_traffic_path.py [OUT.png]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from sim.dispatch.meanfield import heavy_traffic as ht
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 COLORS = {1: "tab:blue", 4: "tab:orange"}
 
 

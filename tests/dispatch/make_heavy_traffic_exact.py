@@ -2,7 +2,7 @@
 lam = 1 - N^-0.3, k = ceil(ln^2 N), d = ceil(c / ((1 - lam) ln k)), written as JSON: the
 fixture of tests/dispatch/test_heavy_traffic.py.
 
-    nice .venv/bin/python scripts/heavy_traffic_exact.py OUT.json C LOG10N [LOG10N ...]
+    nice .venv/bin/python tests/dispatch/make_heavy_traffic_exact.py OUT.json C LOG10N [LOG10N ...]
 
 Appends one record per point to OUT.json (``{"commands": [...], "rows": [...]}``; the command
 line of every run that added rows is kept), so a long run can be stopped and resumed. The fixture
@@ -25,7 +25,7 @@ def main(argv):
     if os.path.exists(out):
         with open(out) as f:
             data = json.load(f)
-    data["commands"].append(" ".join(["python", "scripts/heavy_traffic_exact.py", *argv]))
+    data["commands"].append(" ".join(["python", "tests/dispatch/make_heavy_traffic_exact.py", *argv]))
     rows = data["rows"]
     for x in xs:
         pt = path_point(x, c)
