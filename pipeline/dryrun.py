@@ -29,7 +29,7 @@ from sim import MAX_RUNS
 from sim.registry import STOCHASTIC_ENGINES
 
 #: events of each timing run (and a tenth of that as the warm-up)
-PROBE_EVENTS = 200_000
+PROBE_EVENTS = 1_000_000
 #: limit tasks (mean field) are timed only where a path goes beyond this N (large k and d)
 LIMIT_N = 10**7
 #: what starting a local Ray cluster costs here, seconds
