@@ -288,11 +288,14 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         if tracker is not None:
             guard(tracker.end, status)
     if not quiet:
-        print_summary(analysis, plan)
+        print_summary(analysis, plan, table_file=out_dir / SUMMARY_TABLE)
         where = f" on cluster {session.address}" if session.address else ""
         print(f"\n{len(plan.tasks)} tasks ({errors} failed{', ' + str(len(todo)) + ' run now' if resuming else ''})"
               f" in {elapsed:.1f} s{where}")
-        print(f"results:  {out_dir / 'results.parquet'}\nreport:   {analysis.get('report')}\narchive:  {archive}")
+        own_reports = [x["report"] for x in analysis["extra"].values() if x.get("report")]
+        report = (f"{own_reports[0]}\n          (the generic report: {analysis.get('report')})"
+                  if own_reports else analysis.get("report"))
+        print(f"results:  {out_dir / 'results.parquet'}\nreport:   {report}\narchive:  {archive}")
         if guard.lost is not None:
             print(f"mlflow:   tracking lost ({guard.lost}); results and archive are complete")
         elif tracker is not None:
@@ -373,8 +376,17 @@ def analysis_params(plan: Plan) -> list[str]:
             if (p not in RUN_LENGTH or p in plan.varying) and plan.param_types.get(p) is not list]
 
 
-def print_summary(analysis: dict, plan: Plan) -> None:
-    """A small table: each point's estimate with its 95% CI next to the mean-field value."""
+#: the per-point table, in the run folder, when it is too long or too wide for the console
+SUMMARY_TABLE = "summary.txt"
+#: what the console shows of the per-point table: more rows or wider lines go to the file
+CONSOLE_ROWS, CONSOLE_WIDTH = 40, 200
+
+
+def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None) -> None:
+    """A small table: each point's estimate with its 95% CI next to the mean-field value (to
+    ``table_file`` instead, named in one line, when it has more than :data:`CONSOLE_ROWS` rows
+    or lines wider than :data:`CONSOLE_WIDTH`); then the sweep's own verdicts and the generic
+    check of the gap to the mean field (collapsed to counts when the sweep has its own)."""
     summary = pl.read_parquet(analysis["summary"])
     if summary.height == 0:
         print("no successful results")
@@ -397,9 +409,16 @@ def print_summary(analysis: dict, plan: Plan) -> None:
             vals = table[c].drop_nulls()
             if vals.len() and (vals == vals.round(0)).all() and vals.abs().max() < 2 ** 53:
                 table = table.with_columns(pl.col(c).cast(pl.Int64))
-    with pl.Config(tbl_rows=200, tbl_cols=20, tbl_hide_dataframe_shape=True, float_precision=4,
-                   tbl_width_chars=200, tbl_hide_column_data_types=True):
-        print(table)
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_hide_dataframe_shape=True, float_precision=4,
+                   tbl_width_chars=10_000, tbl_hide_column_data_types=True):
+        text = str(table)
+    too_wide = max(map(len, text.splitlines())) > CONSOLE_WIDTH
+    if table_file is not None and (table.height > CONSOLE_ROWS or too_wide):
+        table_file.write_text(text + "\n")
+        print(f"per-point table ({table.height} rows, {table.width} columns: mean response with its "
+              f"95% CI half-width beside the mean field): {table_file}")
+    else:
+        print(text)
     # the model's own verdicts first (what the sweep is about), then the generic check
     own = [(name, line) for name, extra in (analysis.get("extra") or {}).items()
            for line in extra.get("verdict_lines", [])]
@@ -422,8 +441,15 @@ def print_summary(analysis: dict, plan: Plan) -> None:
                 + f": {fit.get('verdict')}")
         if line not in generic:
             generic.append(line)
-    if generic:
-        print(f"\n{'generic check' if own else 'verdicts'}: the gap of {metric_of(analysis)} to the "
-              "mean field as N grows:")
+    if generic and own:  # the sweep's own verdicts answer it: the generic check in one line
+        counts: dict[str, int] = {}
+        for line in generic:  # "policy [engine] arm: verdict (detail)"
+            word = line.split("]", 1)[1].split(": ", 1)[1].split(" (")[0]
+            counts[word] = counts.get(word, 0) + 1
+        print(f"\ngeneric check, the gap of {metric_of(analysis)} to the mean field as N grows: "
+              + ", ".join(f"{n} arm(s) {w}" for w, n in counts.items())
+              + f" (per arm in {analysis.get('report')})")
+    elif generic:
+        print(f"\nverdicts: the gap of {metric_of(analysis)} to the mean field as N grows:")
         for line in generic:
             print(f"  {line}")

@@ -191,5 +191,34 @@ def test_console_leads_with_the_models_own_verdicts_and_names_each_quantity(tmp_
 
     print_summary(analysis, _Plan())
     out = capsys.readouterr().out
-    own, generic = out.index("sweep's own analysis"), out.index("generic check: the gap of mean_response")
-    assert own < out.index("converges (rate N^-0.88)") < generic < out.index("p=0.05: inconclusive")
+    own = out.index("sweep's own analysis")
+    generic = out.index("generic check, the gap of mean_response to the mean field as N grows: "
+                        "1 arm(s) inconclusive (per arm in ")
+    assert own < out.index("converges (rate N^-0.88)") < generic
+    assert "p=0.05: inconclusive" not in out  # the sweep's own verdicts answer it: counts only
+    # without verdicts of its own, the generic check lists every arm
+    print_summary({**analysis, "extra": {}}, _Plan())
+    out = capsys.readouterr().out
+    assert "verdicts: the gap of mean_response" in out and "central [occupancy] p=0.05: inconclusive" in out
+
+
+def test_a_long_per_point_table_goes_to_a_file(tmp_path, capsys):
+    import polars as pl
+
+    from pipeline.run import CONSOLE_ROWS, print_summary
+
+    summary = tmp_path / "summary.parquet"
+    n = CONSOLE_ROWS + 1
+    pl.DataFrame({"policy": ["pod"] * n, "n_servers": list(range(1, n + 1)), "engine": ["agent"] * n,
+                  "n_rep": [2] * n, "mean_response": [2.0] * n, "mean_response_hw": [0.1] * n}).write_parquet(summary)
+
+    class _Plan:
+        varying = ["n_servers"]
+
+    analysis = {"summary": summary, "params": ["n_servers"], "arm_params": [], "extra": {}, "fits": []}
+    print_summary(analysis, _Plan(), table_file=tmp_path / "summary.txt")
+    out = capsys.readouterr().out
+    assert out.startswith(f"per-point table ({n} rows, 6 columns") and str(tmp_path / "summary.txt") in out
+    assert len((tmp_path / "summary.txt").read_text().splitlines()) > n  # every row, header included
+    print_summary(analysis | {"summary": summary}, _Plan(), table_file=None)  # no file given: printed
+    assert len(capsys.readouterr().out.splitlines()) > n
