@@ -215,15 +215,21 @@ GL_X = _GL_X.copy()
 GL_W = _GL_W.copy()
 
 
-def expected_job_delay(positions) -> float:
-    """E[max_i Gamma(p_i, 1)] for a list of positions (one per distinct queue)."""
+def _position_counts(positions) -> np.ndarray | None:
+    """``counts[p]`` = how many of ``positions`` (one per distinct queue) are ``p``; None for
+    no position (a job of no task, delay 0)."""
     pos = np.asarray(positions, dtype=np.int64)
     if pos.size == 0:
-        return 0.0
+        return None
     if pos.min() < 1:
         raise ValueError(f"positions={positions!r} must be >= 1")
-    counts = np.bincount(pos)
-    return float(expected_max_gamma(counts, GL_X, GL_W))
+    return np.bincount(pos)
+
+
+def expected_job_delay(positions) -> float:
+    """E[max_i Gamma(p_i, 1)] for a list of positions (one per distinct queue)."""
+    counts = _position_counts(positions)
+    return 0.0 if counts is None else float(expected_max_gamma(counts, GL_X, GL_W))
 
 
 # ------------------------------------------------------------------------------------------
@@ -362,11 +368,8 @@ def expected_max_gamma_table(counts, top, bounds, weights, log_cdf, log_cdf_b, s
 def expected_job_delay_table(positions) -> float:
     """:func:`expected_job_delay` on the shared grid (:func:`expected_max_gamma_table`; falls
     back to :func:`expected_max_gamma` where the table does not reach)."""
-    pos = np.asarray(positions, dtype=np.int64)
-    if pos.size == 0:
+    counts = _position_counts(positions)
+    if counts is None:
         return 0.0
-    if pos.min() < 1:
-        raise ValueError(f"positions={positions!r} must be >= 1")
-    counts = np.bincount(pos)
     v = expected_max_gamma_table(counts, counts.size - 1, *delay_table())
     return float(v) if v >= 0.0 else float(expected_max_gamma(counts, GL_X, GL_W))
