@@ -5,7 +5,7 @@ logged in-process to a fresh SQLite store in the test's tmp folder, as ``python 
 logs them (Hydra's config set, so the overrides are recorded too). ``mlflow server`` is started
 on 127.0.0.1 on a free port against that store and stopped by PID at the end. Debian's Chromium
 (``/usr/bin/chromium``; never a browser Playwright downloads), driven headless by Playwright,
-then walks the UI the way the README tells a user to: the experiment, the parent runs with their
+then walks the UI the way the README and docs/mlflow.md tell a user to: the experiment, the parent runs with their
 child runs nested under them, a child run's parameters and metrics, the parent's note (the
 sweep's report, figures included) and artefacts, and the chart of ``mean_response`` against
 step = N with both sweeps overlaid (then with a log x-axis).
