@@ -27,7 +27,7 @@ __all__ = [
 METRICS: tuple[str, ...] = ("mean_response", "mean_wait", "prob_wait", "mean_queue")
 
 #: engines whose rows are exact limits, not estimates: they pass through with zero-width intervals
-LIMIT_ENGINES: tuple[str, ...] = ("meanfield", "refined")
+LIMIT_ENGINES: tuple[str, ...] = ("meanfield", "refined", "heavy_traffic")
 #: limit engines whose value depends on N (the refined mean field x* + V/N): exact rows, but
 #: never the N = infinity counterpart of :func:`compare_to_meanfield` (docs/refined.md)
 N_DEPENDENT_LIMITS: tuple[str, ...] = ("refined",)

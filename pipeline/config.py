@@ -102,6 +102,19 @@ class MlflowConfig:
 
 
 @dataclass
+class HeavyTrafficPathConfig:
+    #: null: none; else the ``heavy_traffic`` engine (dispatch's batch policies as 1 - lam -> 0,
+    #: docs/analysis.md) along the sweep's path from ``n_servers_min`` to this N (<= 1e300), at
+    #: N = 10^x for x every ``every_decades`` decades; the formulas are evaluated in high
+    #: precision there (docs/sweeps.md)
+    n_servers_max: Optional[float] = None
+    #: where it starts (overlapping the exact mean field, which it must match there)
+    n_servers_min: float = 1e10
+    #: decades between two of its points
+    every_decades: float = 5.0
+
+
+@dataclass
 class LimitPathConfig:
     #: null: no path; else the limit ``engine`` is also evaluated along the sweep's path (its
     #: formulas of N) at every simulated N and beyond, in steps of 1/``per_decade`` decade, up
@@ -111,6 +124,8 @@ class LimitPathConfig:
     engine: str = "meanfield"
     #: points of the path per decade beyond the largest simulated N
     per_decade: int = 2
+    #: the path past the float range in the heavy-traffic limit (dispatch's batch policies)
+    heavy_traffic: HeavyTrafficPathConfig = field(default_factory=HeavyTrafficPathConfig)
 
 
 @dataclass

@@ -40,6 +40,11 @@ def _events(task: dict) -> int:
     return int(task.get("events") or 0)
 
 
+def _n(task: dict) -> float:
+    """The task's N (``10^log10_n`` for a heavy-traffic task, which has no n_servers)."""
+    return float(task["n_servers"]) if task.get("n_servers") is not None else 10.0 ** task["log10_n"]
+
+
 def _key(task: dict) -> tuple:
     return task["engine"], task["policy"], task["_meta"]["params"].get("variant") or ""
 
@@ -53,10 +58,10 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, t
 
     largest: dict[tuple, dict] = {}
     for t in plan.tasks:
-        if t["engine"] not in STOCHASTIC_ENGINES and t["n_servers"] <= LIMIT_N:
+        if t["engine"] not in STOCHASTIC_ENGINES and _n(t) <= LIMIT_N:
             continue
         key = _key(t)
-        if key not in largest or t["n_servers"] > largest[key]["n_servers"]:
+        if key not in largest or _n(t) > _n(largest[key]):
             largest[key] = t
     unit_costs = {}
     for key, t in largest.items():
@@ -130,6 +135,10 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
         path_n = sorted({t["n_servers"] for t in plan.tasks if t["engine"] == lp.get("engine", "meanfield")})
         lines.append(f"limit path: engine {lp.get('engine', 'meanfield')} at {len(path_n)} values of N, "
                      f"{path_n[0]:g} to {float(path_n[-1]):.3g}" if path_n else "limit path: no arm has a limit")
+        heavy = sorted({t["log10_n"] for t in plan.tasks if t["engine"] == "heavy_traffic"})
+        if heavy:
+            lines.append(f"  and past it: engine heavy_traffic at {len(heavy)} values of N, 10^{heavy[0]:g} "
+                         f"to 10^{heavy[-1]:g}")
         lines.extend(f"  not on the path: {why}" for why in plan.path_skipped)
     lines.append("varying: " + (", ".join(plan.varying) or "(nothing)"))
     if plan.memory.get("task"):

@@ -287,3 +287,98 @@ def evaluate(key: str, expr: str, names: dict[str, float]):
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{key}={brief(expr)}: gives {value!r} at {brief(names)}")
     return value
+
+
+def _precise_functions(mp) -> dict[str, object]:
+    """:data:`FUNCTIONS` on mpmath numbers (``ceil`` and ``floor`` forgive noise by the rule of
+    :func:`_snap`, within 1e-9 relative of an integer: a float constant such as 0.9 carries its
+    binary rounding into any precision; ``float`` keeps the precision)."""
+    def snap(x):
+        r = mp.nint(x)
+        return r if abs(x - r) <= mp.mpf("1e-9") * max(1, abs(x)) else x
+
+    def to_int(x):
+        if isinstance(x, int):
+            return x
+        if not mp.isfinite(x):
+            raise ValueError(f"{x} is not finite")
+        return int(x)
+
+    return {"log": lambda x, *b: mp.log(x, *b), "log2": lambda x: mp.log(x, 2), "log10": mp.log10,
+            "exp": mp.exp, "sqrt": mp.sqrt, "ceil": lambda x: to_int(mp.ceil(snap(x))),
+            "floor": lambda x: to_int(mp.floor(snap(x))), "abs": abs, "min": min, "max": max,
+            "round": lambda x, n=None: to_int(mp.nint(x)) if n is None else _round(float(x), n),
+            "int": lambda x: to_int(x) if isinstance(x, int) else to_int(mp.floor(x) if x >= 0 else mp.ceil(x)),
+            "float": mp.mpf}
+
+
+def evaluate_precise(key: str, expr: str, names: dict, digits: int):
+    """:func:`evaluate` in ``digits`` significant decimal digits (mpmath): for the points of a
+    limit path past the float range of a formula (``1 - beta * N**(-alpha)`` is 1.0 in floats
+    past N ~ 10^53). ``names`` may hold mpmath numbers (``N = mpf(10)**100``); numbers come back
+    as ``int`` (integers) or mpmath ``mpf``. Bounded as :func:`evaluate` (integers below
+    2**MAX_INT_BITS); refusals are :class:`ConfigError`."""
+    import mpmath
+
+    if len(expr) > MAX_FORMULA_CHARS:
+        parse(key, expr)
+    with mpmath.workdps(int(digits)):
+        mp = mpmath.mp
+
+        def number(op, *args):
+            for a in args:
+                if not isinstance(a, (int, float, mpmath.mpf)) or isinstance(a, bool):
+                    raise FormulaTooLarge(f"{op} of {brief(a)}: arithmetic is on numbers only "
+                                          "(strings serve comparisons such as policy == 'pod')")
+
+        def mpfy(a):
+            return mp.mpf(a) if isinstance(a, float) else a
+
+        def power(a, b):
+            number("**", a, b)
+            if isinstance(a, int) and isinstance(b, int) and b >= 0 and b * math.log2(abs(a) + 1) <= 1024:
+                return a**b
+            return mp.power(mpfy(a), mpfy(b))
+
+        def mult(a, b):
+            number("*", a, b)
+            if isinstance(a, int) and isinstance(b, int):
+                return _mult(a, b)
+            return mpfy(a) * mpfy(b)
+
+        def arith(op, fn):
+            def apply(a, b):
+                number(op, a, b)
+                return fn(mpfy(a), mpfy(b)) if isinstance(a, float) or isinstance(b, float) else fn(a, b)
+            return apply
+
+        top = mp.mpf(2) ** MAX_INT_BITS
+
+        class Bounded(_Bounded):  # numbers stay in the float range too: they end as floats
+            def _eval(self, node):
+                value = super()._eval(node)
+                if isinstance(value, mpmath.mpf) and not abs(value) < top:
+                    raise FormulaTooLarge(f"a value is {mpmath.nstr(value, 6)}; formulas compute numbers "
+                                          f"below 2**{MAX_INT_BITS} (the float range)")
+                return value
+
+        operators = dict(_OPERATORS)
+        operators[ast.Pow] = power
+        operators[ast.Mult] = mult
+        for node, sym in ((ast.Add, "+"), (ast.Sub, "-"), (ast.FloorDiv, "//"), (ast.Mod, "%")):
+            operators[node] = arith(sym, simpleeval.DEFAULT_OPERATORS[node])
+        operators[ast.Div] = arith("/", lambda a, b: mp.mpf(a) / mp.mpf(b))  # int / int too
+        consts = {"pi": +mp.pi, "e": +mp.e}
+        evaluator = Bounded(operators=operators, functions=_precise_functions(mp),
+                             names={**consts, **{n: mpfy(v) for n, v in names.items()}})
+        try:
+            value = evaluator.eval(expr)
+        except (simpleeval.InvalidExpression, ArithmeticError, ValueError, TypeError, OverflowError,
+                RecursionError) as exc:
+            raise ConfigError(f"{key}={brief(expr)}: cannot evaluate at "
+                              f"{brief({k: (float(v) if isinstance(v, mpmath.mpf) else v) for k, v in names.items() if k != 'N'})}: {exc}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, mpmath.mpf)):
+            raise ConfigError(f"{key}={brief(expr)}: gives {brief(value)}, not a number")
+        if isinstance(value, mpmath.mpf) and not mp.isfinite(value):
+            raise ConfigError(f"{key}={brief(expr)}: gives {value}")
+        return value

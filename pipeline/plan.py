@@ -17,7 +17,7 @@ import numpy as np
 import sim
 from pipeline.errors import ConfigError
 from pipeline.execute import AUTH_MODES
-from pipeline.formulas import brief, evaluate, evaluation_order, parse
+from pipeline.formulas import brief, evaluate, evaluate_precise, evaluation_order, parse
 from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
@@ -295,6 +295,9 @@ def check_top_level(cfg: dict) -> None:
 
 #: the largest N a limit path may reach (n_servers is an int64 column)
 PATH_N_MAX = 1e18
+#: the engine of ``limit_path.heavy_traffic`` and the largest N it reaches (floats end at 1.8e308)
+HEAVY_ENGINE = "heavy_traffic"
+HEAVY_N_MAX = 1e300
 
 
 def _check_limit_path(cfg: dict) -> None:
@@ -315,6 +318,21 @@ def _check_limit_path(cfg: dict) -> None:
     served = [p for p in cfg.get("policies") or [] if _serves(cfg, engine, p)]
     if not served:
         raise ConfigError(f"limit_path.engine={engine!r} serves none of policies={list(cfg.get('policies') or [])}")
+    ht = lp.get("heavy_traffic") or {}
+    if ht.get("n_servers_max") is None:
+        return
+    lo, hi, every = ht.get("n_servers_min", 1e10), ht["n_servers_max"], ht.get("every_decades", 5.0)
+    if not (_is_number(hi) and 1 < hi <= HEAVY_N_MAX):
+        raise ConfigError(f"limit_path.heavy_traffic.n_servers_max={hi!r} must be null or a number in "
+                          f"(1, {HEAVY_N_MAX:g}]")
+    if not (_is_number(lo) and 1 < lo <= hi):
+        raise ConfigError(f"limit_path.heavy_traffic.n_servers_min={lo!r} must be a number in "
+                          f"(1, n_servers_max={hi!r}]")
+    if not (_is_number(every) and 0.1 <= every <= 100):
+        raise ConfigError(f"limit_path.heavy_traffic.every_decades={every!r} must be a number in [0.1, 100]")
+    if not any(_serves(cfg, HEAVY_ENGINE, p) for p in cfg.get("policies") or []):
+        raise ConfigError(f"limit_path.heavy_traffic: engine {HEAVY_ENGINE} serves none of "
+                          f"policies={list(cfg.get('policies') or [])}")
 
 
 #: the engine name that lets the plan choose agent or occupancy per point (a fixed rule of N
@@ -376,6 +394,53 @@ def path_values(axis: list, top: float, per_decade: int) -> list[int]:
             extra.append(n)
         j += 1
     return list(axis) + extra
+
+
+def heavy_exponents(lo: float, hi: float, every: float) -> list[float]:
+    """The exponents x of ``limit_path.heavy_traffic``'s points N = 10^x: from log10(lo) up to
+    log10(hi) in steps of ``every`` decades (rounded to 1e-9, so that 10, 15, ... are exact)."""
+    x0, x1 = math.log10(lo), math.log10(hi)
+    out, j = [], 0
+    while x0 + j * every <= x1 + 1e-9:
+        out.append(round(x0 + j * every, 9))
+        j += 1
+    return out
+
+
+def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
+    """The point values at N = 10^x of one variant's formulas, in high precision
+    (:func:`pipeline.formulas.evaluate_precise`, 30 digits more than the 10^x of N holds):
+    numbers as floats, integers as ints, plus ``log10_n``, ``one_minus_lam`` (1 - lam in that
+    precision: the float lam is 1.0 past N ~ 10^53) and ``d_real``; ``n_servers`` and ``d`` are
+    None where they pass the Int64 columns."""
+    import mpmath
+
+    digits = 30 + int(math.ceil(x))
+    with mpmath.workdps(digits):
+        n_mp = mpmath.mpf(10) ** mpmath.mpf(repr(x))
+        n_int = 10 ** int(x) if float(x).is_integer() else None
+        exact: dict = dict(spec.constants)
+        exact.update(others)
+        exact["n_servers"] = n_int if n_int is not None else n_mp
+        for key in spec.order:
+            scope = dict(exact)
+            scope["N"] = scope["n_servers"]
+            exact[key] = evaluate_precise(f"params.{key}", spec.formulas[key], scope, digits)
+        lam = exact.get("lam")
+        values = {}
+        for name, v in exact.items():
+            if isinstance(v, mpmath.mpf):
+                v = float(v)
+            if _kind(name) == "int" and isinstance(v, (int, float)) and abs(v) >= INT_MAX:
+                v = None  # beyond the Int64 column: log10_n and d_real carry it
+            elif v is not None and not isinstance(v, str):
+                v = _coerce(name, v, where)  # an auxiliary variable (d_cap) as a float
+            values[name] = v
+        values["log10_n"] = float(x)
+        values["one_minus_lam"] = float(1 - lam) if lam is not None else None
+        d = exact.get("d")
+        values["d_real"] = float(d) if d is not None else None
+    return values
 
 
 def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[str, str]]:
@@ -523,6 +588,9 @@ def _variants(cfg: dict) -> dict:
 #: a value equal to the model without the parameter
 _NOT_IN_LIMIT = ("events", "time", "init_tail")
 _NEUTRAL = {"k": 1}
+#: what the heavy-traffic limit takes in other coordinates: N as log10_n, lam as one_minus_lam,
+#: d as d_real
+_HEAVY_STANDS_FOR = ("n_servers", "lam", "d")
 
 
 def _entry(cfg: dict, engine: str, policy: str):
@@ -807,6 +875,52 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                 if len(tasks) > MAX_TASKS:
                     raise ConfigError(f"replications={replications!r}: more than {MAX_TASKS:,} tasks; a sweep may "
                                       "have at most that many (points x engines x replications)")
+    # past the float range: the heavy-traffic limit along the same path (docs/sweeps.md), its
+    # points after every other point so that the simulations' point ids and seeds stay as they are
+    ht = lp.get("heavy_traffic") or {}
+    if path_engine is not None and ht.get("n_servers_max") is not None:
+        names += [n for n in ("log10_n", "one_minus_lam", "d_real") if n not in names]
+        xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
+                             float(ht.get("every_decades", 5.0)))
+        for policy in policies:
+            if not _serves(cfg, HEAVY_ENGINE, policy):
+                path_skipped.append(f"policy {policy}: engine {HEAVY_ENGINE} does not serve it")
+                continue
+            ent = _entry(cfg, HEAVY_ENGINE, policy)
+            for variant, spec in specs.items():
+                arm = f"{policy}{f' ({variant})' if variant else ''}"
+                others = {a: v for a, v in spec.axes.items() if a != "n_servers"}
+                for combo in itertools.product(*others.values()):
+                    for x in xs:
+                        where = f"point log10_n={x:g}" + "".join(f", {a}={_fmt(v)}" for a, v in zip(others, combo))
+                        where += f" (variant {variant})" if variant is not None else ""
+                        raw = _heavy_values(spec, x, dict(zip(others, combo)), where)
+                        # what the simulations model besides N, the load and d (a buffer b)
+                        extra = [n for n in raw if n in MODEL_PARAMS and raw[n] is not None
+                                 and n not in ent.params and n not in _HEAVY_STANDS_FOR
+                                 and n not in _NOT_IN_LIMIT and _NEUTRAL.get(n, object()) != raw[n]]
+                        task = {"model": ent.model, "engine": HEAVY_ENGINE, "policy": policy,
+                                **{k: raw[k] for k in ent.params if raw.get(k) is not None},
+                                "seed": 0, "init": run["init"], "n_batches": int(run["n_batches"]),
+                                "max_level": int(run["max_level"]), "h": int(run["position_threshold"])}
+                        try:
+                            if extra:
+                                raise ValueError(f"{extra[0]}={_fmt(raw[extra[0]])} is simulated but engine="
+                                                 f"{HEAVY_ENGINE} has no model of it")
+                            sim.check_task(task)
+                        except ValueError as exc:  # the limit does not apply to this arm here
+                            path_skipped.append(f"{arm} from N = 10^{x:g} on: {HEAVY_ENGINE}: {exc}")
+                            break
+                        values = {n: raw.get(n) for n in names if n != "variant"}
+                        if named:
+                            values = {"variant": variant, **values}
+                        points.append(Point(pid, policy, values))
+                        row_params = {n: (v if n not in MODEL_PARAMS or n in ent.params else None)
+                                      for n, v in values.items()}
+                        task["_meta"] = {"task_id": f"p{pid:05d}-{HEAVY_ENGINE}-r000", "point_id": pid,
+                                         "replication": 0, "params": row_params}
+                        tasks.append(task)
+                        pid += 1
     types = {n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names}
     # before any compute (and before plan=true's timing runs): docs/sweeps.md, memory
     memory = check_memory(tasks, cfg.get("execution") or {})

@@ -7,6 +7,7 @@ up (:mod:`pipeline.runfolder`): one run, one folder.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import time
@@ -239,7 +240,9 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         ANALYSES = model_analyses()
 
         for name in conf.get("extra_analyses") or []:
-            analysis["extra"][name] = ANALYSES[name](frame, params, out_dir / "analysis" / name, plan.sweep)
+            fn = ANALYSES[name]
+            kw = {"context": analysis_context(conf)} if "context" in inspect.signature(fn).parameters else {}
+            analysis["extra"][name] = fn(frame, params, out_dir / "analysis" / name, plan.sweep, **kw)
         elapsed = time.perf_counter() - t0
 
         from pipeline.archive import write_archive
@@ -377,6 +380,16 @@ def analysis_params(plan: Plan) -> list[str]:
 
 
 #: the per-point table, in the run folder, when it is too long or too wide for the console
+def analysis_context(conf: dict) -> dict:
+    """What an extra analysis may read of the sweep's own definitions (plain data, as the run's
+    config.yaml has them): ``params``, ``variants`` and ``limit_path``. An analysis declares a
+    ``context`` keyword to get it (the rule for d as the sweep wrote it, for one)."""
+    def plain(v):
+        return {k: plain(x) for k, x in v.items()} if isinstance(v, dict) else (
+            [plain(x) for x in v] if isinstance(v, (list, tuple)) else v)
+    return {key: plain(conf.get(key) or {}) for key in ("params", "variants", "limit_path")}
+
+
 SUMMARY_TABLE = "summary.txt"
 #: what the console shows of the per-point table: more rows or wider lines go to the file
 CONSOLE_ROWS, CONSOLE_WIDTH = 40, 200

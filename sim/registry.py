@@ -336,8 +336,8 @@ def check_task(task: dict) -> None:
                              f"{ent.engine}/{ent.policy}: {', '.join(ent.params)}")
         if name in used:  # a declared parameter another entry uses is ignored here (the
             _check_kind(name, value)  # plan never sends one: it is null in the row)
-    n = task["n_servers"]
-    if n < 1 or n > N_SERVERS_MAX:
+    n = task.get("n_servers")
+    if "n_servers" in ent.params and (n < 1 or n > N_SERVERS_MAX):
         raise ValueError(f"n_servers={n!r} must be an integer in [1, {N_SERVERS_MAX}]")
     if ent.stochastic:
         _check_run_settings(task)

@@ -46,6 +46,7 @@ from scipy import optimize, stats
 from analysis import asymptotics, style
 from analysis.aggregate import LIMIT_ENGINES, aggregate, check_params
 from analysis.fit import arm_columns, gap_rate_verdict
+from analysis.models import zero_queueing_limit as zql
 
 RATIO_ZERO = 1e-3
 #: floor significant: p of the boundary LR test below this (= the 95% interval of c0 excludes 0)
@@ -551,8 +552,15 @@ def _arm_seed(rows: pl.DataFrame) -> list[int]:
     return seeds or [0]
 
 
-def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, x: str = "n_servers") -> dict:
-    """Aggregate, fit and judge each arm; write plots, ``verdicts.json`` and ``report.md``."""
+def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, x: str = "n_servers",
+                          context: dict | None = None) -> dict:
+    """Aggregate, fit and judge each arm; write plots, ``verdicts.json`` and ``report.md``.
+
+    ``context``: the sweep's own definitions (``params``, ``variants``, ``limit_path``, as the
+    run's config.yaml has them; :func:`pipeline.run.analysis_context`), for the rule for d as a
+    formula and the end of the heavy-traffic path. Rows of the ``heavy_traffic`` engine (no
+    n_servers: ``log10_n``) carry the limit past the exact mean field
+    (:mod:`analysis.models.zero_queueing_limit`)."""
     if isinstance(frame, pl.LazyFrame):
         frame = frame.collect()
     outdir = Path(outdir)
@@ -566,8 +574,10 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     agg = control_variate(sims, aggregate(sims, params, metrics=METRICS), params)
     ok = agg.filter(pl.col("n_rep") >= 1)
     arm = arm_columns(ok, params, x) if ok.height else [p for p in params if p != x]
-    arm = [p for p in arm if p != x]
-    limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)))
+    arm = [p for p in arm if p != x and p not in zql.PATH_COORDS]
+    heavy = frame.filter(pl.col("engine") == zql.HEAVY_ENGINE)
+    top = (((context or {}).get("limit_path") or {}).get("heavy_traffic") or {}).get("n_servers_max")
+    limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)) & (pl.col("engine") != zql.HEAVY_ENGINE))
     lim_agg = aggregate(limits, params, metrics=METRICS) if limits.height else None
     # a limit row meets an arm on every arm parameter but the run length (time, events), which
     # the limit takes none of: constant along an arm it is an arm parameter, null in limit rows.
@@ -577,6 +587,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     verdicts = []
     arms: dict[tuple, pl.DataFrame] = {}
     paths: dict[tuple, pl.DataFrame] = {}
+    heavies: dict[tuple, pl.DataFrame] = {}
     for row in ok.select(["policy", "engine", *arm]).unique().sort(["policy", "engine", *arm], nulls_last=True).to_dicts():
         cond = (pl.col("policy") == row["policy"]) & (pl.col("engine") == row["engine"])
         lcond = pl.col("policy") == row["policy"]
@@ -585,10 +596,15 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             cond = cond & same
             if p in lim_arm:
                 lcond = lcond & same
+        hcond = pl.col("policy") == row["policy"]
+        for p in lim_arm:
+            if p in heavy.columns and p not in RUN_LENGTH:
+                hcond = hcond & (pl.col(p).is_null() if row[p] is None else pl.col(p) == row[p])
         pts = ok.filter(cond).sort(x)
         key = _arm_key(row, arm)
         arms[key] = pts
         v = {**row, "label": _label(row, arm), **verdict(pts, x, seed=_arm_seed(sims.filter(cond)))}
+        v["rule_text"] = zql.rule_text(row.get("variant"), context)
         v.update(_drops(pts, x))
         v["n_max"] = pts[x].max() if pts.height else None
         path = None if lim_agg is None else lim_agg.filter(lcond & pl.col("queueing_ratio").is_not_null()).sort(x)
@@ -601,14 +617,26 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             v["rule_class"] = rule_class(path, x)
         else:
             v["rule_class"] = rule_class(pts, x)
+        hrows = heavy.filter(hcond) if heavy.height else heavy
+        if hrows.height:
+            heavies[key] = hrows.sort("log10_n")
+            v.update(zql.heavy_path_verdict(hrows, paths.get(key), top, x))
+            if v.get("heavy_verdict") is not None:  # the limit's verdict comes from the form
+                v.update(path_engine=f"{v.get('path_engine', 'meanfield')} + {zql.HEAVY_ENGINE}",
+                         path_verdict=v["heavy_verdict"], path_note=v["heavy_note"],
+                         path_n_max=10.0 ** v["heavy_log10_max"], path_ratio_at_max=v["heavy_ratio_at_max"],
+                         path_level=None, path_level_exponent=None, path_top_slope=v.get("path_top_slope"))
         verdicts.append(v)
 
-    plots = _plots(arms, arm, outdir, x, paths)
+    rules = _rule_labels(arms, arm, verdicts)
+    plots = _plots(arms, arm, outdir, x, paths, rules)
+    if heavies:
+        plots.append(zql.plot_limit_path(arms, paths, heavies, verdicts, rules, outdir, x))
     summary = outdir / "summary.parquet"
     agg.write_parquet(summary)
     vpath = outdir / "verdicts.json"
     vpath.write_text(json.dumps(verdicts, indent=1, default=str) + "\n")
-    report = _report(outdir, sweep_name, arms, arm, verdicts, plots, x, paths)
+    report = _report(outdir, sweep_name, arms, arm, verdicts, plots, x, paths, heavies)
     # (key, value, step, arm): MLflow puts each on the child runs of its arm (pipeline.mlflow_log)
     metrics = []
     for key, pts in arms.items():
@@ -630,7 +658,37 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             metrics.append(("queueing_ratio_level", v["level"], 0, route))
     return {"report": report, "plots": plots, "metrics": metrics, "verdicts": verdicts,
             "summary": summary, "verdicts_json": vpath, "arm_params": arm,
-            "verdict_lines": [_verdict_line(v) for v in verdicts]}
+            "verdict_lines": answer_lines(verdicts)}
+
+
+def answer_lines(verdicts: list[dict]) -> list[str]:
+    """The console's answer: per policy a heading, then one line per arm (the rule for d as a
+    formula, what the simulations say, what the limit along the path says)."""
+    out = []
+    for policy in dict.fromkeys(v["policy"] for v in verdicts):
+        # the unbuffered rules first (the arms come sorted by their parameters)
+        group = sorted((v for v in verdicts if v["policy"] == policy), key=lambda v: v.get("b") is not None)
+        out.append(f"{style.policy_name(policy)}, one line per rule for d:")
+        out += ["  " + zql.answer_line(v, _sim_text(v)) for v in group]
+    return out
+
+
+def _rule_labels(arms: dict, arm: list[str], verdicts: list[dict]) -> dict:
+    """Per arm key: ``(legend label, colour index)``. The label names the rule for d as the
+    sweep wrote it (``c1: d = ceil(1 / ((1 - lam) * log(k)))``, a buffer added), else the arm's
+    parameters; the colour belongs to the rule (the arm without policy and engine), the same in
+    every figure."""
+    rule_keys = list(dict.fromkeys(k[2:] for k in arms))
+    out = {}
+    for key, v in zip(arms, verdicts):
+        text = v.get("rule_text")
+        label = _key_label(key, arm, skip=2, drop=frozenset(p for p in arm if p not in ("variant", "b")))
+        if text:
+            buffer = [f"b = {v['b']}"] if v.get("b") is not None else []
+            name = v.get("variant")
+            label = ", ".join(([f"{name}: {text}"] if name else [text]) + buffer)
+        out[key] = (label or "all", rule_keys.index(key[2:]))
+    return out
 
 
 def _sci(n) -> str:
@@ -657,11 +715,10 @@ def _drop_text(v: dict) -> str:
     return f"; jobs dropped: {v['drop_at_min_n']:.3g} at the smallest N, {v['drop_at_max_n']:.3g}{ci} at the largest"
 
 
-def _verdict_line(v: dict) -> str:
-    """The console line of one arm (pipeline.run prints it): what the simulations say as N
-    grows (the level and its 95% CI for a floor, otherwise the slope and its 95% CI), then
-    what the limit along the path says, and the class of the rule for d."""
-    n_sim = v.get("n_max") or max((g["n"] for g in v.get("gaps") or []), default=None)
+def _sim_text(v: dict) -> str:
+    """The simulations' verdict of one arm with its evidence: the level and its 95% CI for a
+    floor (and the rivals with their p-values), the rivals that fit alike for undecided, else the
+    slope and its 95% CI (and the class of rivals rejected)."""
     formula = {rv.name: rv.formula for rv in asymptotics.RIVALS}
     rivals = ""
     if v.get("best_zero") is not None:
@@ -685,15 +742,7 @@ def _verdict_line(v: dict) -> str:
         extra = ""
     if v.get("fragile") and v.get("verdict") != UNDECIDED:
         extra += " [fragile without N = " + ", ".join(_sci(n) for n in v["fragile"]) + "]"
-    sims = "simulations" if n_sim is None else f"simulations to N = {_sci(n_sim)}"
-    line = f"{v['label']}: {sims}: {v['verdict']}{extra}{_drop_text(v)}"
-    if v.get("path_verdict") is not None and v.get("path_n_max") is not None:
-        lvl = "" if v.get("path_level") is None or v["path_verdict"] != CONVERGES else f", level ~{v['path_level']:.3g}"
-        line += (f"; {v['path_engine']} to N = {_sci(v['path_n_max'])}: {v['path_verdict']} "
-                 f"(ratio {v['path_ratio_at_max']:.3g}{lvl})")
-    if v.get("rule_class") not in (None, "-"):
-        line += f"; rule for d: {v['rule_class']}"
-    return line
+    return f"{v['verdict']}{extra}"
 
 
 def _key_label(key: tuple, arm: list[str], skip: int, drop: frozenset = frozenset()) -> str:
@@ -726,8 +775,15 @@ def _fixed_text(key: tuple, arm: list[str], same: frozenset) -> str:
     return f" [{text}]" if text else ""
 
 
-def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict | None = None) -> list[Path]:
+#: what power-of-d per task's mean field is, for the figure that shows it far below the simulations
+PER_TASK_NOTE = ("mean field of power-of-d per task: a job's tasks independent, each waits only if all\n"
+                 "of its k d samples are busy (about lam^(k d): 3e-6 at N = 100 for c1, 1e-74 at 10^15)")
+
+
+def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict | None = None,
+           rules: dict | None = None) -> list[Path]:
     limit_paths = limit_paths or {}
+    rules = rules or {k: (_key_label(k, arm, skip=1) or "all", i) for i, k in enumerate(arms)}
     paths = []
     # 1. ratio vs N per arm (log-log), one figure per policy; at most style.MAX_SERIES arms a panel
     for policy in sorted({k[0] for k in arms}):
@@ -742,19 +798,24 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             xs_all = []
             for i, key in enumerate(group):
                 pts = arms[key]
-                hidden += pts.filter(pl.col("queueing_ratio") <= PLOT_RATIO_MIN).height
+                label, ci = rules[key]
+                n_zero = pts.filter(pl.col("queueing_ratio") <= PLOT_RATIO_MIN).height
                 pts = pts.filter(pl.col("queueing_ratio") > PLOT_RATIO_MIN)
-                if pts.height == 0:
+                if pts.height == 0:  # a loss system's admitted jobs never wait: say so, not drop it
+                    if n_zero:
+                        ax.plot([], [], marker=style.marker(ci), ls="none", color=style.color(ci),
+                                label=f"{label}:\n  ratio 0 at every N (off the log axis; drops in the report)")
                     continue
+                hidden += n_zero
                 xs = pts[x].to_numpy().astype(float)
                 xd = style.dodge(xs, i, len(group)) if len(group) > 1 else xs
                 y = pts["queueing_ratio"].to_numpy()
                 lo = np.maximum(y - pts["queueing_ratio_lo"].fill_null(0).to_numpy(), 0)
                 hi = np.maximum(pts["queueing_ratio_hi"].fill_null(0).to_numpy() - y, 0)
                 zero = lo >= y  # the 95% interval reaches 0: an arrow, not a clipped bar
-                c = style.color(i)
-                ax.errorbar(xd, y, yerr=[np.where(zero, 0.0, lo), hi], marker=style.marker(i), ms=5,
-                            capsize=3, color=c, label=_key_label(key, arm, skip=1, drop=same) or "all")
+                c = style.color(ci)
+                ax.errorbar(xd, y, yerr=[np.where(zero, 0.0, lo), hi], marker=style.marker(ci), ms=5,
+                            capsize=3, color=c, label=label)
                 if zero.any():
                     reach0 = True
                     style.mark_ci_to_zero(ax, xd[zero], y[zero], c)
@@ -766,6 +827,8 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
                     xs_all.extend(lp[x].to_list())
             if any(limit_paths.get(k) is not None for k in group):
                 ax.plot([], [], ls="--", color="0.3", label="mean field along the same path (dashed)")
+                if policy == "pod_per_task":
+                    ax.plot([], [], " ", label=PER_TASK_NOTE)
             if reach0:
                 ax.add_line(style.ci_zero_handle())
             if hidden:
@@ -779,8 +842,8 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             style.log_axis(ax, "y", ys[ys > PLOT_RATIO_MIN] if ys.size else None)
             ax.set_xlabel(style.label(x))
             ax.set_ylabel(style.label("queueing_ratio"))
-            ax.set_title(f"{style.policy_name(policy)}: queueing ratio vs N (simulations: 95% CI)"
-                         + _fixed_text(group[0], arm, same), fontsize=10)
+            ax.set_title(f"{style.policy_name(policy)}: queueing ratio vs N (simulations: 95% CI)\n"
+                         + _fixed_text(group[0], arm, same).strip(), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             style.legend_outside(ax)
         p = outdir / f"ratio_vs_n_{policy}.png"
@@ -800,20 +863,21 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
                 g = _gaps(arms[key], limit_paths[key], x)["gaps"]
                 if not g:
                     continue
+                label, ci = rules[key]
                 xs = np.array([p["n"] for p in g], dtype=float)
                 xd = style.dodge(xs, i, len(keys)) if len(keys) > 1 else xs
                 y = np.array([p["gap"] for p in g])
                 lo = np.array([p["gap"] - p["lo"] if p["lo"] is not None else 0.0 for p in g])
                 hi = np.array([p["hi"] - p["gap"] if p["hi"] is not None else 0.0 for p in g])
-                ax.errorbar(xd, y, yerr=[lo, hi], marker=style.marker(i), ms=4, capsize=3, color=style.color(i),
-                            label=_key_label(key, arm, skip=1, drop=same) or "all")
+                ax.errorbar(xd, y, yerr=[lo, hi], marker=style.marker(ci), ms=4, capsize=3, color=style.color(ci),
+                            label=label)
                 xs_all.extend(xs.tolist())
             ax.axhline(0.0, color="0.4", lw=0.8)
             style.log_axis(ax, "x", xs_all or None)
             ax.set_xlabel(style.label(x))
             ax.set_ylabel("simulated - mean-field ratio")
-            ax.set_title(f"{style.policy_name(policy)}: gap of the queueing ratio to the mean field (95% CI)"
-                         + (_fixed_text(keys[0], arm, same) if keys else ""), fontsize=10)
+            ax.set_title(f"{style.policy_name(policy)}: gap of the queueing ratio to the mean field (95% CI)\n"
+                         + (_fixed_text(keys[0], arm, same).strip() if keys else ""), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             style.legend_outside(ax)
         p = outdir / "gap_vs_n.png"
@@ -828,12 +892,11 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
     same = _constant(list(arms), arm)
     for key, pts in arms.items():
         pts = limit_paths.get(key, pts)  # the whole path where there is one
-        lab = _key_label(key, arm, skip=2, drop=same) or "all"
+        lab, ci = rules[key]
         if lab in seen or "d" not in pts.columns or len(seen) >= style.MAX_SERIES:
             continue
-        i = len(seen)
         seen.append(lab)
-        ax.plot(pts[x].to_numpy(), pts["d"].to_numpy(), marker=style.marker(i), color=style.color(i), label=lab)
+        ax.plot(pts[x].to_numpy(), pts["d"].to_numpy(), marker=style.marker(ci), color=style.color(ci), label=lab)
         ds.extend(pts["d"].drop_nulls().to_list())
         ns.extend(pts[x].to_list())
     style.log_axis(ax, "x", ns or None)
@@ -866,8 +929,9 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             keep = tail > 1e-12
             if keep.any():
                 lv = np.arange(1, tail.size + 1)
-                lab = (_key_label(key, arm, skip=1, drop=same) or "all") + f" (N = {last[x]})"
-                ax.plot(lv[keep], tail[keep], marker=style.marker(i), ms=3, color=style.color(i), label=lab)
+                lab, ci = rules[key]
+                lab += f" (N = {_sci(last[x])})"
+                ax.plot(lv[keep], tail[keep], marker=style.marker(ci), ms=3, color=style.color(ci), label=lab)
                 if style.tail_is_cut(tail, 1e-12):
                     cut = max(cut, tail.size)
         if cut:
@@ -892,9 +956,17 @@ def _num(v, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
-def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None) -> Path:
+def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None, heavies=None) -> Path:
     limit_paths = limit_paths or {}
+    heavies = heavies or {}
     lines = [f"# Sweep `{sweep_name}`: zero queueing delay for parallel jobs", "",
+             "## The answer, one line per rule for d", "",
+             "Each line: the rule as the sweep wrote it (a cap d <= N/k left out), the simulations' calibrated "
+             "verdict and their ratio at the largest N, and the mean field along the same path: its values, "
+             "and the verdict of the limit (below: how each is judged).", ""]
+    for line in answer_lines(verdicts):
+        lines.append(f"- {line.strip()}" if line.startswith("  ") else f"\n**{line}**\n")
+    lines += ["", "## How the verdicts are judged", "",
              "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/asymptotics.py` via "
              "`analysis/models/zero_queueing.py` (docs/analysis.md). Rivals are fitted by weighted least "
              "squares on the ratio (weights 1/se^2) to the same points: to zero (a N^b, a/(ln N)^p, "
@@ -910,6 +982,12 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None)
              f"is below {RATIO_ZERO:g} at every point of the upper half. *level*: c0 of the best floor with "
              "its 95% profile interval over every floor rival. *slope*: b of r = a N^b on all points; *upper "
              "half*: on the last half of the points (descriptions, not the rule).", "",
+             "The limit along the path: where the sweep carries it past the exact mean field with the "
+             "heavy-traffic engine (docs/analysis.md, 'Batch-filling in heavy traffic') to the path's end, jobs "
+             "end on layers 0-1 at every point (the engine refuses a point where reaching layer 2 has a bound "
+             "above 1e-12), so the ratio is at most that of k tasks all at position 2, (E[max of k Gamma(2,1)] "
+             "- H_k) / H_k, which falls like ln ln k / ln k to 0: the limit is *vanishing*, at that rate. "
+             "Elsewhere the exact path's own rule (its last decade's slope and a three-point extrapolation).", "",
              "## Verdicts", "",
              "| arm | points | ratio at largest N [95% CI] | slope [95% CI] | upper half: from N, slope [95% CI] "
              "| floor c0 [95% CI] | rivals: with a level vs to zero | p(zero), p(level) | verdict | note |",
@@ -997,6 +1075,29 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None)
                 lines.append(f"| {_sci(r[x])} | {r.get('k', '-')} | {r.get('d', '-')} | {_num(r.get('lam'), 8)} "
                              f"| {_num(r['queueing_ratio'], 5)} | {_num(r['mean_response'], 6)} | {_num(r['frac_within_h'])} |")
         lines.append("")
+    if heavies:
+        lines += ["## The heavy-traffic limit along the path", "",
+                  "Rows of the heavy_traffic engine (N = 10^log10_n; 1 - lam and d from the sweep's formulas in "
+                  "high precision). *ratio / rate*: the ratio over ln ln k / ln k. *bound*: all k tasks at "
+                  "position 2. Where it overlaps the exact mean field (N <= 10^15) the two are compared.", ""]
+        for key, v in zip(arms, verdicts):
+            hv = heavies.get(key)
+            if hv is None:
+                continue
+            ov = v.get("heavy_overlap")
+            ov_text = ("" if ov is None else f" Largest |heavy-traffic - exact| over {ov['n_points']} common N: "
+                       f"{ov['gap_max']:.2g} (at 10^{ov['at_log10_n']:g}).")
+            lines += [f"### {v['label']}", "", f"{v.get('heavy_note') or ''}.{ov_text}", "",
+                      "| N | k | d | 1 - lam | d (1 - lam) | queueing ratio | ratio / rate | E[T] |",
+                      "|---|---|---|---|---|---|---|---|"]
+            from sim.dispatch.meanfield.heavy_traffic import leading_rate
+
+            for r in hv.iter_rows(named=True):
+                q = r["queueing_ratio"]
+                lines.append(f"| 10^{r['log10_n']:g} | {r['k']} | {r['d_real']:.6g} | {r['one_minus_lam']:.4g} "
+                             f"| {r['d_real'] * r['one_minus_lam']:.4g} | {_num(q, 5)} "
+                             f"| {_num(q / leading_rate(r['k']), 4)} | {_num(r['mean_response'], 6)} |")
+            lines.append("")
     lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     path = outdir / "report.md"
     path.write_text("\n".join(lines) + "\n")

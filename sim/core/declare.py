@@ -52,6 +52,10 @@ class Entry:
     required: tuple[str, ...] = ()  #: parameters beyond n_servers and lam it needs
     optional: tuple[str, ...] = ()  #: parameters it accepts (defaults documented by the model)
     model: str = ""  #: the declaring model's name (set by :class:`Model`)
+    #: the parameters every model shares that it needs: n_servers and lam, or none for a limit
+    #: of the whole path that takes N and the load in other coordinates (dispatch's
+    #: ``heavy_traffic``: ``log10_n`` and ``one_minus_lam``)
+    shared: tuple[str, ...] = ("n_servers", "lam")
 
     @property
     def stochastic(self) -> bool:
@@ -59,10 +63,10 @@ class Entry:
 
     @property
     def params(self) -> tuple[str, ...]:
-        """Every parameter a task of this entry uses: n_servers, lam, the required ones, the run
-        length (stochastic engines) and the optional ones."""
+        """Every parameter a task of this entry uses: the shared ones (n_servers, lam), the
+        required ones, the run length (stochastic engines) and the optional ones."""
         sim_keys = ("events", "time") if self.stochastic else ()
-        return ("n_servers", "lam", *self.required, *sim_keys, *self.optional)
+        return (*self.shared, *self.required, *sim_keys, *self.optional)
 
 
 def _unit_cost(task: dict) -> float:
@@ -137,7 +141,7 @@ class Model:
     def __post_init__(self):
         if not self.entries:
             raise ValueError(f"model {self.name!r} declares no entries")
-        fixed = tuple(Entry(e.engine, e.policy, e.runner, e.required, e.optional, self.name)
+        fixed = tuple(Entry(e.engine, e.policy, e.runner, e.required, e.optional, self.name, e.shared)
                       for e in self.entries)
         object.__setattr__(self, "entries", fixed)
         keys = [(e.engine, e.policy) for e in fixed]

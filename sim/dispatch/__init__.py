@@ -71,6 +71,11 @@ def events_per_time(task: dict) -> float:
 def check_task(task: dict) -> None:
     """``ValueError`` naming the key and value if a dispatch task's values cannot run."""
     engine, policy = task["engine"], task["policy"]
+    if engine == "heavy_traffic":  # N and the load as log10_n and one_minus_lam
+        from sim.dispatch.meanfield.heavy_traffic import check_task as check_heavy
+
+        check_heavy(task)
+        return
     n = task["n_servers"]
     k = task.get("k", 1) if task.get("k") is not None else 1
     if k < 1:
@@ -155,15 +160,20 @@ def memory_bytes(task: dict) -> float:
       (:mod:`~sim.dispatch.meanfield.large_sampling`): seven (k + 1) x T float tables, T = 16
       nodes per unit of time up to about L + 30 (refused by the engine beyond 2e7 cells, before
       allocating); a buffer b: about ten arrays of b floats; the rest O(levels);
-    - refined, trajectory: O(levels^2) and O(grid x levels) tables.
+    - refined, trajectory: O(levels^2) and O(grid x levels) tables;
+    - heavy_traffic: the law of C_0 on its window (24 sd + 61 values, sd <= sqrt(k d (1 - lam)))
+      in a few float arrays.
 
     The longest queue is :func:`sim.core.memory.longest_queue` of the supermarket tail (power
     of d, random routing for random, d = 2 for JSQ) over the run's simulated time, capped by b.
     """
     engine, policy = task["engine"], task["policy"]
+    fixed = WINDOW_BYTES + (RESPONSE_BYTES if task.get("responses") else 0)
+    if engine == "heavy_traffic":  # the law of C_0 on its window, a few arrays of its length
+        mu = float(task["k"]) * float(task["d_real"]) * float(task["one_minus_lam"])
+        return 8 * 8.0 * (24.0 * math.sqrt(mu) + 61.0) + fixed
     n, lam = float(task["n_servers"]), float(task["lam"])
     k, d, b = int(task.get("k") or 1), int(task.get("d") or 1), task.get("b")
-    fixed = WINDOW_BYTES + (RESPONSE_BYTES if task.get("responses") else 0)
     events = float(task.get("events") or 10**6)
     run_time = events / (n * (1.0 + lam / k))
     dd = d if policy in _SAMPLING else (2 if policy == "jsq" else 1)
@@ -256,6 +266,13 @@ MODEL = Model(
         Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",)),
         Entry("trajectory", "batch_filling", f"{_D}.trajectory:run_task", ("d", "k"),
               ("init_tail",)),
+        # the batch policies' mean field as 1 - lam -> 0 with k d (1 - lam) given, to
+        # N = 10^300 (docs/analysis.md, "Batch-filling in heavy traffic"): N, the load and d as
+        # floats, never n_servers and lam (1 - lam rounds to 0 past N ~ 10^53)
+        Entry("heavy_traffic", "batch_filling", f"{_D}.meanfield.heavy_traffic:run_task",
+              ("log10_n", "one_minus_lam", "k", "d_real"), shared=()),
+        Entry("heavy_traffic", "batch_sampling", f"{_D}.meanfield.heavy_traffic:run_task",
+              ("log10_n", "one_minus_lam", "k", "d_real"), shared=()),
     ),
     params={
         "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
@@ -265,6 +282,12 @@ MODEL = Model(
         "replacement": Param("bool", "refined mean field: the d probes drawn with replacement "
                              "(default false, as the simulators)"),
         "init_tail": INIT_TAIL,
+        "log10_n": Param("float", "heavy_traffic: log10 N (N itself may pass the Int64 column, "
+                         "to 10^300)"),
+        "one_minus_lam": Param("float", "heavy_traffic: 1 - lam, computed from the sweep's lam "
+                               "formula in high precision (lam itself rounds to 1 past N ~ 10^53)"),
+        "d_real": Param("float", "heavy_traffic: the sweep's d as a float (the Int64 d column "
+                        "ends at 2^62; d reaches 10^89 at N = 10^300)"),
     },
     results={
         "mean_queue_1n": "float",  # refined engine: E[Q] = x* + mean_queue_1n / N + O(1/N^2)

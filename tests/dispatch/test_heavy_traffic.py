@@ -209,3 +209,57 @@ def test_bad_input():
         ht.queueing_ratio(10, 2, 0.1, policy="pod")
     with pytest.raises(ValueError, match="mu / k"):
         ht.asymptotic_ratio(10, 10.0)
+
+
+# the engine ``heavy_traffic`` (sim.run): the row of the sweep's limit past 10^15
+
+
+def _task(log10_n, c=1, policy="batch_filling", **kw):
+    p = ht.path_point(log10_n, c)
+    return {"engine": "heavy_traffic", "policy": policy, "log10_n": float(log10_n), "k": p["k"],
+            "d_real": float(p["d"]), "one_minus_lam": p["one_minus_lam"], **kw}
+
+
+@pytest.mark.parametrize("policy", ["batch_filling", "batch_sampling"])
+def test_engine_row_agrees_with_the_exact_meanfield_engine_at_1e10(policy):
+    import sim
+
+    p = ht.path_point(10, 1)
+    row = sim.run(_task(10, policy=policy))
+    exact = sim.run({"engine": "meanfield", "policy": policy, "n_servers": 10**10,
+                     "lam": 1.0 - p["one_minus_lam"], "k": p["k"], "d": p["d"]})
+    assert abs(row["queueing_ratio"] - exact["queueing_ratio"]) < TOL_FROM_1E10
+    assert row["mean_response"] == pytest.approx(exact["mean_response"], rel=1e-7)
+    # the tail s_1 = lam, s_2, nothing above; Little's law over waiting tasks
+    assert row["tail"][0] == pytest.approx(1.0 - p["one_minus_lam"], rel=1e-15) and row["tail"][2] == 0.0
+    assert row["tail"][1] == pytest.approx(exact["tail"][1], rel=1e-8)
+    assert row["mean_wait"] == pytest.approx(row["tail"][1] / row["tail"][0], rel=1e-15)
+    assert row["mean_queue_se"] is None and row["n_jobs"] == 0
+
+
+def test_engine_row_at_1e300_and_its_frac_within_h():
+    import sim
+
+    row = sim.run(_task(300))
+    ref = ht.queueing_ratio(477171, ht.path_point(300, 1)["d"], 10.0 ** -90)
+    assert row["queueing_ratio"] == ref["queueing_ratio"] and 0.15 < row["queueing_ratio"] < 0.25
+    # h = 1: every task at position 1 iff the job samples k idle queues, P(C_0 >= k)
+    fp = ht.fixed_point(477171, ht.path_point(300, 1)["d"], 10.0 ** -90)
+    assert row["frac_within_h"] == pytest.approx(float(fp["pmf0"][fp["x0"] >= 477171].sum()), rel=1e-12)
+    assert row["prob_wait"] == pytest.approx(1.0 - row["frac_within_h"], abs=1e-12)
+    assert sim.run(_task(300, h=2))["frac_within_h"] == 1.0
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"d_real": 2.0}, "jobs reach layer 2"),          # constant d at 10^10: k d (1 - lam) ~ 1
+    ({"b": 1}, "b=1: the heavy-traffic limit has no finite buffer"),
+    ({"log10_n": 301.0}, "log10_n=301.0 must be in (0, 300]"),
+    ({"log10_n": 2.0}, "must not exceed N = 10^2"),
+    ({"one_minus_lam": 1.0}, "one_minus_lam=1.0 must be in (0, 1)"),
+])
+def test_engine_refuses_points_where_the_form_does_not_hold(change, message):
+    import sim
+
+    with pytest.raises(ValueError) as exc:
+        sim.check_task({**_task(10), **change})
+    assert message in str(exc.value)

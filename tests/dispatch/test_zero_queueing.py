@@ -2,6 +2,7 @@
 import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -16,7 +17,7 @@ from analysis.models.zero_queueing import (
     UNDECIDED,
     VANISHING,
     VERDICTS,
-    _verdict_line,
+    _sim_text,
     analyze_zero_queueing,
     floor_fit,
 )
@@ -219,12 +220,16 @@ def test_json_report_and_console_carry_the_floor(tmp_path):
     by = {v["variant"]: v for v in saved}
     assert by["floor"]["verdict"] == CONVERGES and 0.10 < by["floor"]["level"] < 0.14
     assert by["falls"]["verdict"] == VANISHING
-    lines = dict(zip((v["variant"] for v in out["verdicts"]), out["verdict_lines"]))
+    # one line per arm under a heading per policy, each naming its arm
+    lines = {v["variant"]: next(line for line in out["verdict_lines"] if f"variant={v['variant']}" in line)
+             for v in out["verdicts"]}
+    assert out["verdict_lines"][0] == "batch-filling, one line per rule for d:"
     # the rivals are named and their p-values given (was M1's "floor p = ", no longer the rule)
     assert f"{CONVERGES} (level " in lines["floor"] and "p(zero) = " in lines["floor"]
     assert "c0 + a" in lines["floor"] and " vs a" in lines["floor"]
     assert ": vanishing (slope -0." in lines["falls"] and "level" not in lines["falls"]
-    assert _verdict_line(out["verdicts"][0]) in out["verdict_lines"]
+    assert all(_sim_text(v) in lines[v["variant"]] for v in out["verdicts"])
+    assert lines["falls"] in out["report"].read_text().replace("\n- ", "\n  ")
     text = out["report"].read_text()
     assert "floor c0 [95% CI]" in text and f"**{CONVERGES}**" in text
     assert any(k == "queueing_ratio_level" for k, *_ in out["metrics"])
@@ -326,3 +331,70 @@ def test_the_bootstrap_is_seeded_by_the_arms_task_seeds(tmp_path):
     assert seeds == sorted(r["seed"] for r in rows)
     again = verdict(pl.read_parquet(pts).sort("n_servers"), seed=seeds)
     assert (again["p_zero"], again["p_level"], again["verdict"]) == (v["p_zero"], v["p_level"], v["verdict"])
+
+
+# the limit past the float range: heavy_traffic rows (analysis/models/zero_queueing_limit.py)
+
+CONTEXT = {"params": {"d": "min(ceil(c / ((1 - lam) * log(k))), d_cap)", "d_cap": "floor(N / k)"},
+           "variants": {"c1": {"c": 1}, "short": {"c": 1}},
+           "limit_path": {"heavy_traffic": {"n_servers_max": 1e300}}}
+
+
+def heavy_frame(variant, log10s):
+    """Simulation rows of an arm on the headline's path (c = 1) and the heavy_traffic engine's
+    rows at N = 10^log10s, run for real (0.01 s each)."""
+    import sim
+    from sim.dispatch.meanfield import heavy_traffic as ht
+
+    rows = []
+    for n in NS:
+        p = ht.path_point(math.log10(n), 1)
+        for r in range(4):
+            rows.append({"task_id": f"{variant}-{n}-{r}", "engine": "occupancy", "policy": "batch_filling",
+                         "variant": variant, "c": 1.0, "n_servers": n, "k": p["k"], "d": p["d"],
+                         "lam": 1 - p["one_minus_lam"], "status": "ok", "replication": r,
+                         "queueing_ratio": 0.33 + 0.003 * r, "queueing_ratio_se": 0.003, "mean_response": 4.0,
+                         "mean_response_se": 0.01, "drop_prob": 0.0, "drop_prob_se": 0.0, "frac_within_h": 0.9,
+                         "tail": [0.8, 0.1, 0.0], "log10_n": None, "one_minus_lam": None, "d_real": None})
+    for x in log10s:
+        p = ht.path_point(x, 1)
+        row = sim.run({"engine": "heavy_traffic", "policy": "batch_filling", "log10_n": float(x), "k": p["k"],
+                       "d_real": float(p["d"]), "one_minus_lam": p["one_minus_lam"]})
+        rows.append({"task_id": f"{variant}-h{x}", "engine": "heavy_traffic", "policy": "batch_filling",
+                     "variant": variant, "c": 1.0, "n_servers": None, "k": p["k"], "d": None, "lam": None,
+                     "status": "ok", "replication": 0, "log10_n": float(x), "one_minus_lam": p["one_minus_lam"],
+                     "d_real": float(p["d"]), **{key: row[key] for key in (
+                         "queueing_ratio", "queueing_ratio_se", "mean_response", "mean_response_se",
+                         "drop_prob", "drop_prob_se", "frac_within_h", "tail")}})
+    return rows
+
+
+def test_the_heavy_traffic_path_gives_the_limit_its_verdict_and_rate(tmp_path):
+    rows = heavy_frame("c1", [10, 100, 200, 300]) + heavy_frame("short", [10, 100])
+    params = ["n_servers", "variant", "c", "k", "d", "lam", "log10_n", "one_minus_lam", "d_real"]
+    out = analyze_zero_queueing(pl.DataFrame(rows, infer_schema_length=None), params, tmp_path, "t",
+                                context=CONTEXT)
+    by = {v["variant"]: v for v in out["verdicts"]}
+    c1 = by["c1"]
+    assert c1["path_verdict"] == VANISHING and c1["heavy_verdict"] == VANISHING
+    assert c1["path_n_max"] == 1e300 and 0.15 < c1["path_ratio_at_max"] < c1["heavy_bound_at_max"] < 0.25
+    assert c1["heavy_marks"][100] > c1["heavy_marks"][300]
+    assert 0.9 < c1["heavy_ratio_over_rate"] < 1.2  # ln ln k / ln k at k = 477,171
+    # an arm whose form stops before the path's end gets no verdict from it
+    assert by["short"]["heavy_verdict"] is None and "holds only to N = 10^100" in by["short"]["heavy_note"]
+    line = next(x for x in out["verdict_lines"] if x.strip().startswith("c1:"))
+    assert "c1: d = ceil(1 / ((1 - lam) * log(k)))" in line and "d_cap" not in line
+    assert "to N = 10^300" in line and "like ln ln k / ln k" in line and "limit vanishing" in line
+    assert (tmp_path / "limit_path.png").stat().st_size > 20_000
+    assert "## The heavy-traffic limit along the path" in out["report"].read_text()
+
+
+def test_the_rule_is_parsed_and_printed_never_run():
+    from analysis.models.zero_queueing_limit import rule_text
+
+    assert rule_text("c1", CONTEXT) == "d = ceil(1 / ((1 - lam) * log(k)))"
+    assert rule_text("x", {"params": {"d": 2}}) == "d = 2"
+    assert rule_text("x", None) is None
+    hostile = {"params": {"d": "__import__('os').system('touch /tmp/pwned-by-rule')"}}
+    assert rule_text("x", hostile).startswith("d = __import__")
+    assert not Path("/tmp/pwned-by-rule").exists()

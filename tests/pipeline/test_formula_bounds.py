@@ -114,3 +114,41 @@ def test_brief_never_converts_a_huge_integer():
     assert brief(12345) == "12345"
     assert brief({"a": 10**400, "b": 1.5}) == "{'a': 1e+400 (401 digits), 'b': 1.5}"
     assert brief("x" * 100).endswith("... (100 characters)")
+
+
+# evaluate_precise: the formulas past the float range (limit_path.heavy_traffic)
+
+
+def test_precise_evaluation_keeps_one_minus_lam_where_floats_round_it_away():
+    import mpmath
+
+    from pipeline.formulas import evaluate, evaluate_precise
+
+    with mpmath.workdps(130):
+        n = mpmath.mpf(10) ** 100
+        names = {"N": n, "n_servers": n, "alpha": 0.3, "beta": 1.0}
+        lam = evaluate_precise("params.lam", "1 - beta * N**(-alpha)", names, 130)
+        assert float(1 - lam) == pytest.approx(1e-30, rel=1e-14)
+    assert evaluate("params.lam", "1 - beta * N**(-alpha)", {"N": 1e100, "alpha": 0.3, "beta": 1.0}) == 1.0
+    # integers of any size (below 2**1024); ceil and floor forgive noise as in floats: within 1e-9
+    # relative of an integer (floor(N / k) at 10^100 is then the nearest integer)
+    k = evaluate_precise("params.k", "ceil(log(N)**2)", {"N": 10**100}, 130)
+    assert k == 53019
+    cap = evaluate_precise("params.d_cap", "floor(N / k)", {"N": 10**100, "k": k}, 130)
+    assert cap == (10**100 + k // 2) // k
+    assert evaluate_precise("x", "floor(10**20 / 3 + 0.5)", {}, 60) == 10**20 // 3 + 1
+    # ceil forgives noise at the working precision, as floor does in floats
+    assert evaluate_precise("x", "ceil(1 / (1 - 0.9))", {}, 50) == 10
+
+
+def test_precise_evaluation_is_bounded_and_refuses_as_the_float_one_does():
+    from pipeline.formulas import evaluate_precise
+
+    with pytest.raises(ConfigError, match="below 2\\*\\*1024"):
+        evaluate_precise("params.x", "2**2000", {}, 40)
+    with pytest.raises(ConfigError, match="below 2\\*\\*1024"):
+        evaluate_precise("params.x", "exp(1000)", {}, 40)
+    with pytest.raises(ConfigError, match="cannot evaluate"):
+        evaluate_precise("params.x", "log(0)", {}, 40)
+    with pytest.raises(ConfigError, match="arithmetic is on numbers only"):
+        evaluate_precise("params.x", "'a' * 3", {}, 40)

@@ -58,7 +58,8 @@ _GL_X = 0.5 * (_GL_X + 1.0)
 _GL_W = 0.5 * _GL_W
 
 __all__ = ["path_point", "level0_law", "fixed_point", "queueing_ratio", "limit_ratio",
-           "asymptotic_ratio", "leading_rate", "harmonic_number", "POLICIES"]
+           "asymptotic_ratio", "leading_rate", "harmonic_number", "check_task", "run_task",
+           "POLICIES", "LAYER2_LOG_MAX", "LOG10_N_MAX"]
 
 
 def path_point(log10_n: float, c: float, alpha: float = 0.3, beta: float = 1.0) -> dict:
@@ -260,3 +261,63 @@ def leading_rate(k) -> float:
     """``ln ln k / ln k``: the leading term of the ratio along the path (every c)."""
     lk = math.log(float(k))
     return math.log(lk) / lk
+
+
+#: the largest ``log_layer2_bound`` (natural log of the bound on the probability that a job
+#: reaches layer 2, which the heavy-traffic form leaves out) a task may have: e^-27.6 = 1e-12
+LAYER2_LOG_MAX = math.log(1e-12)
+#: the largest ``log10_n`` of a task: ``one_minus_lam``, ``k d`` and ``d`` stay floats
+LOG10_N_MAX = 300.0
+
+
+def check_task(task: dict) -> None:
+    """``ValueError`` naming the key and value if a ``heavy_traffic`` task cannot run: k, d_real,
+    one_minus_lam as :func:`fixed_point` takes them, ``log10_n`` in (0, 300], no buffer, and a
+    point where the form holds (``log_layer2_bound <= ln 1e-12``: with a small ``k d (1 - lam)``,
+    constant d for one, jobs reach layer 2 and this limit does not apply)."""
+    x = float(task["log10_n"])
+    if not 0.0 < x <= LOG10_N_MAX:
+        raise ValueError(f"log10_n={task['log10_n']!r} must be in (0, {LOG10_N_MAX:g}]")
+    if task.get("b") is not None:
+        raise ValueError(f"b={task['b']!r}: the heavy-traffic limit has no finite buffer")
+    k, d, eps = _check(task["k"], task["d_real"], task["one_minus_lam"])
+    if k * d > 10.0 ** x * (1.0 + 1e-9):
+        raise ValueError(f"k*d_real={k * d:.6g} (k={k}, d_real={d:.6g}) must not exceed N = 10^{x:g}")
+    bound = fixed_point(k, d, eps)["log_layer2_bound"]
+    if bound > LAYER2_LOG_MAX:
+        raise ValueError(
+            f"d_real={d:.6g} at k={k}, one_minus_lam={eps:.4g}: jobs reach layer 2 with probability "
+            f"up to e^{bound:.3g} (k d (1 - lam) = {k * d * eps:.3g}); the heavy-traffic form needs it "
+            f"below 1e-12 (docs/analysis.md, 'Batch-filling in heavy traffic'); use meanfield")
+
+
+def run_task(task: dict) -> dict:
+    """The ``heavy_traffic`` engine's row (keys of :data:`sim.core.results.RESULT_KEYS`) from
+    :func:`queueing_ratio` at the task's ``k``, ``d_real`` and ``one_minus_lam``: the fixed point
+    ``s_1 = lam``, ``s_2``, nothing above (``tail``), E[T] (``mean_response``), the queueing
+    ratio, ``mean_wait = s_2 / lam`` (Little's law over waiting tasks), ``prob_wait = P(C_0 <
+    k)`` (some task waits), ``frac_within_h`` (all of a job's tasks start within position h):
+    ``P(C_0 >= k)`` for h = 1 (a job short of idle queues puts tasks at position 2), 1 for
+    h >= 2."""
+    from sim.core.results import exact_row
+    from sim.dispatch.policies import messages_per_job
+
+    check_task(task)
+    policy = task["policy"]
+    k, d, eps = _check(task["k"], task["d_real"], task["one_minus_lam"])
+    res = queueing_ratio(k, d, eps, policy)
+    fp = fixed_point(k, d, eps)
+    p_wait = float(fp["pmf0"][fp["x0"] < k].sum())
+    p_full = float(fp["pmf0"][fp["x0"] >= k].sum())  # not 1 - p_wait: it may be ~1e-300
+    h = int(task.get("h", 1))
+    max_level = int(task.get("max_level", 64))
+    tail = np.zeros(max_level)
+    tail[:2] = [res["s1"], res["s2"]][:max_level]
+    return exact_row(
+        mean_response=res["mean_response"], mean_wait=res["s2"] / res["s1"], prob_wait=p_wait,
+        mean_queue=res["s1"] + res["s2"], tail=tail, queueing_ratio=res["queueing_ratio"],
+        drop_prob=0.0, frac_within_h=p_full if h <= 1 else 1.0,
+        messages_per_job=messages_per_job(policy, 0, k, d),
+        ci_method=("heavy-traffic mean field (1 - lam -> 0 with k d (1 - lam) given; jobs end on "
+                   f"layers 0-1, layer 2 bounded by e^{res['log_layer2_bound']:.3g})"),
+    )
