@@ -39,7 +39,8 @@ plan's points. So N is never part of a key and arm values are never part of a me
 - *Tags*: ``sweep``, ``run_id``, ``arm`` (a readable label), the sweep's ``mlflow.user`` and
   ``mlflow.source.*`` tags and, where the arm has a scaling fit, ``verdict`` (the verdict of
   ``verdict_quantity``, e.g. ``gap of mean_response to the mean field``) and ``verdict_note``.
-- *Metrics* at ``step = N`` (0 if the sweep has no ``n_servers``), keyed by the quantity only:
+- *Metrics* at ``step = N`` (0 if the sweep has no ``n_servers``; ``log10 N`` on the child runs of
+  the ``heavy_traffic`` engine, whose N passes the Int64 column), keyed by the quantity only:
   :data:`CHILD_METRICS` of the summary row, parameters that vary along the arm (``lam``,
   ``events``, ...) under their own name, and the fit (``fit_slope``, ``fit_slope_lo``,
   ``fit_slope_hi``, ``fit_slope_se``) at step 0. Two sweeps that differ in lam therefore
@@ -190,6 +191,12 @@ def child_arms(plan: Plan, params: list[str]) -> list[str]:
             for (pid, eng), vals in _plan_rows(plan).items()]
     schema = {"policy": pl.String, "engine": pl.String}
     frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
+    # rows off the N axis (heavy_traffic: N as log10_n) and the columns only they set do not
+    # decide what labels an arm; those rows' arms are labelled by the same columns
+    on_axis = frame.filter(pl.col(X).is_not_null())
+    if 0 < on_axis.height < frame.height:
+        params = [p for p in params if p == X or on_axis[p].null_count() < on_axis.height]
+        frame = on_axis
     return arm_columns(frame, params, X)
 
 
@@ -231,8 +238,9 @@ def build_children(plan: Plan, analysis: dict, summary: pl.DataFrame, meta: dict
                 varying.append(name)
         arm_values = {p: constant[p] for p in arm if p in constant}
         metrics = []
-        for pid, vals in sorted(members, key=lambda m: (m[1].get(X) or 0)):
-            step = int(vals[X]) if vals.get(X) is not None else 0
+        for pid, vals in sorted(members, key=lambda m: (m[1].get(X) or m[1].get("log10_n") or 0)):
+            # N past the Int64 column (heavy_traffic rows, their own child runs): step = log10 N
+            step = int(vals[X]) if vals.get(X) is not None else int(round(vals.get("log10_n") or 0))
             for name in varying:
                 v = _num(vals.get(name))
                 if v is not None:

@@ -429,6 +429,8 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
         lam = exact.get("lam")
         values = {}
         for name, v in exact.items():
+            if name == "n_servers":
+                continue
             if isinstance(v, mpmath.mpf):
                 v = float(v)
             if _kind(name) == "int" and isinstance(v, (int, float)) and abs(v) >= INT_MAX:
@@ -436,6 +438,8 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
             elif v is not None and not isinstance(v, str):
                 v = _coerce(name, v, where)  # an auxiliary variable (d_cap) as a float
             values[name] = v
+        # N itself where it is an integer of the Int64 column (10^10, 10^15), else log10_n alone
+        values["n_servers"] = n_int if n_int is not None and n_int < INT_MAX else None
         values["log10_n"] = float(x)
         values["one_minus_lam"] = float(1 - lam) if lam is not None else None
         d = exact.get("d")

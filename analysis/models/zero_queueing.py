@@ -573,8 +573,9 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         return {"report": report, "plots": [], "metrics": [], "verdicts": [], "verdict_lines": []}
     agg = control_variate(sims, aggregate(sims, params, metrics=METRICS), params)
     ok = agg.filter(pl.col("n_rep") >= 1)
-    arm = arm_columns(ok, params, x) if ok.height else [p for p in params if p != x]
-    arm = [p for p in arm if p != x and p not in zql.PATH_COORDS]
+    own = [p for p in params if p not in zql.PATH_COORDS]  # the heavy-traffic rows' coordinates
+    arm = arm_columns(ok, own, x) if ok.height else [p for p in own if p != x]
+    arm = [p for p in arm if p != x]
     heavy = frame.filter(pl.col("engine") == zql.HEAVY_ENGINE)
     top = (((context or {}).get("limit_path") or {}).get("heavy_traffic") or {}).get("n_servers_max")
     limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)) & (pl.col("engine") != zql.HEAVY_ENGINE))
@@ -1001,7 +1002,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
         formula = {rv.name: rv.formula for rv in asymptotics.RIVALS}
         rivals = "-" if v.get("best_zero") is None else f"{formula[v['best_level']]} vs {formula[v['best_zero']]}"
         ps = "-" if v.get("p_zero") is None else f"{v['p_zero']:.2g}, {v['p_level']:.2g}"
-        ratio = (f"{_num(v['ratio_at_max_n'])} [{_num(v.get('ratio_lo_at_max_n'))}, "
+        ratio = (f"{zql.fmt_ratio(v['ratio_at_max_n'])} [{_num(v.get('ratio_lo_at_max_n'))}, "
                  f"{_num(v['ratio_hi_at_max_n'])}]")
         lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {rivals} | {ps} "
                      f"| **{v['verdict']}** | {v['note']}{_drop_text(v)} |")
@@ -1021,7 +1022,8 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
             gap = "-" if g is None else f"{_num(g['gap'], 3)} [{_num(g['lo'], 3)}, {_num(g['hi'], 3)}] at {_sci(g['n'])}"
             trend = "-" if v.get("gap_verdict") is None else f"{v['gap_verdict']}: {v.get('gap_note') or ''}"
             lines.append(
-                f"| {v['label']} | {v['verdict']} | {_num(v['path_ratio_at_max'])} at {_sci(v['path_n_max'])} "
+                f"| {v['label']} | {v['verdict']} | {_num(v['path_ratio_at_max'])} at "
+                f"{'-' if v.get('path_n_max') is None else _sci(v['path_n_max'])} "
                 f"| {_num(v['path_top_slope'], 3)} | {_num(v['path_level'])} | **{v['path_verdict']}** ({v['path_note']}) "
                 f"| {gap} | {trend} | {v['rule_class']}: {RULE_COVERAGE.get(v['rule_class'], '')} |")
     lines += ["", "## The theorem's hypotheses per point", "",
@@ -1064,7 +1066,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
             plain = f"{_num(r.get('queueing_ratio_raw'))} +- {_num(r.get('queueing_ratio_raw_hw'), 2)}" if cv else "same"
             lines.append(
                 f"| {r[x]} | {r.get('k', '-')} | {r.get('d', '-')} | {_num(r.get('lam'), 6)} | {r['n_rep']} "
-                f"| {_num(r['queueing_ratio'])} +- {_num(r['queueing_ratio_hw'], 2)} | {plain} "
+                f"| {zql.fmt_ratio(r['queueing_ratio'])} +- {_num(r['queueing_ratio_hw'], 2)} | {plain} "
                 f"| {_num(r.get('cv_corr'), 3) if cv else '-'} | {_num(r['mean_response'])} "
                 f"| {_num(r['drop_prob'])} | {_num(r['frac_within_h'])} |")
         lim = limit_paths.get(key)

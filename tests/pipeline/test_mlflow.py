@@ -217,12 +217,12 @@ def test_extra_analysis_metrics_land_on_their_own_child_runs(sweep, tmp_path):
     rows = []
     for t in plan.tasks:
         meta = t["_meta"]
-        ratio = 0.1 + 0.01 * rng.normal() if t["engine"] != "meanfield" else 0.1
+        ratio = 0.1 + 0.01 * rng.normal() if t["engine"] not in ("meanfield", "heavy_traffic") else 0.1
         rows.append({**{p: meta["params"].get(p) for p in plan.param_columns},
                      "policy": t["policy"], "engine": t["engine"], "status": "ok",
                      "replication": meta["replication"], "task_id": meta["task_id"],
                      "queueing_ratio": ratio, "queueing_ratio_se": 0.01, "mean_response": 5.0 * (1 + ratio),
-                     "mean_response_se": 0.05, "drop_prob": 0.0, "tail": [t["lam"], 0.1]})
+                     "mean_response_se": 0.05, "drop_prob": 0.0, "tail": [t.get("lam", 0.99), 0.1]})
     params = [p for p in plan.param_columns if p not in ("events",)]
     out = analyze_zero_queueing(pl.DataFrame(rows, infer_schema_length=None), params, tmp_path / "zq", sweep)
     children = build_children(plan, {"params": None}, pl.DataFrame(), {})

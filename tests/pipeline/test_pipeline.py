@@ -175,3 +175,15 @@ def test_sub_halfin_whitt_runs_at_a_tiny_scale(tmp_path, ray_cluster):
     assert all(v.get("drop_at_max_n") is not None for v in zq["verdicts"] if v["variant"] == "c4_buffer")
     assert all(v["verdict"] in ("vanishing", "not vanishing", "inconclusive", "undecided") for v in zq["verdicts"])
     assert all(p.exists() for p in zq["plots"])
+    # past the float range: the heavy-traffic limit to N = 10^300 (4 rules x 2 policies x 59 N),
+    # its rows with log10_n and no n_servers, and the limit's verdict of each Theta rule from it
+    heavy = frame.filter(pl.col("engine") == "heavy_traffic")
+    assert heavy.height == 472 and heavy["n_servers"].null_count() == 472 and heavy["log10_n"].max() == 300.0
+    assert set(heavy["variant"].unique()) == {"c1", "c4", "c1_loglog", "single_task"}
+    by = {(v["policy"], v["variant"]): v for v in zq["verdicts"]}
+    for rule in ("c1", "c4", "c1_loglog", "single_task"):
+        assert by[("batch_filling", rule)]["path_verdict"] == "vanishing"
+        assert by[("batch_filling", rule)]["path_n_max"] == 1e300
+    assert any(p.name == "limit_path.png" for p in zq["plots"])
+    assert any("c1: d = ceil(1 / ((1 - lam) * log(k)))" in line and "limit vanishing" in line
+               for line in zq["verdict_lines"])
