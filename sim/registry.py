@@ -17,6 +17,10 @@ and result column declared here).
   (engine, policy) may be declared by two models; a sweep then names its ``model``
   (:func:`entry` refuses to guess). Today every (engine, policy) is unique; ``jsq``, ``pod``,
   ``random`` and ``jiq`` each exist in two models on different engines.
+- :data:`DECLARED_ENGINES` (:mod:`sim.core.declare`): every engine a registered model declares
+  (:class:`~sim.core.declare.Engine`: name, kind, label); :data:`STOCHASTIC_ENGINES` and
+  :data:`LIMIT_ENGINES` are views of it by kind. An entry on an engine no registered model
+  declares is refused when its model registers.
 - :data:`RESULTS`: every result column an engine may return (:data:`COMMON_RESULTS` and the
   models' own), with its kind.
 
@@ -28,13 +32,13 @@ from __future__ import annotations
 import importlib
 import math
 
-from sim.core.declare import STOCHASTIC_ENGINES, Entry, Model, Param
+from sim.core.declare import DECLARED_ENGINES, ENGINE_KINDS, LIMIT_ENGINES, STOCHASTIC_ENGINES, Engine, Entry, Model, Param
 from sim.core.results import INIT_CHOICES, RESULT_KEYS, is_integral
 from sim.core.trajectory import check_init_tail
 
-__all__ = ["Param", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PARAMS", "PARAMS", "ENTRIES",
+__all__ = ["Param", "Engine", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PARAMS", "PARAMS", "ENTRIES",
            "RESULTS", "COMMON_RESULTS", "ENGINES", "POLICIES", "ENGINE_POLICIES",
-           "STOCHASTIC_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
+           "STOCHASTIC_ENGINES", "LIMIT_ENGINES", "DECLARED_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
            "models_serving", "load_model", "check_task", "policy_label", "INIT_CHOICES",
            "N_BATCHES_MAX", "N_SERVERS_MAX"]
 
@@ -126,7 +130,20 @@ def _add(decl: Model) -> None:
     if decl.main_estimate not in decl.results and decl.main_estimate not in COMMON_RESULTS:
         raise ValueError(f"model {decl.name!r}: main_estimate {decl.main_estimate!r} is not a "
                          "result column")
+    for eng in decl.engine_decls:
+        known = DECLARED_ENGINES.get(eng.name)
+        if known is not None and known != eng:
+            raise ValueError(f"model {decl.name!r}: engine {eng.name!r} is declared as {eng} but "
+                             f"another model declares it as {known}")
+    mine = {eng.name for eng in decl.engine_decls}
+    for e in decl.entries:
+        if e.engine not in mine and e.engine not in DECLARED_ENGINES:
+            raise ValueError(f"model {decl.name!r}, {e.engine}/{e.policy}: engine {e.engine!r} is not "
+                             f"declared; add Engine({e.engine!r}, kind, label) to its engine_decls "
+                             f"(kinds: {', '.join(ENGINE_KINDS)})")
     MODELS[decl.name] = decl
+    for eng in decl.engine_decls:
+        DECLARED_ENGINES.setdefault(eng.name, eng)
     for name, par in decl.params.items():
         PARAMS.setdefault(name, par)
     for name, kind in decl.results.items():

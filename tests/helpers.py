@@ -103,3 +103,38 @@ def unresponsive_peer():
         for c in clients:
             c.close()
         server.close()
+
+
+@contextlib.contextmanager
+def registry_restored(*packages: str):
+    """The registry's tables (and :data:`sim.core.declare.DECLARED_ENGINES`) as they were before,
+    once a test that registered a model (a toy package) ends; the modules of ``packages`` are
+    forgotten too, so that the next test imports its own copy."""
+    import sys
+
+    from sim import registry
+    from sim.core import declare
+
+    tables = [registry.MODELS, registry.PARAMS, registry.RESULTS, registry.MAIN_ESTIMATE,
+              registry.ENGINE_POLICIES, registry._BY_KEY, declare.DECLARED_ENGINES,
+              registry.ENTRIES, registry.ENGINES, registry.POLICIES]
+    saved = [t.copy() for t in tables]
+    try:
+        yield registry
+    finally:
+        for table, old in zip(tables, saved):
+            table.clear()
+            table.update(old) if isinstance(table, dict) else table.extend(old)
+        for name in [m for m in sys.modules if m.split(".")[0] in packages]:
+            del sys.modules[name]
+
+
+def write_package(root: Path, name: str, files: dict[str, str]) -> Path:
+    """A package ``root/name`` of the given ``{file name: source}`` (dedented), for a toy model."""
+    import textwrap
+
+    pkg = root / name
+    pkg.mkdir(parents=True)
+    for fname, text in files.items():
+        (pkg / fname).write_text(textwrap.dedent(text).lstrip())
+    return pkg

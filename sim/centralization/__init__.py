@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 
@@ -104,4 +104,10 @@ MODEL = Model(
     memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"central": "partial centralization"},
+    engine_decls=(
+        Engine("agent", "stochastic", "agent simulation", per_server=True),
+        Engine("occupancy", "stochastic", "occupancy simulation"),
+        Engine("trajectory", "stochastic", "trajectory simulation"),
+        Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
+    ),
 )

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 
@@ -279,4 +279,11 @@ MODEL = Model(
     event_cost=event_cost,
     memory_bytes=memory_bytes,
     response_law=response_law,
+    engine_decls=(
+        Engine("agent", "stochastic", "agent simulation", per_server=True),
+        Engine("occupancy", "stochastic", "occupancy simulation"),
+        Engine("trajectory", "stochastic", "trajectory simulation"),
+        Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
+        Engine("refined", "limit", "refined mean field"),
+    ),
 )

@@ -77,7 +77,7 @@ server and per (dispatcher, server) estimate; ``events`` counts slots.
 """
 from __future__ import annotations
 
-from sim.core.declare import Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES
 from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
 
@@ -214,4 +214,7 @@ MODEL = Model(
             "weighted_random": "\u03bc-weighted random"},
     event_cost=event_cost,
     memory_bytes=memory_bytes,
+    engine_decls=(
+        Engine("slotted", "stochastic", "slotted simulation", per_server=True),
+    ),
 )
