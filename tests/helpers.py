@@ -138,3 +138,21 @@ def write_package(root: Path, name: str, files: dict[str, str]) -> Path:
     for fname, text in files.items():
         (pkg / fname).write_text(textwrap.dedent(text).lstrip())
     return pkg
+
+
+def plan_digests(names: list[str] | None = None) -> dict[str, str]:
+    """Sweep name -> a digest of everything its plan holds (points, tasks with their model, seed
+    and run length, column order), for every shipped sweep (``conf/sweep/*.yaml``)."""
+    import hashlib
+    import json
+
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+
+    out = {}
+    for name in names or sweep_names():
+        plan = make_plan(to_plain(compose([f"+sweep={name}", "output_dir=/nonexistent"])))
+        data = [plan.root_seed, plan.param_columns, plan.varying, plan.param_types, plan.path_skipped,
+                [(p.point_id, p.policy, p.values) for p in plan.points], plan.tasks]
+        out[name] = hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
+    return out

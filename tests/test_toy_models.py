@@ -1,6 +1,7 @@
 """Toy models written into a temporary folder at test time and loaded the way out-of-tree models
-are (a package on ``sys.path`` named by a sweep's ``models:``; docs/extending.md): an engine of a
-new name gets its kind from its declaration (issue 37, item 1)."""
+are (a package on ``sys.path`` named by a sweep's ``models:``; docs/extending.md), or placed
+under a copy of ``sim/``: an engine of a new name gets its kind from its declaration (issue 37,
+item 1); a policy named like an existing one changes no shipped command line (item 2)."""
 from __future__ import annotations
 
 import ast
@@ -36,7 +37,8 @@ def check_task(task):
 MODEL = Model(
     name="NAME",
     title="toy: independent M/M/1 queues behind random routing",
-    entries=(Entry("gillespie", "POLICY", "NAME.engine:simulate", ("mu",)),
+    entries=(Entry("agent", "POLICY", "NAME.engine:simulate", ("mu",)),
+             Entry("gillespie", "POLICY", "NAME.engine:simulate", ("mu",)),
              Entry("closed_form", "POLICY", "NAME.engine:exact", ("mu",))),
     params={"mu": Param("float", "service rate of every server")},
     results={},
@@ -56,7 +58,7 @@ import numpy as np
 
 def simulate(task):
     rng = np.random.default_rng(task["seed"])
-    n, lam, mu = int(task["events"]) // 2, task["lam"], task["mu"]
+    n, lam, mu = int(task["events"]) // 2, task["lam"], task.get("mu", 1.0)
     gaps = rng.exponential(1.0 / (lam * mu), n)
     service = rng.exponential(1.0 / mu, n)
     wait = np.empty(n)
@@ -73,7 +75,7 @@ def simulate(task):
 
 
 def exact(task):
-    return {"mean_response": 1.0 / (task["mu"] * (1.0 - task["lam"])), "ci_method": "closed form"}
+    return {"mean_response": 1.0 / (task.get("mu", 1.0) * (1.0 - task["lam"])), "ci_method": "closed form"}
 '''
 
 
@@ -184,3 +186,88 @@ def test_no_literal_list_of_engine_names_in_core():
                                                      for c in node.comparators):
                 found.append(f"{path.name}:{node.lineno}: compares with an engine name")
     assert not found, found
+
+
+#: a toy placed under sim/ (as a shipped model would be), with a policy named ``random`` on the
+#: dispatch model's engine and on engines of its own; no parameter of its own (mu = 1)
+TOY_UNDER_SIM = {
+    "__init__.py": '''
+        """Toy: N M/M/1 queues behind random routing, E[T] = 1 / (1 - lam)."""
+        from sim.core.declare import Engine, Entry, Model
+
+
+        def check_task(task):
+            if not 0.0 < task["lam"] < 1.0:
+                raise ValueError(f"lam={task['lam']!r} must satisfy 0 < lam < 1")
+
+
+        _E = "sim.toyrandom.engine"
+        MODEL = Model(
+            name="toyrandom",
+            title="toy: independent M/M/1 queues behind random routing",
+            entries=(Entry("agent", "random", f"{_E}:simulate"), Entry("ssa", "random", f"{_E}:simulate"),
+                     Entry("mm1_formula", "random", f"{_E}:exact")),
+            params={},
+            results={},
+            main_estimate="mean_response",
+            events_per_time=lambda task: 2.0 * task["n_servers"] * task["lam"],
+            check_task=check_task,
+            labels={"random": "random (toy)"},
+            engine_decls=(Engine("ssa", "stochastic", "stochastic simulation"),
+                          Engine("mm1_formula", "limit", "M/M/1 formula")),
+        )
+    ''',
+    "engine.py": TOY_ENGINE,
+}
+
+PROBE = """
+import json, sim, sim.registry as r
+from tests.helpers import plan_digests
+print(json.dumps({"sim": sim.__file__, "shipped": r.SHIPPED, "digests": plan_digests(),
+                  "agent_random": r.entry("agent", "random").model,
+                  "toy": r.entry("agent", "random", "toyrandom").runner,
+                  "own_engine": r.entry("ssa", "random").model}))
+"""
+
+
+def test_a_toy_under_sim_with_a_policy_named_random_changes_no_shipped_command_line(tmp_path):
+    """Every ``conf/sweep/*.yaml`` plans identically (points, tasks, models, seeds) with a toy
+    model under ``sim/`` that declares ``random`` on the agent engine; the toy's own engines
+    resolve to it, and ``model=toyrandom`` reaches its agent entry."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.helpers import plan_digests
+
+    shutil.copytree(REPO / "sim", tmp_path / "sim", ignore=shutil.ignore_patterns("__pycache__", "toyrandom"))
+    write_package(tmp_path / "sim", "toyrandom", TOY_UNDER_SIM)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # sim from the working folder, before the install
+    res = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    seen = json.loads(res.stdout.strip().splitlines()[-1])
+    assert seen["sim"] == str(tmp_path / "sim" / "__init__.py") and "toyrandom" in seen["shipped"]
+    assert seen["agent_random"] == "dispatch" and seen["own_engine"] == "toyrandom"
+    assert seen["toy"] == "sim.toyrandom.engine:simulate"
+    assert seen["digests"] == plan_digests()
+
+
+def test_a_sweep_loading_a_clashing_model_must_name_its_model(toy):
+    toy("toy_clash", policy="random")
+    cfg = _toy_sweep("toy_clash", model=None, engines=["agent"], policies=["random"])
+    with pytest.raises(ConfigError) as err:
+        make_plan(cfg)
+    serving = ", ".join(sim.registry.models_serving("agent", "random"))
+    assert serving.startswith("dispatch, ") and serving.endswith("toy_clash")
+    assert str(err.value) == (
+        f"policies: policy='random' on engine='agent' is declared by the models {serving}: "
+        "name one with model= (model: toy_clash in the sweep file, or model=toy_clash on the command line)")
+    plan = make_plan({**cfg, "model": "toy_clash"})
+    assert {t["model"] for t in plan.tasks} == {"toy_clash"} and len(plan.tasks) == 4
+    # registered, but not loaded by this sweep: random on agent is still the dispatch model's
+    smoke = to_plain(compose(["+sweep=smoke", "policies=[random]", "axes.d=[2]", "output_dir=/x"]))
+    smoke["axes"].pop("d")
+    assert {t["model"] for t in make_plan(smoke).tasks} == {"dispatch"}
