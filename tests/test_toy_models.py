@@ -1,7 +1,9 @@
 """Toy models written into a temporary folder at test time and loaded the way out-of-tree models
 are (a package on ``sys.path`` named by a sweep's ``models:``; docs/extending.md), or placed
 under a copy of ``sim/``: an engine of a new name gets its kind from its declaration (issue 37,
-item 1); a policy named like an existing one changes no shipped command line (item 2)."""
+item 1); a policy named like an existing one changes no shipped command line (item 2); the
+contract check ``sim.testing.check_model`` passes on a toy and fails on each kind of broken one
+(item 5)."""
 from __future__ import annotations
 
 import ast
@@ -22,6 +24,8 @@ TOY_INIT = '''
 server and Exp(mu) service make every queue M/M/1: E[T] = 1 / (mu (1 - lam))."""
 from sim.core.declare import Engine, Entry, Model, Param
 
+EXAMPLE = {"n_servers": 10, "lam": 0.5, "mu": 2.0}
+
 
 def events_per_time(task):
     return 2.0 * task["n_servers"] * task["lam"] * task["mu"]  # arrivals and departures
@@ -37,9 +41,9 @@ def check_task(task):
 MODEL = Model(
     name="NAME",
     title="toy: independent M/M/1 queues behind random routing",
-    entries=(Entry("agent", "POLICY", "NAME.engine:simulate", ("mu",)),
-             Entry("gillespie", "POLICY", "NAME.engine:simulate", ("mu",)),
-             Entry("closed_form", "POLICY", "NAME.engine:exact", ("mu",))),
+    entries=(Entry("agent", "POLICY", "NAME.engine:simulate", ("mu",), example={**EXAMPLE, "events": 40000}),
+             Entry("gillespie", "POLICY", "NAME.engine:simulate", ("mu",), example={**EXAMPLE, "events": 40000}),
+             Entry("closed_form", "POLICY", "NAME.engine:exact", ("mu",), example=EXAMPLE)),
     params={"mu": Param("float", "service rate of every server")},
     results={},
     main_estimate="mean_response",
@@ -271,3 +275,46 @@ def test_a_sweep_loading_a_clashing_model_must_name_its_model(toy):
     smoke = to_plain(compose(["+sweep=smoke", "policies=[random]", "axes.d=[2]", "output_dir=/x"]))
     smoke["axes"].pop("d")
     assert {t["model"] for t in make_plan(smoke).tasks} == {"dispatch"}
+
+
+def test_the_contract_check_passes_on_a_toy_model(toy):
+    from sim import registry
+    from sim.testing import check_model
+
+    toy("toy_ssa")
+    check_model(registry.load_model("toy_ssa"))
+
+
+@pytest.mark.parametrize("breakage,needle", [
+    ("seedless", "another seed gave the same row"),
+    ("far_limit", r"mean_response 0.97\d+ vs closed_form 1.2: gap 0.2\d+ > 4 SE"),
+    ("undeclared", "result 'my_estimate' is not a declared result column"),
+    ("float_count", "n_jobs=18000.0 is not of kind int"),
+    ("nan_se", "mean_response_se=nan is not a finite SE"),
+    ("no_example", "declares no example task"),
+])
+def test_the_contract_check_fails_on_a_broken_toy(toy, monkeypatch, breakage, needle):
+    import importlib
+    from dataclasses import replace
+
+    from sim import registry
+    from sim.testing import check_model
+
+    toy("toy_ssa")
+    model = registry.load_model("toy_ssa")
+    engine = importlib.import_module("toy_ssa.engine")
+    simulate, exact = engine.simulate, engine.exact
+    broken = {
+        "seedless": lambda task: simulate({**task, "seed": 1}),
+        "undeclared": lambda task: {**simulate(task), "my_estimate": 1.0},
+        "float_count": lambda task: {**simulate(task), "n_jobs": float(simulate(task)["n_jobs"])},
+        "nan_se": lambda task: {**simulate(task), "mean_response_se": float("nan")},
+    }
+    if breakage in broken:
+        monkeypatch.setattr(engine, "simulate", broken[breakage])
+    elif breakage == "far_limit":  # a limit 20% off: far beyond 4 SE of the simulation
+        monkeypatch.setattr(engine, "exact", lambda task: {**exact(task), "mean_response": 1.2})
+    else:
+        model = replace(model, entries=tuple(replace(e, example={}) for e in model.entries))
+    with pytest.raises(AssertionError, match=needle):
+        check_model(model)

@@ -13,7 +13,7 @@ are views of those declarations, computed when asked.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 __all__ = ["KINDS", "RESULT_KINDS", "ENGINE_KINDS", "DECLARED_ENGINES", "STOCHASTIC_ENGINES",
@@ -113,6 +113,12 @@ class Entry:
     required: tuple[str, ...] = ()  #: parameters beyond n_servers and lam it needs
     optional: tuple[str, ...] = ()  #: parameters it accepts (defaults documented by the model)
     model: str = ""  #: the declaring model's name (set by :class:`Model`)
+    #: a small task of this entry (its parameters, and for a stochastic engine its ``events``),
+    #: run by the contract check :func:`sim.testing.check_model` in a fraction of a second
+    example: dict = field(default_factory=dict, compare=False, hash=False)
+    #: limit engine -> the measured gap of the main estimate between this entry's example and
+    #: that limit, allowed beyond 4 standard errors (finite-N effects; say where it was measured)
+    example_allowance: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def stochastic(self) -> bool:
@@ -207,8 +213,7 @@ class Model:
         names = [e.name for e in self.engine_decls]
         if len(set(names)) != len(names):
             raise ValueError(f"model {self.name!r} declares an engine twice")
-        fixed = tuple(Entry(e.engine, e.policy, e.runner, e.required, e.optional, self.name)
-                      for e in self.entries)
+        fixed = tuple(replace(e, model=self.name) for e in self.entries)
         object.__setattr__(self, "entries", fixed)
         keys = [(e.engine, e.policy) for e in fixed]
         if len(set(keys)) != len(keys):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sim import registry
+from sim.testing import differences, exact
 from tests.golden.make_golden import TASKS, TIMING, golden_row
 
 HERE = Path(__file__).resolve().parent
@@ -25,35 +26,6 @@ def _records() -> list[tuple[str, int, dict]]:
 
 
 RECORDS = _records()
-
-
-def exact(value):
-    """A form of ``value`` equal to another's only if they are bitwise equal: floats by their
-    hex form (which tells -0.0 from 0.0 and keeps nan equal to itself), ints and bools by type."""
-    if isinstance(value, float):
-        return ("float", value.hex())
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, int):
-        return ("int", value)
-    if isinstance(value, (list, tuple)):
-        return ("list", tuple(exact(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, exact(v)) for k, v in value.items())))
-    return (type(value).__name__, value)
-
-
-def differences(stored: dict, fresh: dict) -> list[str]:
-    """One line per field that differs, is missing or is new."""
-    out = []
-    for key in sorted(set(stored) | set(fresh)):
-        if key not in fresh:
-            out.append(f"{key}: missing (stored {stored[key]!r})")
-        elif key not in stored:
-            out.append(f"{key}: new field {fresh[key]!r}")
-        elif exact(stored[key]) != exact(fresh[key]):
-            out.append(f"{key}: stored {stored[key]!r}, now {fresh[key]!r}")
-    return out
 
 
 def test_exact_tells_what_equality_would_not():
