@@ -16,76 +16,7 @@ import sim
 from pipeline.errors import ConfigError
 from pipeline.plan import make_plan, seed_for
 from pipeline.run import to_plain
-from tests.helpers import REPO, compose, registry_restored, write_package
-
-#: N independent M/M/1 queues behind random routing, with an engine of a new name and a limit
-TOY_INIT = '''
-"""Toy: N servers, each job to a uniformly chosen one; Poisson arrivals of rate lam * mu per
-server and Exp(mu) service make every queue M/M/1: E[T] = 1 / (mu (1 - lam))."""
-from sim.core.declare import Engine, Entry, Model, Param
-
-EXAMPLE = {"n_servers": 10, "lam": 0.5, "mu": 2.0}
-
-
-def events_per_time(task):
-    return 2.0 * task["n_servers"] * task["lam"] * task["mu"]  # arrivals and departures
-
-
-def check_task(task):
-    if not 0.0 < task["lam"] < 1.0:
-        raise ValueError(f"lam={task['lam']!r} must satisfy 0 < lam < 1")
-    if not task["mu"] > 0:
-        raise ValueError(f"mu={task['mu']!r} must be > 0")
-
-
-MODEL = Model(
-    name="NAME",
-    title="toy: independent M/M/1 queues behind random routing",
-    entries=(Entry("agent", "POLICY", "NAME.engine:simulate", ("mu",), example={**EXAMPLE, "events": 40000}),
-             Entry("gillespie", "POLICY", "NAME.engine:simulate", ("mu",), example={**EXAMPLE, "events": 40000}),
-             Entry("closed_form", "POLICY", "NAME.engine:exact", ("mu",), example=EXAMPLE)),
-    params={"mu": Param("float", "service rate of every server")},
-    results={},
-    main_estimate="mean_response",
-    events_per_time=events_per_time,
-    check_task=check_task,
-    labels={"POLICY": "random (toy)"},
-    engine_decls=(Engine("gillespie", "KIND", "Gillespie simulation"),
-                  Engine("closed_form", "limit", "closed form"),),
-)
-'''
-
-TOY_ENGINE = '''
-"""The toy's engines: Lindley's recursion for one queue (by symmetry, any server's), and E[T]."""
-import numpy as np
-
-
-def simulate(task):
-    rng = np.random.default_rng(task["seed"])
-    n, lam, mu = int(task["events"]) // 2, task["lam"], task.get("mu", 1.0)
-    gaps = rng.exponential(1.0 / (lam * mu), n)
-    service = rng.exponential(1.0 / mu, n)
-    wait = np.empty(n)
-    w = 0.0
-    for i in range(n):
-        wait[i] = w
-        w = max(0.0, w + service[i] - gaps[i])
-    response = (wait + service)[n // 10:]
-    means = np.array([b.mean() for b in np.array_split(response, 20)])
-    return {"mean_response": float(means.mean()),
-            "mean_response_se": float(means.std(ddof=1) / np.sqrt(means.size)),
-            "n_jobs": int(response.size), "events_run": 2 * n, "sim_time": float(gaps.sum()),
-            "ci_method": "batch means (20 batches), first 10% cut"}
-
-
-def exact(task):
-    return {"mean_response": 1.0 / (task.get("mu", 1.0) * (1.0 - task["lam"])), "ci_method": "closed form"}
-'''
-
-
-def toy_files(name: str, kind: str = "stochastic", policy: str = "toy_random") -> dict[str, str]:
-    init = TOY_INIT.replace("NAME", name).replace("KIND", kind).replace("POLICY", policy)
-    return {"__init__.py": init, "engine.py": TOY_ENGINE}
+from tests.helpers import REPO, TOY_ENGINE, compose, registry_restored, toy_files, write_package
 
 
 @pytest.fixture
@@ -209,7 +140,7 @@ TOY_UNDER_SIM = {
         MODEL = Model(
             name="toyrandom",
             title="toy: independent M/M/1 queues behind random routing",
-            entries=(Entry("agent", "random", f"{_E}:simulate"), Entry("ssa", "random", f"{_E}:simulate"),
+            entries=(Entry("agent", "random", f"{_E}:run_task"), Entry("ssa", "random", f"{_E}:run_task"),
                      Entry("mm1_formula", "random", f"{_E}:exact")),
             params={},
             results={},
@@ -255,7 +186,7 @@ def test_a_toy_under_sim_with_a_policy_named_random_changes_no_shipped_command_l
     seen = json.loads(res.stdout.strip().splitlines()[-1])
     assert seen["sim"] == str(tmp_path / "sim" / "__init__.py") and "toyrandom" in seen["shipped"]
     assert seen["agent_random"] == "dispatch" and seen["own_engine"] == "toyrandom"
-    assert seen["toy"] == "sim.toyrandom.engine:simulate"
+    assert seen["toy"] == "sim.toyrandom.engine:run_task"
     assert seen["digests"] == plan_digests()
 
 
@@ -303,7 +234,7 @@ def test_the_contract_check_fails_on_a_broken_toy(toy, monkeypatch, breakage, ne
     toy("toy_ssa")
     model = registry.load_model("toy_ssa")
     engine = importlib.import_module("toy_ssa.engine")
-    simulate, exact = engine.simulate, engine.exact
+    simulate, exact = engine.run_task, engine.exact
     broken = {
         "seedless": lambda task: simulate({**task, "seed": 1}),
         "undeclared": lambda task: {**simulate(task), "my_estimate": 1.0},
@@ -311,7 +242,7 @@ def test_the_contract_check_fails_on_a_broken_toy(toy, monkeypatch, breakage, ne
         "nan_se": lambda task: {**simulate(task), "mean_response_se": float("nan")},
     }
     if breakage in broken:
-        monkeypatch.setattr(engine, "simulate", broken[breakage])
+        monkeypatch.setattr(engine, "run_task", broken[breakage])
     elif breakage == "far_limit":  # a limit 20% off: far beyond 4 SE of the simulation
         monkeypatch.setattr(engine, "exact", lambda task: {**exact(task), "mean_response": 1.2})
     else:
