@@ -78,6 +78,10 @@ def dispatch_tasks() -> list[dict]:
         _traj("pod", 31, **base, d=2),
         _traj("batch_filling", 32, **batch),
     ]
+    # the heavy-traffic limit on the sub_halfin_whitt path (c = 1) at N = 10^20 and 10^300
+    heavy = [{"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0},
+             {"log10_n": 300.0, "one_minus_lam": 1e-90, "k": 477171, "d_real": 7.647814942725025e+88}]
+    out += [_limit("heavy_traffic", pol, **h) for pol in ("batch_filling", "batch_sampling") for h in heavy]
     return [{"model": "dispatch", **t} for t in out]
 
 
