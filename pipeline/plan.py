@@ -237,6 +237,12 @@ def check_top_level(cfg: dict) -> None:
                 registry.entry(e, p, model)
             except ValueError as exc:
                 raise ConfigError(f"policies: {exc}") from None
+            serving = registry.models_serving(e, p)
+            loaded = [m for m in models if m in serving]
+            if model is None and len(serving) > 1 and loaded:
+                # the sweep loads a model that declares this (engine, policy) too: it may mean
+                # that one, not the owner the name resolves to without model:
+                raise ConfigError(f"policies: {registry.ambiguous(e, p, serving, loaded[0])}")
     if len(set(engines)) != len(engines) or len(set(policies)) != len(policies):
         raise ConfigError(f"engines={engines!r} / policies={policies!r}: each may appear once")
     from analysis import model_analyses

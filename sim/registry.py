@@ -14,9 +14,15 @@ and result column declared here).
 - :data:`PARAMS`: every model parameter a task may carry, with its kind (``int``, ``float``,
   ``bool``, ``choice``, ``floats``): :data:`SHARED_PARAMS` and every model's own.
 - :data:`ENTRIES`: one :class:`~sim.core.declare.Entry` per (model, engine, policy). The same
-  (engine, policy) may be declared by two models; a sweep then names its ``model``
-  (:func:`entry` refuses to guess). Today every (engine, policy) is unique; ``jsq``, ``pod``,
-  ``random`` and ``jiq`` each exist in two models on different engines.
+  (engine, policy) may be declared by two models: a sweep that names no ``model`` gets the
+  owner of the policy name in the frozen table :data:`POLICY_OWNERS` (today's names; it never
+  grows), and a clash between models added later needs ``model:`` (:func:`entry` refuses to
+  guess). Today every (engine, policy) is unique; ``jsq``, ``pod``, ``random`` and ``jiq``
+  each exist in two models on different engines.
+- :data:`DECLARED_ENGINES` (:mod:`sim.core.declare`): every engine a registered model declares
+  (:class:`~sim.core.declare.Engine`: name, kind, label); :data:`STOCHASTIC_ENGINES` and
+  :data:`LIMIT_ENGINES` are views of it by kind. An entry on an engine no registered model
+  declares is refused when its model registers.
 - :data:`RESULTS`: every result column an engine may return (:data:`COMMON_RESULTS` and the
   models' own), with its kind.
 
@@ -27,15 +33,17 @@ from __future__ import annotations
 
 import importlib
 import math
+from types import MappingProxyType
+from typing import Mapping
 
-from sim.core.declare import STOCHASTIC_ENGINES, Entry, Model, Param
+from sim.core.declare import DECLARED_ENGINES, ENGINE_KINDS, LIMIT_ENGINES, STOCHASTIC_ENGINES, Engine, Entry, Model, Param
 from sim.core.results import INIT_CHOICES, RESULT_KEYS, is_integral
 from sim.core.trajectory import check_init_tail
 
-__all__ = ["Param", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PARAMS", "PARAMS", "ENTRIES",
+__all__ = ["Param", "Engine", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PARAMS", "PARAMS", "ENTRIES",
            "RESULTS", "COMMON_RESULTS", "ENGINES", "POLICIES", "ENGINE_POLICIES",
-           "STOCHASTIC_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
-           "models_serving", "load_model", "check_task", "policy_label", "INIT_CHOICES",
+           "STOCHASTIC_ENGINES", "LIMIT_ENGINES", "DECLARED_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
+           "models_serving", "POLICY_OWNERS", "owner", "ambiguous", "load_model", "check_task", "policy_label", "INIT_CHOICES",
            "N_BATCHES_MAX", "N_SERVERS_MAX"]
 
 
@@ -126,7 +134,20 @@ def _add(decl: Model) -> None:
     if decl.main_estimate not in decl.results and decl.main_estimate not in COMMON_RESULTS:
         raise ValueError(f"model {decl.name!r}: main_estimate {decl.main_estimate!r} is not a "
                          "result column")
+    for eng in decl.engine_decls:
+        known = DECLARED_ENGINES.get(eng.name)
+        if known is not None and known != eng:
+            raise ValueError(f"model {decl.name!r}: engine {eng.name!r} is declared as {eng} but "
+                             f"another model declares it as {known}")
+    mine = {eng.name for eng in decl.engine_decls}
+    for e in decl.entries:
+        if e.engine not in mine and e.engine not in DECLARED_ENGINES:
+            raise ValueError(f"model {decl.name!r}, {e.engine}/{e.policy}: engine {e.engine!r} is not "
+                             f"declared; add Engine({e.engine!r}, kind, label) to its engine_decls "
+                             f"(kinds: {', '.join(ENGINE_KINDS)})")
     MODELS[decl.name] = decl
+    for eng in decl.engine_decls:
+        DECLARED_ENGINES.setdefault(eng.name, eng)
     for name, par in decl.params.items():
         PARAMS.setdefault(name, par)
     for name, kind in decl.results.items():
@@ -196,11 +217,47 @@ def models_serving(engine: str, policy: str) -> list[str]:
     return [m for (m, e, p) in _BY_KEY if e == engine and p == policy]
 
 
+#: The policy names that existed when policies became their model's (issue 37), each with the
+#: models that declared it then. A sweep without ``model:`` whose (engine, policy) several
+#: registered models declare gets the one model of these that declares it. This table must
+#: never grow, for a new model or a new policy: a model added later (shipped or out of tree)
+#: whose policy name clashes with one here is reached only with ``model:`` in the sweep, so that
+#: adding a model never changes what an existing command line or archive means.
+POLICY_OWNERS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "random": ("dispatch", "led"), "jsq": ("dispatch", "led"), "pod": ("dispatch", "led"),
+    "batch_filling": ("dispatch",), "batch_sampling": ("dispatch",), "pod_per_task": ("dispatch",),
+    "central": ("centralization",),
+    "jiq": ("jiq", "led"), "jiq_pod": ("jiq",), "jiq_original": ("jiq",), "jiq_threshold": ("jiq",),
+    "jiq_sqd": ("jiq",),
+    "l_jsq": ("led",), "l_jba": ("led",), "l_pod": ("led",), "weighted_random": ("led",),
+})
+
+
+def ambiguous(engine: str, policy: str, candidates: list[str], fix: str) -> str:
+    """The one-line refusal of a policy several models declare on one engine, naming the fix
+    (``model: <fix>`` in the sweep)."""
+    return (f"policy={policy!r} on engine={engine!r} is declared by the models "
+            f"{', '.join(candidates)}: name one with model= (model: {fix} in the sweep file, or "
+            f"model={fix} on the command line)")
+
+
+def owner(engine: str, policy: str) -> str | None:
+    """The model a sweep without ``model:`` means by (engine, policy): the one registered model
+    that declares it, else the one of :data:`POLICY_OWNERS` among those that do; None where
+    neither settles it (the sweep must name its model)."""
+    candidates = models_serving(engine, policy)
+    if len(candidates) == 1:
+        return candidates[0]
+    owners = [m for m in candidates if m in POLICY_OWNERS.get(policy, ())]
+    return owners[0] if len(owners) == 1 else None
+
+
 def entry(engine: str, policy: str, model: str | None = None) -> Entry:
     """The entry of (model, engine, policy); ``ValueError`` naming them if there is none.
 
-    Without ``model`` the model is inferred from (engine, policy) where one model declares
-    it; where several do, the error names the candidates.
+    Without ``model`` the model is inferred from (engine, policy) (:func:`owner`): the one
+    model that declares it, else its owner in :data:`POLICY_OWNERS`; where neither settles it
+    the error names the candidates and ``model:`` as the fix.
     """
     if model is not None:
         decl = load_model(model)
@@ -218,10 +275,11 @@ def entry(engine: str, policy: str, model: str | None = None) -> Entry:
     if not candidates:
         raise ValueError(f"policy={policy!r} is not served by engine={engine!r}; "
                          f"it serves: {', '.join(ENGINE_POLICIES[engine])}")
-    if len(candidates) > 1:
-        raise ValueError(f"policy={policy!r} on engine={engine!r} is declared by the models "
-                         f"{', '.join(candidates)}: name one with model=")
-    return _BY_KEY[(candidates[0], engine, policy)]
+    found = owner(engine, policy)
+    if found is None:
+        later = [m for m in candidates if m not in POLICY_OWNERS.get(policy, ())]
+        raise ValueError(ambiguous(engine, policy, candidates, (later or candidates)[-1]))
+    return _BY_KEY[(found, engine, policy)]
 
 
 def model_of(task: dict) -> Model:

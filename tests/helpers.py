@@ -103,3 +103,130 @@ def unresponsive_peer():
         for c in clients:
             c.close()
         server.close()
+
+
+@contextlib.contextmanager
+def registry_restored(*packages: str):
+    """The registry's tables (and :data:`sim.core.declare.DECLARED_ENGINES`) as they were before,
+    once a test that registered a model (a toy package) ends; the modules of ``packages`` are
+    forgotten too, so that the next test imports its own copy."""
+    import sys
+
+    from sim import registry
+    from sim.core import declare
+
+    tables = [registry.MODELS, registry.PARAMS, registry.RESULTS, registry.MAIN_ESTIMATE,
+              registry.ENGINE_POLICIES, registry._BY_KEY, declare.DECLARED_ENGINES,
+              registry.ENTRIES, registry.ENGINES, registry.POLICIES]
+    saved = [t.copy() for t in tables]
+    try:
+        yield registry
+    finally:
+        for table, old in zip(tables, saved):
+            table.clear()
+            table.update(old) if isinstance(table, dict) else table.extend(old)
+        for name in [m for m in sys.modules if m.split(".")[0] in packages]:
+            del sys.modules[name]
+
+
+def write_package(root: Path, name: str, files: dict[str, str]) -> Path:
+    """A package ``root/name`` of the given ``{file name: source}`` (dedented), for a toy model."""
+    import textwrap
+
+    pkg = root / name
+    pkg.mkdir(parents=True)
+    for fname, text in files.items():
+        (pkg / fname).write_text(textwrap.dedent(text).lstrip())
+    return pkg
+
+
+def plan_digests(names: list[str] | None = None) -> dict[str, str]:
+    """Sweep name -> a digest of everything its plan holds (points, tasks with their model, seed
+    and run length, column order), for every shipped sweep (``conf/sweep/*.yaml``)."""
+    import hashlib
+    import json
+
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+
+    out = {}
+    for name in names or sweep_names():
+        plan = make_plan(to_plain(compose([f"+sweep={name}", "output_dir=/nonexistent"])))
+        data = [plan.root_seed, plan.param_columns, plan.varying, plan.param_types, plan.path_skipped,
+                [(p.point_id, p.policy, p.values) for p in plan.points], plan.tasks]
+        out[name] = hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
+    return out
+
+
+#: the engines of the toy models the tests write (tests/test_toy_models.py,
+#: tests/integration/test_extending.py): N independent M/M/1 queues behind random routing,
+#: ``run_task`` simulates one queue (Lindley's recursion; ``events`` counts arrivals and
+#: departures), ``exact`` is E[T] = 1 / (mu (1 - lam))
+TOY_ENGINE = '''
+"""The toy's engines: Lindley's recursion for one queue (by symmetry, any server's), and E[T]."""
+import numpy as np
+
+
+def run_task(task):
+    rng = np.random.default_rng(task["seed"])
+    n, lam, mu = int(task["events"]) // 2, task["lam"], task.get("mu", 1.0)
+    gaps = rng.exponential(1.0 / (lam * mu), n)
+    service = rng.exponential(1.0 / mu, n)
+    wait = np.empty(n)
+    w = 0.0
+    for i in range(n):
+        wait[i] = w
+        w = max(0.0, w + service[i] - gaps[i])
+    response = (wait + service)[n // 10:]
+    means = np.array([b.mean() for b in np.array_split(response, 20)])
+    return {"mean_response": float(means.mean()),
+            "mean_response_se": float(means.std(ddof=1) / np.sqrt(means.size)),
+            "n_jobs": int(response.size), "events_run": 2 * n, "sim_time": float(gaps.sum()),
+            "ci_method": "batch means (20 batches), first 10% cut"}
+
+
+def exact(task):
+    return {"mean_response": 1.0 / (task.get("mu", 1.0) * (1.0 - task["lam"])), "ci_method": "closed form"}
+'''
+
+
+#: N independent M/M/1 queues behind random routing, with an engine of a new name and a limit
+TOY_INIT = '''
+"""Toy: N servers, each job to a uniformly chosen one; Poisson arrivals of rate lam * mu per
+server and Exp(mu) service make every queue M/M/1: E[T] = 1 / (mu (1 - lam))."""
+from sim.core.declare import Engine, Entry, Model, Param
+
+EXAMPLE = {"n_servers": 10, "lam": 0.5, "mu": 2.0}
+
+
+def events_per_time(task):
+    return 2.0 * task["n_servers"] * task["lam"] * task["mu"]  # arrivals and departures
+
+
+def check_task(task):
+    if not 0.0 < task["lam"] < 1.0:
+        raise ValueError(f"lam={task['lam']!r} must satisfy 0 < lam < 1")
+    if not task["mu"] > 0:
+        raise ValueError(f"mu={task['mu']!r} must be > 0")
+
+
+MODEL = Model(
+    name="NAME",
+    title="toy: independent M/M/1 queues behind random routing",
+    entries=(Entry("agent", "POLICY", "NAME.engine:run_task", ("mu",), example={**EXAMPLE, "events": 40000}),
+             Entry("gillespie", "POLICY", "NAME.engine:run_task", ("mu",), example={**EXAMPLE, "events": 40000}),
+             Entry("closed_form", "POLICY", "NAME.engine:exact", ("mu",), example=EXAMPLE)),
+    params={"mu": Param("float", "service rate of every server")},
+    results={},
+    main_estimate="mean_response",
+    events_per_time=events_per_time,
+    check_task=check_task,
+    labels={"POLICY": "random (toy)"},
+    engine_decls=(Engine("gillespie", "KIND", "Gillespie simulation"),
+                  Engine("closed_form", "limit", "closed form"),),
+)
+'''
+
+def toy_files(name: str, kind: str = "stochastic", policy: str = "toy_random") -> dict[str, str]:
+    init = TOY_INIT.replace("NAME", name).replace("KIND", kind).replace("POLICY", policy)
+    return {"__init__.py": init, "engine.py": TOY_ENGINE}

@@ -113,13 +113,31 @@ def test_every_shipped_model_declares_itself():
         registry.entry("agent", "pod", "jiq")
 
 
-def test_an_ambiguous_policy_is_refused_naming_the_candidates(monkeypatch):
+def test_a_clash_with_a_frozen_name_resolves_to_its_owner_and_a_new_clash_is_refused(monkeypatch):
     other = registry.Entry("agent", "pod", "elsewhere:run_task", ("d",), (), "other_model")
     monkeypatch.setitem(registry._BY_KEY, ("other_model", "agent", "pod"), other)
-    with pytest.raises(ValueError, match="policy='pod' on engine='agent' is declared by the models "
-                                         "dispatch, other_model: name one with model="):
-        registry.entry("agent", "pod")
-    assert registry.entry("agent", "pod", "dispatch").model == "dispatch"
+    assert registry.entry("agent", "pod").model == "dispatch"  # pod was dispatch's (and led's)
+    # a policy name no shipped model declared: two later models need model:
+    for m in ("model_a", "model_b"):
+        monkeypatch.setitem(registry._BY_KEY, (m, "agent", "fresh"), registry.Entry("agent", "fresh", "x:y", (), (), m))
+    monkeypatch.setitem(registry.ENGINE_POLICIES, "agent", registry.ENGINE_POLICIES["agent"] + ("fresh",))
+    monkeypatch.setattr(registry, "POLICIES", registry.POLICIES + ["fresh"])
+    with pytest.raises(ValueError) as err:
+        registry.entry("agent", "fresh")
+    assert str(err.value) == ("policy='fresh' on engine='agent' is declared by the models model_a, model_b: "
+                              "name one with model= (model: model_b in the sweep file, or model=model_b "
+                              "on the command line)")
+
+
+def test_the_frozen_owners_are_todays_declarations():
+    """Every (name, owner) of POLICY_OWNERS is declared by that shipped model, and each of its
+    entries is what its (engine, policy) means without model: (no shipped command line needs one)."""
+    for policy, owners in registry.POLICY_OWNERS.items():
+        for m in owners:
+            assert policy in registry.MODELS[m].policies, (policy, m)
+    for e in registry.ENTRIES:
+        if e.model in registry.POLICY_OWNERS.get(e.policy, ()):
+            assert registry.entry(e.engine, e.policy) is e
 
 
 @pytest.mark.parametrize("name,needle", [

@@ -1,4 +1,4 @@
-"""How a model declares itself: :class:`Param`, :class:`Entry` and :class:`Model`.
+"""How a model declares itself: :class:`Param`, :class:`Engine`, :class:`Entry` and :class:`Model`.
 
 Each model package ``sim/<model>/__init__.py`` exports one ``MODEL = Model(...)``; the registry
 (:mod:`sim.registry`) assembles them, and the pipeline and the general analyses ask the
@@ -6,23 +6,84 @@ registry what they need to know about a model (its entries, parameters, result c
 costs, response law, analyses) instead of naming it. docs/extending.md walks through a new
 model file by file.
 
-Nothing here knows a model: these are the shapes of a declaration and the checks of its form.
+Nothing here knows a model or an engine: these are the shapes of a declaration and the checks
+of its form. The engines are what the loaded models declare (:data:`DECLARED_ENGINES`, filled by
+the registry); :data:`STOCHASTIC_ENGINES`, :data:`LIMIT_ENGINES` and :data:`PER_SERVER_ENGINES`
+are views of those declarations, computed when asked.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
-__all__ = ["KINDS", "RESULT_KINDS", "STOCHASTIC_ENGINES", "Param", "Entry", "Model",
-           "default_memory_bytes", "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
+__all__ = ["KINDS", "RESULT_KINDS", "ENGINE_KINDS", "DECLARED_ENGINES", "STOCHASTIC_ENGINES",
+           "LIMIT_ENGINES", "Param", "Engine", "Entry", "Model", "default_memory_bytes",
+           "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
 
 #: kinds of a model parameter
 KINDS = ("int", "float", "bool", "choice", "floats")
 #: kinds of a result column
 RESULT_KINDS = ("float", "int", "str", "floats")
-#: engines whose output is random (they take seeds, replications and a run length); any other
-#: engine is a limit (mean field, refined mean field): one row per point, no seed
-STOCHASTIC_ENGINES: tuple[str, ...] = ("agent", "occupancy", "slotted", "trajectory")
+#: kinds of an engine: a ``stochastic`` engine's output is random (its tasks take seeds,
+#: replications and a run length, ``events`` or ``time``); a ``limit`` is exact for its
+#: parameters (mean field, refined mean field): one row per point, no seed
+ENGINE_KINDS = ("stochastic", "limit")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine a model's entries run on: its name (the rows' ``engine`` column), its kind
+    (:data:`ENGINE_KINDS`) and its name in words for figures and reports. Several models may
+    declare one engine; their declarations must be equal (the registry checks)."""
+
+    name: str
+    kind: str
+    label: str
+    #: it keeps state per server (an entry per server): the default memory estimate
+    #: (:func:`default_memory_bytes`) counts :data:`DEFAULT_BYTES_PER_SERVER` per server
+    per_server: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"engine name {self.name!r} must be an identifier")
+        if self.kind not in ENGINE_KINDS:
+            raise ValueError(f"engine {self.name!r}: kind={self.kind!r} is unknown; valid kinds: "
+                             f"{', '.join(ENGINE_KINDS)}")
+
+
+#: engine name -> its declaration, for every engine a loaded model declares (the registry adds
+#: them as it loads models; nothing here names one)
+DECLARED_ENGINES: dict[str, Engine] = {}
+
+
+class EngineNames:
+    """The names of the declared engines whose ``attr`` equals ``value``, in declaration order:
+    a view of :data:`DECLARED_ENGINES` (an engine a model loaded later declares is in it)."""
+
+    def __init__(self, attr: str, value):
+        self._attr, self._value = attr, value
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(n for n, e in DECLARED_ENGINES.items() if getattr(e, self._attr) == self._value)
+
+    def __contains__(self, name) -> bool:
+        e = DECLARED_ENGINES.get(name) if isinstance(name, str) else None
+        return e is not None and getattr(e, self._attr) == self._value
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+#: engines whose output is random: they take seeds, replications and a run length
+STOCHASTIC_ENGINES = EngineNames("kind", "stochastic")
+#: engines that compute a limit: one row per point, no seed
+LIMIT_ENGINES = EngineNames("kind", "limit")
 
 
 @dataclass(frozen=True)
@@ -56,6 +117,12 @@ class Entry:
     #: of the whole path that takes N and the load in other coordinates (dispatch's
     #: ``heavy_traffic``: ``log10_n`` and ``one_minus_lam``)
     shared: tuple[str, ...] = ("n_servers", "lam")
+    #: a small task of this entry (its parameters, and for a stochastic engine its ``events``),
+    #: run by the contract check :func:`sim.testing.check_model` in a fraction of a second
+    example: dict = field(default_factory=dict, compare=False, hash=False)
+    #: limit engine -> the measured gap of the main estimate between this entry's example and
+    #: that limit, allowed beyond 4 standard errors (finite-N effects; say where it was measured)
+    example_allowance: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def stochastic(self) -> bool:
@@ -77,14 +144,14 @@ def _unit_cost(task: dict) -> float:
 #: that keeps one entry per server, and a fixed part (window arrays, small tables) of any task
 DEFAULT_BYTES_PER_SERVER = 64
 DEFAULT_FIXED_BYTES = 2 * 2**20
-#: engines that keep state per server (DESIGN: agent, slotted); any other engine's state is
+#: engines that keep state per server (declared ``per_server``); any other engine's state is
 #: O(levels), independent of N, unless its model says otherwise
-PER_SERVER_ENGINES: tuple[str, ...] = ("agent", "slotted")
+PER_SERVER_ENGINES = EngineNames("per_server", True)
 
 
 def default_memory_bytes(task: dict) -> float:
     """The memory estimate of a model that declares none: ``DEFAULT_BYTES_PER_SERVER`` bytes per
-    server on a per-server engine (agent, slotted), plus ``DEFAULT_FIXED_BYTES`` for any task.
+    server on a per-server engine (:data:`PER_SERVER_ENGINES`), plus ``DEFAULT_FIXED_BYTES`` for any task.
     An out-of-tree model whose engines hold more per server, or grow with another parameter,
     declares its own ``memory_bytes`` (docs/extending.md)."""
     per = DEFAULT_BYTES_PER_SERVER * float(task["n_servers"]) if task.get("engine") in PER_SERVER_ENGINES else 0.0
@@ -137,12 +204,20 @@ class Model:
     #: taking ``(frame, params, outdir, sweep_name)``; each returns ``report``, ``plots`` and
     #: its console lines ``verdict_lines``
     analyses: dict[str, str] = field(default_factory=dict)
+    #: the engines its entries run on (:class:`Engine`: name, kind, label). An engine another
+    #: loaded model declares may be used without declaring it again; an entry on an engine no
+    #: loaded model declares is refused when the model is registered
+    engine_decls: tuple[Engine, ...] = ()
 
     def __post_init__(self):
         if not self.entries:
             raise ValueError(f"model {self.name!r} declares no entries")
-        fixed = tuple(Entry(e.engine, e.policy, e.runner, e.required, e.optional, self.name, e.shared)
-                      for e in self.entries)
+        if not isinstance(self.engine_decls, tuple) or not all(isinstance(e, Engine) for e in self.engine_decls):
+            raise ValueError(f"model {self.name!r}: engine_decls must be Engine(name, kind, label) declarations")
+        names = [e.name for e in self.engine_decls]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model {self.name!r} declares an engine twice")
+        fixed = tuple(replace(e, model=self.name) for e in self.entries)
         object.__setattr__(self, "entries", fixed)
         keys = [(e.engine, e.policy) for e in fixed]
         if len(set(keys)) != len(keys):

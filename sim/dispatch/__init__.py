@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 
@@ -235,44 +235,70 @@ def response_law(policy: str, params: dict):
 
 
 _D = "sim.dispatch"
+#: the examples of the contract check (sim.testing): N = 500 at lam = 0.7, 400,000 events (about
+#: 470 time units); JSQ at N = 100, lam = 0.9, where it queues at all (at lam = 0.7 and N = 500
+#: no job ever waits and the SE is 0). JSQ's finite-N gap to its mean field (E[T] = 1) there
+#: was measured over 10 seeds: 0.0656 +- 0.0015 (agent), 0.0674 +- 0.0015 (occupancy), so 0.07
+_EX = {"n_servers": 500, "lam": 0.7}
+_EV = 400_000
+_JSQ = {"n_servers": 100, "lam": 0.9}
+_JSQ_GAP = {"meanfield": 0.07}
+_POD = {**_EX, "d": 2}
+_BATCH = {**_EX, "d": 2, "k": 2}
+_TRAJ = {"n_servers": 100, "lam": 0.7, "d": 2, "time": 5.0, "events": 100_000}
+#: the heavy-traffic engine's example: the sub_halfin_whitt path at N = 10^20, c = 1 (k = ceil(ln^2 N))
+_HEAVY = {"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0}
 MODEL = Model(
     name="dispatch",
     title="N FIFO servers, Poisson jobs of k tasks, one dispatching policy",
     entries=(
-        Entry("agent", "random", f"{_D}.agent:run_task", (), ("k", "b", "service_rates")),
-        Entry("agent", "jsq", f"{_D}.agent:run_task", (), ("k", "b", "service_rates")),
-        Entry("agent", "pod", f"{_D}.agent:run_task", ("d",), ("b", "service_rates")),
-        Entry("agent", "batch_filling", f"{_D}.agent:run_task", ("d", "k"), ("b",)),
-        Entry("agent", "batch_sampling", f"{_D}.agent:run_task", ("d", "k"), ("b",)),
-        Entry("agent", "pod_per_task", f"{_D}.agent:run_task", ("d", "k"), ("b",)),
+        Entry("agent", "random", f"{_D}.agent:run_task", (), ("k", "b", "service_rates"),
+              example={**_EX, "events": _EV}),
+        Entry("agent", "jsq", f"{_D}.agent:run_task", (), ("k", "b", "service_rates"),
+              example={**_JSQ, "events": _EV}, example_allowance=_JSQ_GAP),
+        Entry("agent", "pod", f"{_D}.agent:run_task", ("d",), ("b", "service_rates"),
+              example={**_POD, "events": _EV}),
+        Entry("agent", "batch_filling", f"{_D}.agent:run_task", ("d", "k"), ("b",),
+              example={**_BATCH, "events": _EV}),
+        Entry("agent", "batch_sampling", f"{_D}.agent:run_task", ("d", "k"), ("b",),
+              example={**_BATCH, "events": _EV}),
+        Entry("agent", "pod_per_task", f"{_D}.agent:run_task", ("d", "k"), ("b",),
+              example={**_BATCH, "events": _EV}),
         # k-task jobs (random, jsq) and a finite buffer b (single-task jobs) in the mean field
-        Entry("meanfield", "random", f"{_D}.meanfield:run_task", (), ("k", "b")),
-        Entry("meanfield", "jsq", f"{_D}.meanfield:run_task", (), ("k", "b")),
-        Entry("meanfield", "pod", f"{_D}.meanfield:run_task", ("d",), ("b",)),
-        Entry("meanfield", "batch_filling", f"{_D}.meanfield:run_task", ("d", "k")),
-        Entry("meanfield", "batch_sampling", f"{_D}.meanfield:run_task", ("d", "k")),
-        Entry("meanfield", "pod_per_task", f"{_D}.meanfield:run_task", ("d", "k")),
+        Entry("meanfield", "random", f"{_D}.meanfield:run_task", (), ("k", "b"), example=_EX),
+        Entry("meanfield", "jsq", f"{_D}.meanfield:run_task", (), ("k", "b"), example=_JSQ),
+        Entry("meanfield", "pod", f"{_D}.meanfield:run_task", ("d",), ("b",), example=_POD),
+        Entry("meanfield", "batch_filling", f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH),
+        Entry("meanfield", "batch_sampling", f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH),
+        Entry("meanfield", "pod_per_task", f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH),
         # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
-        Entry("refined", "pod", f"{_D}.refined:run_task", ("d",), ("replacement",)),
-        Entry("refined", "batch_filling", f"{_D}.refined_batch:run_task", ("d", "k")),
-        Entry("occupancy", "random", f"{_D}.occupancy:run_task", (), ("k", "b")),
-        Entry("occupancy", "jsq", f"{_D}.occupancy:run_task", (), ("k", "b")),
-        Entry("occupancy", "pod", f"{_D}.occupancy:run_task", ("d",), ("b",)),
-        Entry("occupancy", "batch_filling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
-        Entry("occupancy", "batch_sampling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
-        Entry("occupancy", "pod_per_task", f"{_D}.occupancy:run_task", ("d", "k"), ("b",)),
+        Entry("refined", "pod", f"{_D}.refined:run_task", ("d",), ("replacement",), example=_POD),
+        Entry("refined", "batch_filling", f"{_D}.refined_batch:run_task", ("d", "k"), example=_BATCH),
+        Entry("occupancy", "random", f"{_D}.occupancy:run_task", (), ("k", "b"),
+              example={**_EX, "events": _EV}),
+        Entry("occupancy", "jsq", f"{_D}.occupancy:run_task", (), ("k", "b"),
+              example={**_JSQ, "events": _EV}, example_allowance=_JSQ_GAP),
+        Entry("occupancy", "pod", f"{_D}.occupancy:run_task", ("d",), ("b",),
+              example={**_POD, "events": _EV}),
+        Entry("occupancy", "batch_filling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",),
+              example={**_BATCH, "events": _EV}),
+        Entry("occupancy", "batch_sampling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",),
+              example={**_BATCH, "events": _EV}),
+        Entry("occupancy", "pod_per_task", f"{_D}.occupancy:run_task", ("d", "k"), ("b",),
+              example={**_BATCH, "events": _EV}),
         # paths s_i(t) on a time grid beside the mean-field ODE from the same start (real
         # exponential clock, runs to the horizon `time`; docs/transients.md)
-        Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",)),
+        Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",), example=_TRAJ),
         Entry("trajectory", "batch_filling", f"{_D}.trajectory:run_task", ("d", "k"),
-              ("init_tail",)),
+              ("init_tail",), example={**_TRAJ, "k": 2}),
         # the batch policies' mean field as 1 - lam -> 0 with k d (1 - lam) given, to
         # N = 10^300 (docs/analysis.md, "Batch-filling in heavy traffic"): N, the load and d as
-        # floats, never n_servers and lam (1 - lam rounds to 0 past N ~ 10^53)
+        # floats, never n_servers and lam (1 - lam rounds to 0 past N ~ 10^53). Example: the
+        # sub_halfin_whitt path at N = 10^20, c = 1
         Entry("heavy_traffic", "batch_filling", f"{_D}.meanfield.heavy_traffic:run_task",
-              ("log10_n", "one_minus_lam", "k", "d_real"), shared=()),
+              ("log10_n", "one_minus_lam", "k", "d_real"), shared=(), example=_HEAVY),
         Entry("heavy_traffic", "batch_sampling", f"{_D}.meanfield.heavy_traffic:run_task",
-              ("log10_n", "one_minus_lam", "k", "d_real"), shared=()),
+              ("log10_n", "one_minus_lam", "k", "d_real"), shared=(), example=_HEAVY),
     ),
     params={
         "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
@@ -302,4 +328,12 @@ MODEL = Model(
     event_cost=event_cost,
     memory_bytes=memory_bytes,
     response_law=response_law,
+    engine_decls=(
+        Engine("agent", "stochastic", "agent simulation", per_server=True),
+        Engine("occupancy", "stochastic", "occupancy simulation"),
+        Engine("trajectory", "stochastic", "trajectory simulation"),
+        Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
+        Engine("refined", "limit", "refined mean field"),
+        Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
+    ),
 )

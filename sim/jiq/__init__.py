@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
@@ -199,11 +199,24 @@ _NEEDS = {"jiq": ("r",), "jiq_pod": ("r", "d"), "jiq_original": ("r",), "jiq_thr
 _MARKOV = ("jiq", "jiq_pod", "jiq_sqd")
 _SERVED = {"agent": POLICIES, "occupancy": _MARKOV, "meanfield": _MARKOV, "refined": _MARKOV,
            "trajectory": ("jiq", "jiq_pod")}
+#: the contract check's examples (sim.testing): N = 500, lam = 0.7, r = 5, 400,000 events; a
+#: trajectory to time 5 at N = 100
+_EXAMPLE_PARAMS = {"jiq": {}, "jiq_pod": {"d": 2}, "jiq_original": {}, "jiq_threshold": {"z": 1},
+                   "jiq_sqd": {"d": 2}}
+
+
+def _example(engine: str, policy: str) -> dict:
+    base = {"n_servers": 500, "lam": 0.7, "r": 5.0, **_EXAMPLE_PARAMS[policy]}
+    if engine == "trajectory":
+        return {**base, "n_servers": 100, "time": 5.0, "events": 100_000}
+    return {**base, "events": 400_000} if engine in ("agent", "occupancy") else base
+
+
 MODEL = Model(
     name="jiq",
     title="distributed Join-the-Idle-Queue (Wang, Feng & Cheng): M = N / r schedulers with I-queues",
     entries=tuple(Entry(engine, policy, f"sim.jiq.{engine}:run_task", _NEEDS[policy],
-                        ("init_tail",) if engine == "trajectory" else ())
+                        ("init_tail",) if engine == "trajectory" else (), example=_example(engine, policy))
                   for engine, policies in _SERVED.items() for policy in policies),
     params={
         "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
@@ -231,4 +244,11 @@ MODEL = Model(
             "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"},
     responses=("agent", "occupancy", "meanfield"),
     response_law=response_law,
+    engine_decls=(
+        Engine("agent", "stochastic", "agent simulation", per_server=True),
+        Engine("occupancy", "stochastic", "occupancy simulation"),
+        Engine("trajectory", "stochastic", "trajectory simulation"),
+        Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
+        Engine("refined", "limit", "refined mean field"),
+    ),
 )

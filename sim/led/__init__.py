@@ -77,7 +77,7 @@ server and per (dispatcher, server) estimate; ``events`` counts slots.
 """
 from __future__ import annotations
 
-from sim.core.declare import Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES
 from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
 
@@ -151,19 +151,22 @@ _LAWS = ("m_dispatchers", "arrival_dist", "arrival_n", "service_dist", "service_
          "service_rates", "dispatch_weights")
 _UPDATES = ("update", "p_hat", "d_u", "count_own", "msg_budget", "msg_budget_pod_d")
 _RUN = ("queue_cap",)
+#: the contract check's example (sim.testing): 20 servers at load 0.8, 20,000 slots
+_EX = {"n_servers": 20, "lam": 0.8, "events": 20_000}
 MODEL = Model(
     name="led",
     title="multiple dispatchers with local estimates (Zhou, Shroff & Wierman), discrete time",
     # lam is the load rho = lam_Sigma / mu_Sigma
     entries=(
-        Entry("slotted", "l_jsq", _L, (), _UPDATES + _LAWS + _RUN),
-        Entry("slotted", "l_jba", _L, (), _UPDATES + _LAWS + _RUN),
-        Entry("slotted", "l_pod", _L, ("d",), _UPDATES + _LAWS + _RUN),
-        Entry("slotted", "jsq", _L, (), ("ties",) + _LAWS + _RUN),
-        Entry("slotted", "pod", _L, ("d",), ("ties",) + _LAWS + _RUN),
-        Entry("slotted", "jiq", _L, (), _LAWS + _RUN),
-        Entry("slotted", "random", _L, (), _LAWS + _RUN),
-        Entry("slotted", "weighted_random", _L, (), _LAWS + _RUN),
+        Entry("slotted", "l_jsq", _L, (), _UPDATES + _LAWS + _RUN, example=_EX),
+        Entry("slotted", "l_jba", _L, (), _UPDATES + _LAWS + _RUN, example=_EX),
+        Entry("slotted", "l_pod", _L, ("d",), _UPDATES + _LAWS + _RUN, example={**_EX, "d": 2}),
+        Entry("slotted", "jsq", _L, (), ("ties",) + _LAWS + _RUN, example=_EX),
+        Entry("slotted", "pod", _L, ("d",), ("ties",) + _LAWS + _RUN, example={**_EX, "d": 2}),
+        Entry("slotted", "jiq", _L, (), _LAWS + _RUN, example=_EX),
+        Entry("slotted", "random", _L, (), _LAWS + _RUN, example=_EX),
+        Entry("slotted", "weighted_random", _L, (), _LAWS + _RUN,
+              example={**_EX, "service_rates": [0.5, 1.5] * 10}),
     ),
     params={
         "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
@@ -214,4 +217,7 @@ MODEL = Model(
             "weighted_random": "\u03bc-weighted random"},
     event_cost=event_cost,
     memory_bytes=memory_bytes,
+    engine_decls=(
+        Engine("slotted", "stochastic", "slotted simulation", per_server=True),
+    ),
 )

@@ -1,6 +1,6 @@
-"""The door is open: a model package written outside the project at test time (one Python
-engine, one policy, one parameter) runs through plan, Ray (the loopback cluster, whose workers
-only see it because it is shipped), Parquet, analysis, MLflow and the archive. Its archive
+"""The door is open: a model package written outside the project at test time (the toy of
+:func:`tests.helpers.toy_files`: Python engines, one policy, one parameter) runs through plan,
+Ray (the loopback cluster, whose workers only see it because it is shipped), Parquet, analysis, MLflow and the archive. Its archive
 reproduces without the package on the path only with ``--trust-archive-models`` (the archive's
 copy is then imported and shipped to a local Ray cluster's workers); without the flag the
 archive is data: refused while the package is not installed, and with it installed the
@@ -14,62 +14,9 @@ import textwrap
 
 import polars as pl
 
-from tests.helpers import assert_within_se
+from tests.helpers import assert_within_se, toy_files
 from tests.integration.conftest import driver_env
 from tests.integration.test_cluster import run_driver
-
-TOY_INIT = '''
-"""A toy model: N servers, each job to a uniformly chosen one. With Poisson arrivals of rate
-lam * mu per server and Exp(mu) service every queue is M/M/1: E[T] = 1 / (mu (1 - lam))."""
-from sim.core.declare import Entry, Model, Param
-
-
-def events_per_time(task):
-    return task["n_servers"] * task["lam"] * task["mu"]
-
-
-def check_task(task):
-    if not 0.0 < task["lam"] < 1.0:
-        raise ValueError(f"lam={task['lam']!r} must satisfy 0 < lam < 1")
-    if not task["mu"] > 0:
-        raise ValueError(f"mu={task['mu']!r} must be > 0")
-
-
-MODEL = Model(
-    name="toy_mm1",
-    title="toy: independent M/M/1 queues behind random routing",
-    entries=(Entry("agent", "random", "toy_mm1.engine:run_task", ("mu",)),),
-    params={"mu": Param("float", "service rate of every server")},
-    results={},
-    main_estimate="mean_response",
-    events_per_time=events_per_time,
-    check_task=check_task,
-    labels={"random": "random (toy)"},
-)
-'''
-
-TOY_ENGINE = '''
-"""The toy's one engine: Lindley's recursion for one queue (by symmetry, any server's)."""
-import numpy as np
-
-
-def run_task(task):
-    rng = np.random.default_rng(task["seed"])
-    n, lam, mu = int(task["events"]), task["lam"], task["mu"]
-    gaps = rng.exponential(1.0 / (lam * mu), n)
-    service = rng.exponential(1.0 / mu, n)
-    wait = np.empty(n)
-    w = 0.0
-    for i in range(n):
-        wait[i] = w
-        w = max(0.0, w + service[i] - gaps[i])
-    response = (wait + service)[n // 10:]
-    means = np.array([b.mean() for b in np.array_split(response, 20)])
-    return {"mean_response": float(means.mean()),
-            "mean_response_se": float(means.std(ddof=1) / np.sqrt(means.size)),
-            "n_jobs": int(response.size), "events_run": n, "sim_time": float(gaps.sum()),
-            "ci_method": "batch means (20 batches), first 10% cut"}
-'''
 
 TOY_SWEEP = '''
 # @package _global_
@@ -92,8 +39,8 @@ def _write_toy(root):
     pkg, sweeps = root / "toy_mm1", root / "conf" / "sweep"
     pkg.mkdir(parents=True)
     sweeps.mkdir(parents=True)
-    (pkg / "__init__.py").write_text(textwrap.dedent(TOY_INIT).lstrip())
-    (pkg / "engine.py").write_text(textwrap.dedent(TOY_ENGINE).lstrip())
+    for name, text in toy_files("toy_mm1", policy="random").items():
+        (pkg / name).write_text(textwrap.dedent(text).lstrip())
     (sweeps / "toy.yaml").write_text(textwrap.dedent(TOY_SWEEP).lstrip())
     return root
 
