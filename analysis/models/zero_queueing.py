@@ -716,6 +716,17 @@ def _drop_text(v: dict) -> str:
     return f"; jobs dropped: {v['drop_at_min_n']:.3g} at the smallest N, {v['drop_at_max_n']:.3g}{ci} at the largest"
 
 
+#: a fragile verdict names at most this many points in a line (the report's table names all)
+FRAGILE_NAMED = 3
+
+
+def _fragile_text(points: list) -> str:
+    """``fragile without N = 10^3.5, 10^7``; past :data:`FRAGILE_NAMED` points, their count."""
+    if len(points) > FRAGILE_NAMED:
+        return f"fragile: leaving out any one of {len(points)} of its points moves it (named in the report)"
+    return "fragile without N = " + ", ".join(_sci(n) for n in points)
+
+
 def _sim_text(v: dict) -> str:
     """The simulations' verdict of one arm with its evidence: the level and its 95% CI for a
     floor (and the rivals with their p-values), the rivals that fit alike for undecided, else the
@@ -729,7 +740,7 @@ def _sim_text(v: dict) -> str:
         hi = "-" if v.get("level_hi") is None else f"{v['level_hi']:.3g}"
         extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}]; {rivals})"
     elif v.get("verdict") == UNDECIDED and rivals:
-        why = ("fragile without N = " + ", ".join(_sci(n) for n in v["fragile"])
+        why = (_fragile_text(v["fragile"])
                if v.get("unfragile_verdict") else "fit alike")
         extra = f" ({why}; {rivals})"
     elif v.get("slope") is not None:
@@ -742,7 +753,7 @@ def _sim_text(v: dict) -> str:
     else:
         extra = ""
     if v.get("fragile") and v.get("verdict") != UNDECIDED:
-        extra += " [fragile without N = " + ", ".join(_sci(n) for n in v["fragile"]) + "]"
+        extra += f" [{_fragile_text(v['fragile'])}]"
     return f"{v['verdict']}{extra}"
 
 

@@ -224,7 +224,8 @@ def plot_limit_path(arms: dict, paths: dict, heavies: dict, verdicts: list[dict]
     for r, policy in enumerate(policies):
         ax = fig.add_subplot(len(policies), 1, r + 1)
         ys = [rate, bound]
-        for key in [k for k in arms if k[0] == policy]:
+        buffered = {k for k, v in zip(arms, verdicts) if v.get("b") is not None}
+        for key in sorted((k for k in arms if k[0] == policy), key=lambda k: k in buffered):
             label, ci = rules[key]
             c = style.color(ci)
             pts = arms[key].filter(pl.col("queueing_ratio") > RATIO_ROUNDING)
