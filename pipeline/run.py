@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -231,6 +232,9 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
 
         from analysis import analyze
 
+        # the analysis is made anew from every row: what an earlier attempt of this run folder
+        # wrote there (a resume after a failed analysis) must not reach the archive
+        shutil.rmtree(out_dir / "analysis", ignore_errors=True)
         params = analysis_params(plan)
         analysis = analyze(frame, params, out_dir / "analysis", plan.sweep)
         analysis["params"] = params

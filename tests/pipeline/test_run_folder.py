@@ -126,3 +126,21 @@ def test_reproduce_twice_in_one_second_makes_two_folders(tmp_path, monkeypatch):
                                                                       "reproduce-20261204-210000-2"]
     with pytest.raises(ConfigError, match="is a run folder"):  # an explicit --out that exists
         reproduce(run["archive"], first["output_dir"], backend="serial", progress=False)
+
+
+def test_a_resume_makes_the_analysis_anew(tmp_path):
+    """A run whose analysis failed and was resumed (pipeline.resume) archives only what the new
+    analysis writes: files of the earlier attempt are gone (issue 35's first default run failed in
+    its analysis, and its resume kept the stale figures)."""
+    import tarfile
+
+    from pipeline.resume import main as resume
+
+    out = tmp_path / "run"
+    run_sweep(to_plain(compose(TINY + [f"output_dir={out}"])), quiet=True)
+    stale = out / "analysis" / "stale_figure_part9.png"
+    stale.write_bytes(b"not from this analysis")
+    assert resume([str(out), "--no-progress", "--no-mlflow"]) == 0
+    assert not stale.exists() and (out / "analysis" / "report.md").exists()
+    with tarfile.open(out / "archive.tar.gz") as tar:
+        assert not [m for m in tar.getnames() if m.endswith("stale_figure_part9.png")]
