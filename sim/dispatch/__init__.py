@@ -30,6 +30,9 @@ Engines
   batch-filling limit for fixed ``k`` and ``d``).
 - ``refined`` (:mod:`~sim.dispatch.refined`, :mod:`~sim.dispatch.refined_batch`) and
   ``trajectory`` (:mod:`~sim.dispatch.trajectory`).
+- ``heavy_traffic`` (:mod:`~sim.dispatch.meanfield.heavy_traffic`): batch-filling and
+  batch-sampling as ``1 - lam -> 0`` with ``k d (1 - lam)`` given, to N = 10^300; its tasks take
+  ``log10_n``, ``one_minus_lam`` and ``d_real`` in place of ``n_servers``, ``lam`` and ``d``.
 
 :func:`check_task` holds this model's value checks (the registry checks kinds first).
 """

@@ -11,7 +11,8 @@
   (exact fixed point and E[T], k ~ 10^3, kd ~ 10^7).
 - :mod:`~sim.dispatch.meanfield.heavy_traffic`: batch-filling and batch-sampling as
   ``1 - lam -> 0`` with ``k d (1 - lam)`` given (jobs end on layers 0-1), to N = 10^300 on the
-  sub_halfin_whitt path; not yet a law of :func:`run_task` (the pipeline's schema comes later).
+  sub_halfin_whitt path: the model's `heavy_traffic` engine (its own runner, `run_task` there: it takes
+  `log10_n`, `one_minus_lam` and `d_real`, not the `n_servers`, `lam` and `d` of this runner).
 
 Each has the law's ``fixed_point``, ``response_law`` and a ``run_task`` for its tasks;
 :func:`run_task` here is the engine's runner (every ``meanfield`` entry of
