@@ -1,0 +1,246 @@
+"""A model from its transitions: the declaration of a density-dependent population process.
+
+A model whose servers are exchangeable is a Markov chain on counts: ``N x`` where ``x`` is one
+or more vectors of fractions (the tail ``s_i`` of servers with at least ``i`` tasks, JIQ's
+I-queue lengths, ...), each truncated at a level. Its dynamics are a finite list of
+transitions: from ``x`` the state jumps by ``l / N`` (``l`` a vector of small integers) at rate
+``N beta_l(x, N, params)``. :class:`Population` declares that, in families of transitions
+indexed by a level ``i`` (:class:`Transitions`: one rate function and one jump pattern for
+``i = lo .. hi - 1``), and says what to report (the queue as a linear form of the state, the
+tail, which transitions are arrivals and at which queue position an arriving job lands).
+
+From one declaration the project derives
+
+- the exact simulation of the N-server process (:mod:`sim.core.population_engine`: the
+  embedded jump chain on the counts, cost per event independent of N, the run settings,
+  warm-up cut, batch means and seeds of the other stochastic engines);
+- the mean-field drift ``f(x) = sum_l l beta_l(x, N = inf)``, its fixed point and the ODE
+  (:mod:`sim.core.population_limit`).
+
+A rate function is a numba ``@njit`` function ``beta(i, v_1, ..., v_m, n, p)``: the index ``i``
+of the transition in its family, the state's vectors as float arrays of fractions (in the order
+of :attr:`Population.vectors`), ``n`` the number of servers as a float (``inf`` for the mean
+field: write ``j / n``, never ``1 / (n - j)`` forms that are not defined there) and ``p`` the
+parameters as a float array (:attr:`Population.params`). It returns ``beta >= 0`` (the rate
+divided by N). N enters where the model needs it: ``d`` servers sampled without replacement all
+lie in a set of ``N x`` with probability ``prod_{j<d} (x - j/n) / (1 - j/n)`` (``x**d`` at
+``n = inf``). docs/extending.md has a worked example; :mod:`sim.dispatch.population` declares
+power-of-d this way.
+
+Nothing here knows a model. A bad declaration is refused when it is made, in one line naming
+the family and what is wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Vector", "Transitions", "Population"]
+
+
+def _is_jitted(f) -> bool:
+    return hasattr(f, "py_func") and callable(f)
+
+
+@dataclass(frozen=True)
+class Vector:
+    """One vector of the state: its name and its length (coordinates ``0 .. size - 1``), a
+    number or a function of the parameter array ``p`` (a truncation level that depends on the
+    load). A coordinate no transition moves keeps its start value (``s_0 = 1`` of a tail)."""
+
+    name: str
+    size: int | Callable[[np.ndarray], int]
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"vector name {self.name!r} must be an identifier")
+        if not callable(self.size) and (not isinstance(self.size, int) or self.size < 1):
+            raise ValueError(f"vector {self.name!r}: size={self.size!r} must be an int >= 1 or a "
+                             "function of the parameters")
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """A family of transitions ``i = lo .. hi - 1`` (``hi <= 0`` counts from the end of the
+    first vector of ``jump``: ``hi = -1`` stops one short of its last coordinate).
+
+    ``jump``: the jump of transition ``i`` as ``(vector, offset, delta)`` triples: coordinate
+    ``i + offset`` of ``vector`` changes by ``delta / N`` (``delta`` a non-zero int).
+    ``rate``: the ``@njit`` rate function ``beta(i, *vectors, n, p)`` (module docstring).
+    ``reads``: the coordinates the rate of transition ``i`` depends on, as ``(vector, offset)``
+    pairs (a stencil: ``(("s", -1), ("s", 0))`` for a rate of ``s_{i-1}`` and ``s_i``); after a
+    jump the engine recomputes only the rates that read a changed coordinate. ``None``: the
+    rate may read anything, and the whole family is recomputed after every jump (correct
+    whatever the rate reads, slower). A stencil that misses a coordinate the rate reads gives
+    wrong results: declare ``None`` when in doubt.
+    ``arrival``: the transitions are job arrivals (counted for Little's law and the drop
+    probability); ``position``: then the arriving job's queue position is ``i + position``
+    (its wait for ``prob_wait`` and ``frac_within_h``), or None where the state does not say.
+    """
+
+    name: str
+    rate: Callable
+    jump: tuple[tuple[str, int, int], ...]
+    lo: int
+    hi: int
+    reads: tuple[tuple[str, int], ...] | None = None
+    arrival: bool = False
+    position: int | None = None
+
+    def __post_init__(self):
+        where = f"transitions {self.name!r}"
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"transitions name {self.name!r} must be an identifier")
+        if not _is_jitted(self.rate):
+            raise ValueError(f"{where}: rate must be a numba @njit function "
+                             "beta(i, *vectors, n, p)")
+        if not isinstance(self.jump, tuple) or not self.jump:
+            raise ValueError(f"{where}: jump must be a non-empty tuple of (vector, offset, delta)")
+        for comp in self.jump:
+            if (not isinstance(comp, tuple) or len(comp) != 3 or not isinstance(comp[0], str)
+                    or not all(isinstance(c, int) and not isinstance(c, bool) for c in comp[1:])
+                    or comp[2] == 0):
+                raise ValueError(f"{where}: jump component {comp!r} is not (vector, offset, "
+                                 "non-zero delta) with integer offset and delta")
+        if len({(v, o) for v, o, _ in self.jump}) != len(self.jump):
+            raise ValueError(f"{where}: jump names a coordinate twice")
+        if self.reads is not None:
+            if not isinstance(self.reads, tuple) or not all(
+                    isinstance(r, tuple) and len(r) == 2 and isinstance(r[0], str)
+                    and isinstance(r[1], int) and not isinstance(r[1], bool) for r in self.reads):
+                raise ValueError(f"{where}: reads must be None or a tuple of (vector, offset)")
+        if not all(isinstance(b, int) and not isinstance(b, bool) for b in (self.lo, self.hi)):
+            raise ValueError(f"{where}: lo and hi must be integers")
+        if self.lo < 0:
+            raise ValueError(f"{where}: lo={self.lo!r} must be >= 0")
+        if self.position is not None and not self.arrival:
+            raise ValueError(f"{where}: position is for arrival transitions only")
+        if self.position is not None and (not isinstance(self.position, int) or isinstance(self.position, bool)):
+            raise ValueError(f"{where}: position={self.position!r} must be an int or None")
+
+
+@dataclass(frozen=True)
+class Population:
+    """A model (or a policy of one) declared by its transitions.
+
+    ``params(task) -> tuple of floats``: the parameter array ``p`` the rate functions get
+    (e.g. ``(lam, d, replacement)``). ``start(p, sizes) -> list of arrays``: the empty state
+    as fractions, one array per vector (``init: empty``; ``init: meanfield`` starts from the
+    fixed point of the drift, :mod:`sim.core.population_limit`). ``queue``: the mean queue per
+    server as ``sum weight * x[vector][lo:hi]`` over ``(vector, lo, hi, weight)`` terms (``hi
+    <= 0`` counts from the end); ``tail``: ``(vector, lo)``, the reported tail
+    ``x[vector][lo:]``; ``arrival_rate(p)``: the job arrival rate per server (``lam``), so that
+    jobs the truncation refuses show as ``drop_prob``; ``mean_service``: the mean service time
+    (``mean_wait = mean_response - mean_service``, ``queueing_ratio`` in its units), or None;
+    ``messages(p)``: messages per job, or None.
+    """
+
+    name: str
+    vectors: tuple[Vector, ...]
+    transitions: tuple[Transitions, ...]
+    params: Callable[[dict], tuple]
+    start: Callable
+    queue: tuple[tuple[str, int, int, float], ...]
+    tail: tuple[str, int]
+    arrival_rate: Callable[[np.ndarray], float]
+    mean_service: float | None = 1.0
+    messages: Callable[[np.ndarray], float] | None = None
+    #: the compiled kernels of this declaration (filled on first use; not part of equality)
+    _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def __post_init__(self):
+        where = f"population {self.name!r}"
+        if not isinstance(self.vectors, tuple) or not self.vectors or not all(
+                isinstance(v, Vector) for v in self.vectors):
+            raise ValueError(f"{where}: vectors must be a non-empty tuple of Vector")
+        names = [v.name for v in self.vectors]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{where}: a vector name is declared twice")
+        if not isinstance(self.transitions, tuple) or not self.transitions or not all(
+                isinstance(t, Transitions) for t in self.transitions):
+            raise ValueError(f"{where}: transitions must be a non-empty tuple of Transitions")
+        fam = [t.name for t in self.transitions]
+        if len(set(fam)) != len(fam):
+            raise ValueError(f"{where}: a transitions name is declared twice")
+        for t in self.transitions:
+            for v, _, _ in t.jump:
+                if v not in names:
+                    raise ValueError(f"{where}, transitions {t.name!r}: jump names vector {v!r}; "
+                                     f"declared: {', '.join(names)}")
+            for v, _ in t.reads or ():
+                if v not in names:
+                    raise ValueError(f"{where}, transitions {t.name!r}: reads vector {v!r}; "
+                                     f"declared: {', '.join(names)}")
+        for term in self.queue:
+            if (not isinstance(term, tuple) or len(term) != 4 or term[0] not in names):
+                raise ValueError(f"{where}: queue term {term!r} is not (vector, lo, hi, weight) "
+                                 "of a declared vector")
+        if (not isinstance(self.tail, tuple) or len(self.tail) != 2 or self.tail[0] not in names):
+            raise ValueError(f"{where}: tail={self.tail!r} is not (vector, lo) of a declared vector")
+        if not any(t.arrival for t in self.transitions):
+            raise ValueError(f"{where}: no transitions are arrivals (arrival=True): Little's law "
+                             "needs the admitted jobs")
+        for f in (self.params, self.start, self.arrival_rate):
+            if not callable(f):
+                raise ValueError(f"{where}: params, start and arrival_rate must be callables")
+
+    # ---- the layout of one run's state (sizes may depend on the parameters)
+    def layout(self, p: np.ndarray) -> "Layout":
+        """Sizes and offsets of the vectors for parameters ``p``, and each family's index
+        range, checked: every coordinate a jump or a stencil names is inside its vector."""
+        sizes = []
+        for v in self.vectors:
+            n = int(v.size(p)) if callable(v.size) else v.size
+            if n < 1:
+                raise ValueError(f"population {self.name!r}: vector {v.name!r} has size {n} for "
+                                 f"parameters {tuple(p)}")
+            sizes.append(n)
+        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        index = {v.name: j for j, v in enumerate(self.vectors)}
+        ranges = []
+        for t in self.transitions:
+            first = index[t.jump[0][0]]
+            hi = t.hi if t.hi > 0 else sizes[first] + t.hi
+            if hi <= t.lo:
+                raise ValueError(f"population {self.name!r}, transitions {t.name!r}: empty index "
+                                 f"range [{t.lo}, {hi}) for sizes {sizes}")
+            for v, o, *_ in tuple(t.jump) + tuple((r[0], r[1], 0) for r in t.reads or ()):
+                size = sizes[index[v]]
+                if t.lo + o < 0 or hi - 1 + o >= size:
+                    raise ValueError(f"population {self.name!r}, transitions {t.name!r}: coordinate "
+                                     f"i{o:+d} of vector {v!r} leaves [0, {size}) for i in "
+                                     f"[{t.lo}, {hi})")
+            ranges.append((t.lo, hi))
+        return Layout(tuple(sizes), offsets, tuple(ranges), index)
+
+    def queue_weights(self, lay: "Layout") -> np.ndarray:
+        """The queue per server as weights on the flat state."""
+        w = np.zeros(int(lay.offsets[-1]))
+        for v, lo, hi, weight in self.queue:
+            j = lay.index[v]
+            top = hi if hi > 0 else lay.sizes[j] + hi
+            w[lay.offsets[j] + lo: lay.offsets[j] + top] += float(weight)
+        return w
+
+    def start_state(self, p: np.ndarray, lay: "Layout") -> np.ndarray:
+        """The declared empty state as one flat array of fractions, checked."""
+        parts = self.start(p, lay.sizes)
+        if len(parts) != len(lay.sizes) or any(np.size(a) != s for a, s in zip(parts, lay.sizes)):
+            raise ValueError(f"population {self.name!r}: start returned arrays of sizes "
+                             f"{[np.size(a) for a in parts]}; the vectors have {list(lay.sizes)}")
+        x = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in parts])
+        if not np.all(np.isfinite(x)) or x.min() < 0.0:
+            raise ValueError(f"population {self.name!r}: start has negative or non-finite fractions")
+        return x
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The flat state of one run: vector sizes and offsets, each family's ``(lo, hi)``."""
+
+    sizes: tuple[int, ...]
+    offsets: np.ndarray
+    ranges: tuple[tuple[int, int], ...]
+    index: dict

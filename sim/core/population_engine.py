@@ -1,0 +1,370 @@
+"""The ``population`` engine: exact simulation of a declared population process.
+
+The state is the counts ``c = N x`` of a :class:`~sim.core.population.Population` (all its
+vectors laid end to end). The embedded jump chain: from the state, transition ``(g, i)`` (family
+``g``, index ``i``) is the next event with probability ``beta_{g,i}(x) / sum beta``, and the
+state is weighted by its expected holding time ``1 / (N sum beta)`` (as the occupancy engines'
+clock, :mod:`sim.dispatch.occupancy`). The rates live in one array with a running total per
+family; after a jump only the rates whose stencil (``Transitions.reads``) reads a changed
+coordinate are recomputed (a family without a stencil is recomputed whole), and a family's
+total is summed anew at each window start, so that rounding cannot build up. An event costs
+O(families + the index scanned within the chosen family + the rates recomputed): nothing
+grows with N.
+
+The kernel is generated per declaration (Python source with one block per family, the rate
+functions called by name) and compiled by numba on first use in a process: a declaration costs
+a few seconds of compilation per worker process, then runs at compiled speed. It is kept on the
+declaration object (``Population._cache``).
+
+Output: per window the time, the queue area (Little's law: ``mean_response`` is the queue
+area over the admitted jobs), the area of every count (the tail), admitted arrivals, the
+expected jobs the truncation refused (``N (arrival_rate - sum of the arrival rates)`` times
+the holding time; a shortfall below 1e-10 of the arrival rate is the rounding of the running
+totals and is not counted) and, where the arrival families give the queue position, the jobs that
+waited and those within position ``h``. Warm-up cut (MSER-5), batch means and seeds as the
+other stochastic engines (:mod:`sim.core.output`, :mod:`sim.core.rng`).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.population import Population
+from sim.core.results import check_run_args, is_int
+from sim.core.rng import next_raw, seed_state, u01
+from sim.core.windows import window_bounds
+
+__all__ = ["PopulationResult", "simulate", "kernels", "fill_rates", "ERRORS"]
+
+
+class PopulationResult(NamedTuple):
+    """Estimates of one population run (the fields of :data:`sim.core.results.RESULT_KEYS`)."""
+
+    mean_response: float
+    mean_response_se: float
+    mean_wait: float
+    mean_wait_se: float
+    prob_wait: float
+    prob_wait_se: float
+    mean_queue: float
+    mean_queue_se: float
+    tail: np.ndarray
+    tail_se: np.ndarray
+    queueing_ratio: float
+    queueing_ratio_se: float
+    drop_prob: float
+    drop_prob_se: float
+    frac_within_h: float
+    messages_per_job: float
+    n_jobs: int
+    events_run: int
+    sim_time: float
+    warmup_time: float
+    ci_method: str
+
+
+@njit(cache=True, inline="always")
+def _pick(rates, start, stop, u):
+    """The offset in ``rates[start:stop]`` where the running sum first exceeds ``u`` (the last
+    positive rate if rounding leaves ``u`` above the sum), or -1 if every rate is 0."""
+    cum = 0.0
+    last = -1
+    for k in range(start, stop):
+        r = rates[k]
+        if r > 0.0:
+            cum += r
+            last = k
+            if u < cum:
+                return k
+    return last
+
+
+#: the kernel's error codes (its return value; ``err`` holds the family, index, coordinate)
+ERRORS = {
+    1: "no transition has a positive rate (an absorbing state)",
+    2: "a jump drove a count outside [0, N]: the rate of transitions {fam!r} at i={i} must vanish "
+       "there (coordinate {coord} of the flat state)",
+    3: "transitions {fam!r} at i={i} returned a negative or non-finite rate",
+}
+
+
+def _views(decl: Population) -> str:
+    return ", ".join(f"v{j}" for j in range(len(decl.vectors)))
+
+
+def _source(decl: Population) -> str:
+    """The Python source of the kernel and of the rate filler of ``decl``."""
+    nv, nf_ = len(decl.vectors), len(decl.transitions)
+    vindex = {v.name: j for j, v in enumerate(decl.vectors)}
+    views = _views(decl)
+    lines = []
+    add = lines.append
+    # ---- the rates of every transition at x (start of a run, mean field)
+    add("def fill_rates(x, nf, p, lo, hi, offs, sizes, base, rates, err, strict):")
+    for j in range(nv):
+        add(f"    v{j} = x[offs[{j}]:offs[{j}] + sizes[{j}]]")
+    for g in range(nf_):
+        add(f"    for i in range(lo[{g}], hi[{g}]):")
+        add(f"        r = beta{g}(i, {views}, nf, p)")
+        add("        if r != r or abs(r) == np.inf or (strict and r < 0.0):")
+        add(f"            err[0] = {g}")
+        add("            err[1] = i")
+        add("            return 3")
+        add(f"        rates[base[{g}] + i - lo[{g}]] = r")
+    add("    return 0")
+    add("")
+    # ---- the event loop
+    add("def kernel(c, x, n, nf, p, lo, hi, offs, sizes, base, rates, ftot, bounds, state, arr_rate,")
+    add("           h_thr, qw, w_time, w_qarea, w_area, w_adm, w_lost, w_waited, w_within, acc, err):")
+    for j in range(nv):
+        add(f"    v{j} = x[offs[{j}]:offs[{j}] + sizes[{j}]]")
+    add("    code = fill_rates(x, nf, p, lo, hi, offs, sizes, base, rates, err, True)")
+    add("    if code != 0:")
+    add("        return code")
+    add("    q = 0.0")
+    add("    for j in range(c.size):")
+    add("        q += qw[j] * c[j]")
+    add("    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]")
+    add(f"    nfam = {nf_}")
+    add("    for w in range(bounds.size - 1):")
+    add("        for g in range(nfam):")
+    add("            t = 0.0")
+    add("            for k in range(base[g], base[g + 1]):")
+    add("                t += rates[k]")
+    add("            ftot[g] = t")
+    add("        t_w = 0.0")
+    add("        qacc = 0.0")
+    add("        e = bounds[w]")
+    add("        e1 = bounds[w + 1]")
+    add("        while e < e1:")
+    add("            tot = 0.0")
+    add("            for g in range(nfam):")
+    add("                tot += ftot[g]")
+    add("            if not tot > 0.0:")
+    add("                return 1")
+    add("            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)")
+    add("            u = u01(r) * tot")
+    add("            g = 0")
+    add("            while g < nfam - 1 and u >= ftot[g]:")
+    add("                u -= ftot[g]")
+    add("                g += 1")
+    add("            k = _pick(rates, base[g], base[g + 1], u)")
+    add("            if k < 0:  # only rounding residue left in this family's total")
+    add("                ftot[g] = 0.0")
+    add("                continue")
+    add("            i = lo[g] + k - base[g]")
+    add("            hold = 1.0 / (nf * tot)")
+    add("            t_w += hold")
+    arrivals = [g for g, t in enumerate(decl.transitions) if t.arrival]
+    add("            lost = arr_rate - (" + " + ".join(f"ftot[{g}]" for g in arrivals) + ")")
+    add("            if lost > 1e-10 * arr_rate:  # below: rounding of the running totals")
+    add("                w_lost[w] += lost * nf * hold")
+    for g, t in enumerate(decl.transitions):
+        add(f"            {'if' if g == 0 else 'elif'} g == {g}:")
+        for v, o, dl in t.jump:
+            jv = vindex[v]
+            add(f"                j = offs[{jv}] + i + {o}")
+            add(f"                c[j] += {dl}")
+            add("                if c[j] < 0 or c[j] > n:")
+            add(f"                    err[0] = {g}")
+            add("                    err[1] = i")
+            add("                    err[2] = j")
+            add("                    state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
+            add("                    return 2")
+            add("                x[j] = c[j] / nf")
+            add(f"                acc[j] += {dl} * t_w")
+            add(f"                q += qw[j] * {dl}")
+            add(f"                qacc += qw[j] * {dl} * t_w")
+        if t.arrival:
+            add("                w_adm[w] += 1")
+            if t.position is not None:
+                add(f"                pos = i + {t.position}")
+                add("                if pos >= 2:")
+                add("                    w_waited[w] += 1")
+                add("                if pos <= h_thr:")
+                add("                    w_within[w] += 1")
+        # the rates to recompute: stencil families whose reads meet a changed coordinate,
+        # and every family without a stencil
+        shifts = {}
+        whole = []
+        for h, th in enumerate(decl.transitions):
+            if th.reads is None:
+                whole.append(h)
+                continue
+            for v, o, _ in t.jump:
+                for rv, ro in th.reads:
+                    if rv == v:
+                        shifts.setdefault(h, set()).add(o - ro)
+        for h in sorted(shifts):
+            for sh in sorted(shifts[h]):
+                add(f"                jj = i + {sh}")
+                add(f"                if jj >= lo[{h}] and jj < hi[{h}]:")
+                add(f"                    nr = beta{h}(jj, {views}, nf, p)")
+                add("                    if not (nr >= 0.0 and nr < np.inf):")
+                add(f"                        err[0] = {h}")
+                add("                        err[1] = jj")
+                add("                        state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
+                add("                        return 3")
+                add(f"                    kk = base[{h}] + jj - lo[{h}]")
+                add(f"                    ftot[{h}] += nr - rates[kk]")
+                add("                    rates[kk] = nr")
+        for h in whole:
+            add("                t = 0.0")
+            add(f"                for jj in range(lo[{h}], hi[{h}]):")
+            add(f"                    nr = beta{h}(jj, {views}, nf, p)")
+            add("                    if not (nr >= 0.0 and nr < np.inf):")
+            add(f"                        err[0] = {h}")
+            add("                        err[1] = jj")
+            add("                        state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
+            add("                        return 3")
+            add(f"                    rates[base[{h}] + jj - lo[{h}]] = nr")
+            add("                    t += nr")
+            add(f"                ftot[{h}] = t")
+    add("            e += 1")
+    add("        w_time[w] = t_w")
+    add("        w_qarea[w] = q * t_w - qacc")
+    add("        for j in range(c.size):")
+    add("            w_area[w, j] = c[j] * t_w - acc[j]")
+    add("            acc[j] = 0.0")
+    add("    state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
+    add("    return 0")
+    return "\n".join(lines) + "\n"
+
+
+def kernels(decl: Population):
+    """``(kernel, fill_rates)`` of ``decl``, generated and compiled on first use (kept on the
+    declaration)."""
+    cached = decl._cache.get("kernels")
+    if cached is not None:
+        return cached
+    namespace = {"np": np, "next_raw": next_raw, "u01": u01, "_pick": _pick}
+    for g, t in enumerate(decl.transitions):
+        # inlined into the kernel at numba's level: an out-of-line call passes each array
+        # view's struct on the stack, which cost more than the rate itself (measured, pod)
+        namespace[f"beta{g}"] = njit(inline="always")(t.rate.py_func)
+    src = _source(decl)
+    code = compile(src, f"<population kernel of {decl.name}>", "exec")
+    exec(code, namespace)  # noqa: S102 -- our own generated source, no user text in it
+    namespace["fill_rates"] = njit(namespace["fill_rates"])  # the kernel calls it by name
+    out = (njit(namespace["kernel"]), namespace["fill_rates"])
+    decl._cache["kernels"] = out
+    decl._cache["source"] = src
+    return out
+
+
+def _tables(decl: Population, lay):
+    lo = np.array([r[0] for r in lay.ranges], dtype=np.int64)
+    hi = np.array([r[1] for r in lay.ranges], dtype=np.int64)
+    base = np.concatenate(([0], np.cumsum(hi - lo))).astype(np.int64)
+    return lo, hi, base, np.array(lay.offsets[:-1], dtype=np.int64), np.array(lay.sizes, dtype=np.int64)
+
+
+def _raise(decl: Population, code: int, err: np.ndarray):
+    fam = decl.transitions[int(err[0])].name if code in (2, 3) else ""
+    raise ValueError(f"population {decl.name!r}: " + ERRORS[code].format(
+        fam=fam, i=int(err[1]), coord=int(err[2])))
+
+
+def fill_rates(decl: Population, x: np.ndarray, nf: float, p: np.ndarray, lay,
+               strict: bool = True) -> np.ndarray:
+    """Every transition's ``beta`` at fractions ``x`` (flat), family after family. ``strict``:
+    a negative rate is an error (a simulation); the mean-field ODE passes False, as its solver
+    tries states a rounding error outside the domain where a rate like ``s_i - s_{i+1}`` is
+    slightly negative (a non-finite rate is an error either way)."""
+    _, filler = kernels(decl)
+    lo, hi, base, offs, sizes = _tables(decl, lay)
+    rates = np.zeros(int(base[-1]))
+    err = np.zeros(3, dtype=np.int64)
+    code = filler(np.ascontiguousarray(x, dtype=np.float64), float(nf), p, lo, hi, offs, sizes,
+                  base, rates, err, bool(strict))
+    if code:
+        _raise(decl, code, err)
+    return rates
+
+
+def simulate(decl: Population, task: dict, *, n_windows: int = 1000) -> PopulationResult:
+    """Run ``task`` (``n_servers``, ``events``, ``seed``, ``init``, ``n_batches``,
+    ``max_level``, ``h`` and the declaration's parameters) on the population engine."""
+    n = task["n_servers"]
+    if not is_int(n) or not 1 <= n < 2**53:
+        raise ValueError(f"n_servers={n!r} must be an integer with 1 <= n_servers < 2**53")
+    events, seed = task["events"], task["seed"]
+    init = task.get("init", "meanfield")
+    n_batches, max_level = task.get("n_batches", 20), task.get("max_level", 64)
+    h = task.get("h", 1)
+    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches,
+                   max_level=max_level, n_windows=n_windows)
+    if not is_int(h) or h < 1:
+        raise ValueError(f"h={h!r} must be an integer >= 1")
+    p = np.asarray(decl.params(task), dtype=np.float64)
+    lay = decl.layout(p)
+    n, nf = int(n), float(n)
+    if init == "meanfield":
+        from sim.core.population_limit import fixed_point
+
+        x0 = fixed_point(decl, p).x
+    else:
+        x0 = decl.start_state(p, lay)
+    c = np.rint(x0 * nf).astype(np.int64)
+    x = c / nf
+    kernel, _ = kernels(decl)
+    lo, hi, base, offs, sizes = _tables(decl, lay)
+    rates = np.zeros(int(base[-1]))
+    ftot = np.zeros(len(decl.transitions))
+    bounds = window_bounds(int(events), int(n_windows))
+    n_win = bounds.size - 1
+    dim = c.size
+    w_time, w_qarea = np.zeros(n_win), np.zeros(n_win)
+    w_area = np.zeros((n_win, dim))
+    w_adm, w_waited, w_within = (np.zeros(n_win, np.int64) for _ in range(3))
+    w_lost = np.zeros(n_win)
+    acc = np.zeros(dim)
+    err = np.zeros(3, dtype=np.int64)
+    state = seed_state(int(seed))
+    qw = decl.queue_weights(lay)
+    arr_rate = float(decl.arrival_rate(p))
+    code = kernel(c, x, n, nf, p, lo, hi, offs, sizes, base, rates, ftot, bounds, state, arr_rate,
+                  int(h), qw, w_time, w_qarea, w_area, w_adm, w_lost, w_waited, w_within, acc, err)
+    if code:
+        _raise(decl, code, err)
+
+    cut = warmup_cut(w_qarea, w_time, n, n_batches)
+    keep = slice(cut, n_win)
+    resp = batch_means(w_qarea[keep], w_adm[keep], n_batches)  # Little's law
+    queue = batch_means(w_qarea[keep], w_time[keep] * nf, n_batches)
+    drop = batch_means(w_lost[keep], w_lost[keep] + w_adm[keep], n_batches)
+    tv, tlo = decl.tail
+    j = lay.index[tv]
+    first = int(lay.offsets[j]) + tlo
+    top = min(int(lay.offsets[j]) + lay.sizes[j], first + int(max_level))
+    tail, tail_se = tail_estimate(w_area[keep, first:top], w_time[keep], n, n_batches)
+    if tail.size < max_level:
+        pad = int(max_level) - tail.size
+        tail, tail_se = np.concatenate((tail, np.zeros(pad))), np.concatenate((tail_se, np.zeros(pad)))
+    has_pos = any(t.arrival and t.position is not None for t in decl.transitions)
+    if has_pos:
+        pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
+        within = float(w_within[keep].sum() / max(w_adm[keep].sum(), 1))
+    ms = decl.mean_service
+    nan = float("nan")
+    msgs = decl.messages(p) if decl.messages is not None else None
+    return PopulationResult(
+        mean_response=resp.estimate, mean_response_se=resp.se,
+        mean_wait=resp.estimate - ms if ms is not None else None,
+        mean_wait_se=resp.se if ms is not None else None,
+        prob_wait=pwait.estimate if has_pos else None, prob_wait_se=pwait.se if has_pos else None,
+        mean_queue=queue.estimate, mean_queue_se=queue.se,
+        tail=tail, tail_se=tail_se,
+        queueing_ratio=(resp.estimate - ms) / ms if ms else None,
+        queueing_ratio_se=resp.se / ms if ms else None,
+        drop_prob=drop.estimate, drop_prob_se=drop.se,
+        frac_within_h=within if has_pos else nan,
+        messages_per_job=msgs,
+        n_jobs=int(w_adm[keep].sum()), events_run=int(events), sim_time=float(w_time.sum()),
+        warmup_time=float(w_time[:cut].sum()),
+        ci_method=ci_label(n_batches, resp.batch_values)
+        + "; population jump chain, expected holding times; mean response by Little's law",
+    )

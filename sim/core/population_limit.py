@@ -1,0 +1,161 @@
+"""The mean field of a declared population process (:mod:`sim.core.population`).
+
+The drift is the N -> infinity limit of ``sum_l l beta_l(x, N)``: every rate function evaluated
+at ``n = inf`` (:func:`drift`). Its fixed point (:func:`fixed_point`) is found in two steps that
+check each other: the ODE ``dx/dt = f(x)`` is integrated from the declared empty state with
+``scipy.integrate.solve_ivp`` (LSODA) until the drift is below :data:`ODE_TOL` (or a horizon of
+:data:`T_MAX` time units), then ``scipy.optimize.root`` (hybr) polishes the end state to a zero
+of ``f``; the two must agree to :data:`AGREE` in every coordinate, else ``ValueError`` (a drift
+with several zeros, or an ODE that does not settle, is not silently given one of them).
+Coordinates no transition moves keep their start values (``s_0 = 1``).
+
+The row of the ``population_meanfield`` engine (:func:`limit_row`): the queue, Little's law over
+the admitted arrival rate, the tail, the drop probability at the truncation and, where the
+arrival transitions give the queue position, ``prob_wait`` and ``frac_within_h``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.optimize import root
+
+from sim.core.population import Population
+from sim.core.population_engine import fill_rates
+from sim.core.results import exact_row
+
+__all__ = ["drift", "fixed_point", "FixedPoint", "limit_row", "ODE_TOL", "T_MAX", "AGREE"]
+
+#: the ODE is run until max |f(x)| is below this
+ODE_TOL = 1e-9
+#: the longest ODE horizon (time units)
+T_MAX = 1e5
+#: the ODE's end state and the root must agree to this in every coordinate
+AGREE = 1e-6
+CI_METHOD = "mean field from the declared transitions: ODE from empty, fixed point by root finding"
+
+
+class FixedPoint(NamedTuple):
+    x: np.ndarray  #: the fixed point, flat (all vectors end to end)
+    ode_x: np.ndarray  #: where the ODE stopped
+    ode_time: float  #: the time it ran
+    residual: float  #: max |f(x)| at the root
+
+
+def _jump_table(decl: Population, lay):
+    """Per family: the flat target coordinates (as offsets to add to the index) and deltas."""
+    out = []
+    for t, (lo, hi) in zip(decl.transitions, lay.ranges):
+        idx = np.arange(lo, hi)
+        comps = [(int(lay.offsets[lay.index[v]]) + o + idx, float(dl)) for v, o, dl in t.jump]
+        out.append(comps)
+    return out
+
+
+def drift(decl: Population, x: np.ndarray, p: np.ndarray, lay=None, n: float = np.inf) -> np.ndarray:
+    """``f(x) = sum_l l beta_l(x, n)`` (``n = inf``: the mean-field drift), flat."""
+    lay = lay or decl.layout(p)
+    rates = fill_rates(decl, x, n, p, lay, strict=False)
+    out = np.zeros(x.size)
+    k = 0
+    for comps, (lo, hi) in zip(_jump_table(decl, lay), lay.ranges):
+        r = rates[k: k + hi - lo]
+        for idx, dl in comps:
+            np.add.at(out, idx, dl * r)
+        k += hi - lo
+    return out
+
+
+def _free(decl: Population, lay) -> np.ndarray:
+    mask = np.zeros(int(lay.offsets[-1]), dtype=bool)
+    for comps in _jump_table(decl, lay):
+        for idx, _ in comps:
+            mask[idx] = True
+    return mask
+
+
+def fixed_point(decl: Population, p: np.ndarray) -> FixedPoint:
+    """The fixed point of the drift for parameters ``p`` (module docstring), cached per ``p``."""
+    p = np.asarray(p, dtype=np.float64)
+    key = ("fixed_point", p.tobytes())
+    if key in decl._cache:
+        return decl._cache[key]
+    lay = decl.layout(p)
+    x0 = decl.start_state(p, lay)
+    free = _free(decl, lay)
+
+    def full(y):
+        x = x0.copy()
+        x[free] = y
+        return x
+
+    def rhs(t, y):
+        return drift(decl, full(y), p, lay)[free]
+
+    def settled(t, y):
+        return np.max(np.abs(rhs(t, y))) - ODE_TOL
+
+    settled.terminal = True
+    y = x0[free]
+    t_run = 0.0
+    sol = solve_ivp(rhs, (0.0, T_MAX), y, method="LSODA", rtol=1e-10, atol=1e-13, events=settled)
+    if sol.status < 0:
+        raise ValueError(f"population {decl.name!r}: the mean-field ODE failed: {sol.message}")
+    y_ode, t_run = sol.y[:, -1], float(sol.t[-1])
+    res = root(lambda y: rhs(0.0, y), y_ode, method="hybr", options={"xtol": 1e-14})
+    y_root = res.x
+    resid = float(np.max(np.abs(rhs(0.0, y_root)))) if y_root.size else 0.0
+    if not res.success and resid > 1e-12:
+        raise ValueError(f"population {decl.name!r}: no fixed point found from the ODE's end "
+                         f"state ({res.message}; max |f| = {resid:.3g})")
+    gap = float(np.max(np.abs(y_root - y_ode))) if y_root.size else 0.0
+    if gap > AGREE:
+        raise ValueError(f"population {decl.name!r}: the fixed point by root finding is {gap:.3g} "
+                         f"from where the ODE settled (t = {t_run:.3g}): the drift may have several "
+                         "zeros or the ODE did not converge")
+    out = FixedPoint(full(y_root), full(y_ode), t_run, resid)
+    decl._cache[key] = out
+    return out
+
+
+def limit_row(decl: Population, task: dict) -> dict:
+    """The :data:`sim.core.results.RESULT_KEYS` row of the mean field of ``decl`` for ``task``."""
+    p = np.asarray(decl.params(task), dtype=np.float64)
+    lay = decl.layout(p)
+    fp = fixed_point(decl, p)
+    x = fp.x
+    rates = fill_rates(decl, x, np.inf, p, lay)
+    queue = float(np.dot(decl.queue_weights(lay), x))
+    admitted = 0.0
+    waited = within = 0.0
+    h = int(task.get("h", 1))
+    has_pos = False
+    k = 0
+    for t, (lo, hi) in zip(decl.transitions, lay.ranges):
+        r = rates[k: k + hi - lo]
+        if t.arrival:
+            admitted += float(r.sum())
+            if t.position is not None:
+                has_pos = True
+                pos = np.arange(lo, hi) + t.position
+                waited += float(r[pos >= 2].sum())
+                within += float(r[pos <= h].sum())
+        k += hi - lo
+    arr = float(decl.arrival_rate(p))
+    resp = queue / admitted
+    tv, tlo = decl.tail
+    j = lay.index[tv]
+    max_level = int(task.get("max_level", 64))
+    tail = x[int(lay.offsets[j]) + tlo: int(lay.offsets[j]) + lay.sizes[j]][:max_level]
+    tail = np.concatenate((tail, np.zeros(max_level - tail.size)))
+    ms = decl.mean_service
+    return exact_row(
+        mean_response=resp, mean_wait=resp - ms if ms is not None else None,
+        prob_wait=waited / admitted if has_pos else None, mean_queue=queue,
+        tail=tail, queueing_ratio=(resp - ms) / ms if ms else None,
+        drop_prob=max(arr - admitted, 0.0) / arr,
+        frac_within_h=within / admitted if has_pos else None,
+        messages_per_job=decl.messages(p) if decl.messages is not None else None,
+        ci_method=CI_METHOD,
+    )
