@@ -30,6 +30,9 @@ Engines
   batch-filling limit for fixed ``k`` and ``d``).
 - ``refined`` (:mod:`~sim.dispatch.refined`, :mod:`~sim.dispatch.refined_batch`) and
   ``trajectory`` (:mod:`~sim.dispatch.trajectory`).
+- ``population`` and ``population_meanfield`` (:mod:`~sim.dispatch.population`): ``pod``
+  declared by its transitions (:mod:`sim.core.population`), simulated by the generic engine and
+  its mean field derived from the same declaration.
 - ``heavy_traffic`` (:mod:`~sim.dispatch.meanfield.heavy_traffic`): batch-filling and
   batch-sampling as ``1 - lam -> 0`` with ``k d (1 - lam)`` given, to N = 10^300; its tasks take
   ``log10_n``, ``one_minus_lam`` and ``d_real`` in place of ``n_servers``, ``lam`` and ``d``.
@@ -52,7 +55,8 @@ def events_per_time(task: dict) -> float:
 
     The agent engines are uniformized: exactly ``N (lam/k + 1)`` (``(1 + lam) sum(service_rates)``
     for single-task jobs on :mod:`~sim.dispatch.agent`). The occupancy engine counts real
-    transitions, job arrivals ``lam N / k`` and completions ``busy``; in steady state without a
+    transitions (as does the population engine, :mod:`~sim.dispatch.population`), job arrivals
+    ``lam N / k`` and completions ``busy``; in steady state without a
     buffer ``busy = lam N``, so ``N lam (1/k + 1)`` (with a buffer fewer servers are busy and
     the run covers a little more time). The trajectory engine runs to its horizon ``time``,
     ``events`` being a cap it must not reach: an upper bound, from the rate bound ``N (1 +
@@ -62,7 +66,7 @@ def events_per_time(task: dict) -> float:
     k = task.get("k") or 1
     if task["engine"] == "trajectory":
         return events_bound(n * (1.0 + lam / k), task["time"])
-    if task["engine"] == "occupancy":
+    if task["engine"] in ("occupancy", "population"):
         return n * lam * (1.0 / k + 1.0)
     rates = task.get("service_rates")
     if (task["policy"] in ("random", "jsq", "pod") and k == 1 and task.get("b") is None
@@ -289,6 +293,12 @@ MODEL = Model(
               example={**_BATCH, "events": _EV}),
         Entry("occupancy", "pod_per_task", f"{_D}.occupancy:run_task", ("d", "k"), ("b",),
               example={**_BATCH, "events": _EV}),
+        # power-of-d declared by its transitions (issue 38; sim.dispatch.population): the
+        # generic population engine and the mean field of the same declaration
+        Entry("population", "pod", f"{_D}.population:run_task", ("d",), ("b", "replacement"),
+              example={**_POD, "events": _EV}),
+        Entry("population_meanfield", "pod", f"{_D}.population:run_meanfield", ("d",),
+              ("b", "replacement"), example=_POD),
         # paths s_i(t) on a time grid beside the mean-field ODE from the same start (real
         # exponential clock, runs to the horizon `time`; docs/transients.md)
         Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",), example=_TRAJ),
@@ -308,8 +318,8 @@ MODEL = Model(
         "k": Param("int", "tasks per job (default 1)"),
         "b": Param("int", "buffer per server, the task in service included (absent: unbounded)"),
         "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
-        "replacement": Param("bool", "refined mean field: the d probes drawn with replacement "
-                             "(default false, as the simulators)"),
+        "replacement": Param("bool", "refined mean field and population engine: the d probes "
+                             "drawn with replacement (default false, as the simulators)"),
         "init_tail": INIT_TAIL,
         "log10_n": Param("float", "heavy_traffic: log10 N (N itself may pass the Int64 column, "
                          "to 10^300)"),
@@ -337,6 +347,8 @@ MODEL = Model(
         Engine("trajectory", "stochastic", "trajectory simulation"),
         Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
         Engine("refined", "limit", "refined mean field"),
+        Engine("population", "stochastic", "population simulation (declared transitions)"),
+        Engine("population_meanfield", "limit", "mean field of the declared transitions"),
         Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
     ),
 )

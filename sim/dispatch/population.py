@@ -1,0 +1,162 @@
+"""Power-of-d declared by its transitions (issue 38): the ``population`` and
+``population_meanfield`` engines of the dispatch model's ``pod``.
+
+State: the tail ``s_i``, the fraction of servers with at least ``i`` tasks, ``i = 0 .. L + 1``
+(``s_0 = 1`` and ``s_{L+1} = 0`` are never moved). Transitions, ``i = 1 .. L``:
+
+- ``arrive``: ``s_i += 1/N`` at rate ``N lam (P(d probes in s_{i-1}) - P(d probes in s_i))``,
+  the job joining a queue of length ``i - 1`` (position ``i``): the shortest of ``d`` sampled
+  queues has length ``i - 1`` exactly. The ``d`` probes are distinct servers by default
+  (``P = C(N s, d) / C(N, d) = prod_{j<d} (s - j/N) / (1 - j/N)``, as the occupancy and agent
+  engines sample), or independent with ``replacement: true`` (``P = s**d``, the convention of
+  rmf_tool and most papers); both are ``s**d`` in the mean field.
+- ``depart``: ``s_i -= 1/N`` at rate ``N (s_i - s_{i+1})``.
+
+The truncation ``L`` is a buffer: a job that would be the ``(L+1)``-th in its queue is lost
+(``drop_prob``). With ``b`` given, ``L = b``: the occupancy engine's pod with buffer ``b``,
+exactly. Without, ``L`` is set out of reach: the level that ``10^6`` times the run's
+independent queue lengths would reach under the mean-field tail
+(:func:`sim.core.memory.longest_queue`), plus 2; the row's ``drop_prob`` shows any job lost
+(tests check it is 0). The mean-field engine without ``b`` cuts where the fixed point is below
+1e-30.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from sim.core.memory import longest_queue
+from sim.core.population import Population, Transitions, Vector
+from sim.core.population_engine import simulate
+from sim.core.population_limit import limit_row
+from sim.core.results import result_row
+from sim.dispatch.policies import messages_per_job
+
+__all__ = ["POD", "pod_levels", "run_task", "run_meanfield"]
+
+
+@njit(cache=True)
+def probes_in(s, n, d, replacement, inv_den):
+    """Probability that ``d`` probes all land in a set of ``N s`` servers: without replacement
+    ``C(N s, d) / C(N, d) = prod_{j<d} (N s - j) / (N - j)`` (``s**d`` at ``n = inf``), with
+    replacement ``s**d``. ``inv_den``: ``1 / prod_{j<d} (N - j)`` when that is a normal float
+    (:func:`_params`: one multiplication instead of a division per call), else 0 (then one
+    division per 8 factors)."""
+    if replacement or n == np.inf:
+        return s ** d
+    c = np.rint(s * n)  # the count N s (s is a count over N: exact after rounding)
+    if c < d:
+        return 0.0
+    num = 1.0
+    if inv_den > 0.0:
+        for j in range(d):
+            num *= c - j
+        return num * inv_den
+    out = 1.0
+    den = 1.0
+    for j in range(d):  # each partial product of 8 factors below 2**53 ** 8: no overflow
+        num *= c - j
+        den *= n - j
+        if j % 8 == 7:
+            out *= num / den
+            num = 1.0
+            den = 1.0
+    return out * (num / den)
+
+
+@njit(cache=True)
+def _arrive(i, s, n, p):
+    d = np.int64(p[1])
+    rep = p[2] != 0.0
+    r = p[0] * (probes_in(s[i - 1], n, d, rep, p[4]) - probes_in(s[i], n, d, rep, p[4]))
+    return r if r > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _depart(i, s, n, p):
+    return s[i] - s[i + 1]
+
+
+def pod_levels(task: dict) -> int:
+    """The truncation ``L`` of a task (module docstring)."""
+    if task.get("b") is not None:
+        return int(task["b"])
+    lam, d = float(task["lam"]), int(task["d"])
+    if task.get("events") is None:  # the mean field: where the fixed point is below 1e-30
+        from sim.dispatch.meanfield.pod import truncation_level
+
+        return truncation_level(lam, d, 1e-30) + 1
+    n = float(task["n_servers"])
+    run_time = float(task["events"]) / (2.0 * n * lam)
+    return longest_queue(n * 1e6, lam, d, None, run_time) + 2
+
+
+def _params(task: dict) -> tuple:
+    """``p = (lam, d, replacement, L, 1 / prod_{j<d} (N - j) or 0)``."""
+    d, n = int(task["d"]), task.get("n_servers")
+    inv_den = 0.0
+    if n is not None and d <= 16:
+        den = math.prod(float(n) - j for j in range(d))
+        inv_den = 1.0 / den if 0.0 < den < 1e300 else 0.0
+    return (float(task["lam"]), float(d), 1.0 if task.get("replacement") else 0.0,
+            float(pod_levels(task)), inv_den)
+
+
+def _start(p, sizes):
+    s = np.zeros(sizes[0])
+    s[0] = 1.0
+    return [s]
+
+
+#: power-of-d as transitions
+POD = Population(
+    name="pod",
+    vectors=(Vector("s", lambda p: int(p[3]) + 2),),
+    transitions=(
+        Transitions("arrive", _arrive, (("s", 0, 1),), 1, -1, reads=(("s", -1), ("s", 0)),
+                    arrival=True, position=0),
+        Transitions("depart", _depart, (("s", 0, -1),), 1, -1, reads=(("s", 0), ("s", 1))),
+    ),
+    params=_params,
+    start=_start,
+    queue=(("s", 1, 0, 1.0),),
+    tail=("s", 1),
+    arrival_rate=lambda p: float(p[0]),
+    mean_service=1.0,
+    messages=lambda p: messages_per_job("pod", 0, 1, int(p[1])),
+)
+
+
+def _task(task: dict) -> dict:
+    def as_int(v):
+        return int(v) if isinstance(v, float) and v.is_integer() else v
+
+    out = dict(task)
+    for key in ("n_servers", "d", "b", "events", "seed", "n_batches", "max_level", "h"):
+        if out.get(key) is not None:
+            out[key] = as_int(out[key])
+    return out
+
+
+def run_task(task: dict) -> dict:
+    """One ``population`` task of ``pod`` (keys as docs/results-schema.md)."""
+    task = _task(task)
+    if task["policy"] != "pod":
+        raise ValueError(f"policy={task['policy']!r} is not declared by transitions")
+    if not task.get("replacement") and task["d"] > task["n_servers"]:
+        raise ValueError(f"d={task['d']!r} must not exceed n_servers={task['n_servers']!r} "
+                         "(sampling without replacement)")
+    return result_row(simulate(POD, task))
+
+
+def run_meanfield(task: dict) -> dict:
+    """One ``population_meanfield`` task of ``pod``: the fixed point of the declared drift."""
+    task = _task(task)
+    task.pop("events", None)
+    if not 0.0 < float(task["lam"]) < 1.0 and task.get("b") is None:
+        raise ValueError(f"lam={task['lam']!r} must be in (0, 1) without a buffer")
+    if math.isnan(float(task["lam"])):
+        raise ValueError("lam is NaN")
+    return limit_row(POD, task)
