@@ -21,8 +21,10 @@ A rate function is a numba ``@njit`` function ``beta(i, v_1, ..., v_m, n, p)``: 
 of the transition in its family, the state's vectors as float arrays of fractions (in the order
 of :attr:`Population.vectors`), ``n`` the number of servers as a float (``inf`` for the mean
 field: write ``j / n``, never ``1 / (n - j)`` forms that are not defined there) and ``p`` the
-parameters as a float array (:attr:`Population.params`). It returns ``beta >= 0`` (the rate
-divided by N). N enters where the model needs it: ``d`` servers sampled without replacement all
+parameters as a tuple of floats (:attr:`Population.params`; a tuple, not an array, so that the
+compiled loop keeps them in registers). It returns ``beta >= 0`` (the rate divided by N). The
+engine compiles it inlined into its loop; a helper it calls is best declared
+``@njit(inline="always")`` too (an out-of-line call costs more than a small rate). N enters where the model needs it: ``d`` servers sampled without replacement all
 lie in a set of ``N x`` with probability ``prod_{j<d} (x - j/n) / (1 - j/n)`` (``x**d`` at
 ``n = inf``). docs/extending.md has a worked example; :mod:`sim.dispatch.population` declares
 power-of-d this way.

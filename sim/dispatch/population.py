@@ -37,7 +37,7 @@ from sim.dispatch.policies import messages_per_job
 __all__ = ["POD", "pod_levels", "run_task", "run_meanfield"]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def probes_in(s, n, d, replacement, inv_den):
     """Probability that ``d`` probes all land in a set of ``N s`` servers: without replacement
     ``C(N s, d) / C(N, d) = prod_{j<d} (N s - j) / (N - j)`` (``s**d`` at ``n = inf``), with

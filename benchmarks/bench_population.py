@@ -1,0 +1,69 @@
+"""Speed of the generic population engine against the hand-written occupancy engine (issue 38).
+
+The same run on both: power-of-d (``pod``) at N = 10**6 by default, the same load, d, number of
+events and seed, both from the mean-field fixed point. Both engines are jump chains on the
+counts with the same events (job arrivals and service completions), so time per event is the
+like-for-like figure. Prints the CPU model, each engine's time per event and the ratio
+population / occupancy (issue 38 asks for at most 3, 2 as a stretch goal).
+
+Each figure is the best of ``--repeat`` runs after a warm-up run (compile time and the
+population engine's fixed point are excluded: both are paid once per process and point).
+Wall times include the whole call (set-up and output analysis).
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_population.py [--n 1000000] [--lam 0.9] [--d 2]
+        [--events 20000000] [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import cpu_model  # noqa: E402
+from sim.dispatch.occupancy import run_task as occupancy_task  # noqa: E402
+from sim.dispatch.population import run_task as population_task  # noqa: E402
+
+
+def best_time(fn, repeat: int):
+    fn()  # warm-up: compile / load the cache, the fixed point
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10**6)
+    ap.add_argument("--lam", type=float, default=0.9)
+    ap.add_argument("--d", type=int, default=2)
+    ap.add_argument("--events", type=int, default=20_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    task = {"policy": "pod", "n_servers": args.n, "lam": args.lam, "d": args.d,
+            "events": args.events, "seed": 1, "init": "meanfield", "n_batches": 20,
+            "max_level": 64, "h": 1}
+    print(f"CPU: {cpu_model()}")
+    print(f"pod, N = {args.n:.0e}, lam = {args.lam}, d = {args.d}, {args.events:,} events, "
+          f"best of {args.repeat}")
+    rows = {}
+    for name, fn in (("occupancy", occupancy_task), ("population", population_task)):
+        sec, row = best_time(lambda fn=fn: fn({**task, "engine": name}), args.repeat)
+        rows[name] = (sec, row)
+        print(f"  {name:10s} {1e9 * sec / args.events:7.1f} ns/event   E[T] = "
+              f"{row['mean_response']:.5f} +- {row['mean_response_se']:.5f}")
+    ratio = rows["population"][0] / rows["occupancy"][0]
+    print(f"ratio population / occupancy per event: {ratio:.2f} (issue 38: within 3x)")
+    return ratio
+
+
+if __name__ == "__main__":
+    main()
