@@ -82,6 +82,14 @@ def dispatch_tasks() -> list[dict]:
     heavy = [{"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0},
              {"log10_n": 300.0, "one_minus_lam": 1e-90, "k": 477171, "d_real": 7.647814942725025e+88}]
     out += [_limit("heavy_traffic", pol, **h) for pol in ("batch_filling", "batch_sampling") for h in heavy]
+    # power-of-d declared by its transitions (issue 38): the population engine and its mean field
+    out += [
+        _sim("population", "pod", 81, **base, d=2),
+        _sim("population", "pod", 82, **base, d=2, b=3),
+        _sim("population", "pod", 83, **base, d=3, replacement=True),
+        _limit("population_meanfield", "pod", **base, d=2),
+        _limit("population_meanfield", "pod", **base, d=2, b=3),
+    ]
     return [{"model": "dispatch", **t} for t in out]
 
 
