@@ -30,9 +30,10 @@ Engines
   batch-filling limit for fixed ``k`` and ``d``).
 - ``refined`` (:mod:`~sim.dispatch.refined`, :mod:`~sim.dispatch.refined_batch`) and
   ``trajectory`` (:mod:`~sim.dispatch.trajectory`).
-- ``population`` and ``population_meanfield`` (:mod:`~sim.dispatch.population`): ``pod``
-  declared by its transitions (:mod:`sim.core.population`), simulated by the generic engine and
-  its mean field derived from the same declaration.
+- ``population``, ``population_meanfield`` and ``population_refined``
+  (:mod:`~sim.dispatch.population`): ``pod`` declared by its transitions
+  (:mod:`sim.core.population`), simulated by the generic engine, its mean field and refined
+  1/N term derived from the same declaration.
 - ``heavy_traffic`` (:mod:`~sim.dispatch.meanfield.heavy_traffic`): batch-filling and
   batch-sampling as ``1 - lam -> 0`` with ``k d (1 - lam)`` given, to N = 10^300; its tasks take
   ``log10_n``, ``one_minus_lam`` and ``d_real`` in place of ``n_servers``, ``lam`` and ``d``.
@@ -299,6 +300,8 @@ MODEL = Model(
               example={**_POD, "events": _EV}),
         Entry("population_meanfield", "pod", f"{_D}.population:run_meanfield", ("d",),
               ("b", "replacement"), example=_POD),
+        Entry("population_refined", "pod", f"{_D}.population:run_refined", ("d",),
+              ("replacement",), example=_POD),
         # paths s_i(t) on a time grid beside the mean-field ODE from the same start (real
         # exponential clock, runs to the horizon `time`; docs/transients.md)
         Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",), example=_TRAJ),
@@ -349,6 +352,7 @@ MODEL = Model(
         Engine("refined", "limit", "refined mean field"),
         Engine("population", "stochastic", "population simulation (declared transitions)"),
         Engine("population_meanfield", "limit", "mean field of the declared transitions"),
+        Engine("population_refined", "limit", "refined mean field of the declared transitions"),
         Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
     ),
 )

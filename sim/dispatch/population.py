@@ -1,5 +1,5 @@
-"""Power-of-d declared by its transitions (issue 38): the ``population`` and
-``population_meanfield`` engines of the dispatch model's ``pod``.
+"""Power-of-d declared by its transitions (issue 38): the ``population``,
+``population_meanfield`` and ``population_refined`` engines of the dispatch model's ``pod``.
 
 State: the tail ``s_i``, the fraction of servers with at least ``i`` tasks, ``i = 0 .. L + 1``
 (``s_0 = 1`` and ``s_{L+1} = 0`` are never moved). Transitions, ``i = 1 .. L``:
@@ -17,8 +17,8 @@ The truncation ``L`` is a buffer: a job that would be the ``(L+1)``-th in its qu
 exactly. Without, ``L`` is set out of reach: the level that ``10^6`` times the run's
 independent queue lengths would reach under the mean-field tail
 (:func:`sim.core.memory.longest_queue`), plus 2; the row's ``drop_prob`` shows any job lost
-(tests check it is 0). The mean-field engine without ``b`` cuts where the fixed point is below
-1e-30.
+(tests check it is 0). The limit engines without ``b`` cut where the fixed point is below
+1e-300 (1e-30 for d = 1).
 """
 from __future__ import annotations
 
@@ -30,27 +30,28 @@ from numba import njit
 from sim.core.memory import longest_queue
 from sim.core.population import Population, Transitions, Vector
 from sim.core.population_engine import simulate
-from sim.core.population_limit import limit_row
+from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import result_row
 from sim.dispatch.policies import messages_per_job
 
-__all__ = ["POD", "pod_levels", "run_task", "run_meanfield"]
+__all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined"]
 
 
 @njit(cache=True, inline="always")
-def probes_in(s, n, d, replacement, inv_den):
+def probes_in(s, n, d, replacement, inv_den, n_den):
     """Probability that ``d`` probes all land in a set of ``N s`` servers: without replacement
     ``C(N s, d) / C(N, d) = prod_{j<d} (N s - j) / (N - j)`` (``s**d`` at ``n = inf``), with
-    replacement ``s**d``. ``inv_den``: ``1 / prod_{j<d} (N - j)`` when that is a normal float
-    (:func:`_params`: one multiplication instead of a division per call), else 0 (then one
-    division per 8 factors)."""
+    replacement ``s**d``. ``inv_den = 1 / prod_{j<d} (N - j)`` for ``n == n_den`` (the
+    task's N, :func:`_params`: one multiplication instead of divisions), or 0. The polynomial in
+    ``N s`` is smooth off the lattice too (the refined expansion differences it) and exactly 0
+    where ``N s`` is an integer below ``d`` (the count is ``N s`` up to rounding)."""
     if replacement or n == np.inf:
         return s ** d
-    c = np.rint(s * n)  # the count N s (s is a count over N: exact after rounding)
-    if c < d:
+    c = s * n
+    if c < d - 0.5:
         return 0.0
     num = 1.0
-    if inv_den > 0.0:
+    if inv_den > 0.0 and n == n_den:
         for j in range(d):
             num *= c - j
         return num * inv_den
@@ -70,7 +71,8 @@ def probes_in(s, n, d, replacement, inv_den):
 def _arrive(i, s, n, p):
     d = np.int64(p[1])
     rep = p[2] != 0.0
-    r = p[0] * (probes_in(s[i - 1], n, d, rep, p[4]) - probes_in(s[i], n, d, rep, p[4]))
+    r = p[0] * (probes_in(s[i - 1], n, d, rep, p[4], p[5])
+                - probes_in(s[i], n, d, rep, p[4], p[5]))
     return r if r > 0.0 else 0.0
 
 
@@ -84,24 +86,24 @@ def pod_levels(task: dict) -> int:
     if task.get("b") is not None:
         return int(task["b"])
     lam, d = float(task["lam"]), int(task["d"])
-    if task.get("events") is None:  # the mean field: where the fixed point is below 1e-30
-        from sim.dispatch.meanfield.pod import truncation_level
+    if task.get("events") is None:  # the limits: where the fixed point is below 1e-300
+        from sim.dispatch.meanfield.pod import truncation_level  # (1e-30 for d = 1: hundreds
 
-        return truncation_level(lam, d, 1e-30) + 1
+        return truncation_level(lam, d, 1e-300 if d > 1 else 1e-30) + 1  # of levels already)
     n = float(task["n_servers"])
     run_time = float(task["events"]) / (2.0 * n * lam)
     return longest_queue(n * 1e6, lam, d, None, run_time) + 2
 
 
 def _params(task: dict) -> tuple:
-    """``p = (lam, d, replacement, L, 1 / prod_{j<d} (N - j) or 0)``."""
+    """``p = (lam, d, replacement, L, 1 / prod_{j<d} (N - j) or 0, N or 0)``."""
     d, n = int(task["d"]), task.get("n_servers")
     inv_den = 0.0
     if n is not None and d <= 16:
         den = math.prod(float(n) - j for j in range(d))
         inv_den = 1.0 / den if 0.0 < den < 1e300 else 0.0
     return (float(task["lam"]), float(d), 1.0 if task.get("replacement") else 0.0,
-            float(pod_levels(task)), inv_den)
+            float(pod_levels(task)), inv_den, float(n) if inv_den else 0.0)
 
 
 def _start(p, sizes):
@@ -160,3 +162,13 @@ def run_meanfield(task: dict) -> dict:
     if math.isnan(float(task["lam"])):
         raise ValueError("lam is NaN")
     return limit_row(POD, task)
+
+
+def run_refined(task: dict) -> dict:
+    """One ``population_refined`` task of ``pod``: ``x* + V/N`` of the declared drift at the
+    task's N (:func:`sim.core.population_limit.refined_row`)."""
+    task = _task(task)
+    task.pop("events", None)
+    if not 0.0 < float(task["lam"]) < 1.0:
+        raise ValueError(f"lam={task['lam']!r} must be in (0, 1)")
+    return refined_row(POD, task)

@@ -89,6 +89,8 @@ def dispatch_tasks() -> list[dict]:
         _sim("population", "pod", 83, **base, d=3, replacement=True),
         _limit("population_meanfield", "pod", **base, d=2),
         _limit("population_meanfield", "pod", **base, d=2, b=3),
+        _limit("population_refined", "pod", **base, d=2),
+        _limit("population_refined", "pod", **base, d=2, replacement=True),
     ]
     return [{"model": "dispatch", **t} for t in out]
 
