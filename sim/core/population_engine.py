@@ -319,7 +319,7 @@ def simulate(decl: Population, task: dict, *, n_windows: int = 1000) -> Populati
     p = np.asarray(decl.params(task), dtype=np.float64)
     lay = decl.layout(p)
     n, nf = int(n), float(n)
-    if init == "meanfield":
+    if init != "empty":  # the fixed point of the declaration's drift
         from sim.core.population_limit import fixed_point
 
         x0 = fixed_point(decl, p).x

@@ -26,7 +26,7 @@ from sim.core.population_engine import fill_rates
 from sim.core.refined import refined_expansion
 from sim.core.results import exact_row
 
-__all__ = ["drift", "fixed_point", "FixedPoint", "limit_row", "refined", "Refined", "refined_row",
+__all__ = ["drift", "fixed_point", "FixedPoint", "limit_row", "expansion", "Expansion", "refined_row",
            "ODE_TOL", "T_MAX", "AGREE", "F1_N"]
 
 #: the ODE is run until max |f(x)| is below this
@@ -178,13 +178,13 @@ JAC_STEP = 1e-7
 HESS_STEP = 1e-4
 
 
-class Refined(NamedTuple):
+class Expansion(NamedTuple):
     x: np.ndarray  #: the fixed point (flat)
     v: np.ndarray  #: E[X^N] = x + v / N + O(1/N^2) (flat; 0 on coordinates no jump moves)
     free: np.ndarray  #: the coordinates some jump moves
 
 
-def refined(decl: Population, p: np.ndarray) -> Refined:
+def expansion(decl: Population, p: np.ndarray) -> Expansion:
     """``x*`` and ``V`` of ``E[X^N] = x* + V/N`` from the declaration alone, through
     :func:`sim.core.refined.refined_expansion`: ``A = Df(x*)`` by central differences (relative
     step :data:`JAC_STEP`), ``B : W`` by second differences along the eigenvectors of ``W``
@@ -192,7 +192,7 @@ def refined(decl: Population, p: np.ndarray) -> Refined:
     rates, and ``f1`` by Richardson extrapolation in 1/N (:data:`F1_N`). Accuracy about 1e-7
     on ``V`` (measured on pod against the hand-written expansion, tests/dispatch)."""
     p = np.asarray(p, dtype=np.float64)
-    key = ("refined", p.tobytes())
+    key = ("expansion", p.tobytes())
     if key in decl._cache:
         return decl._cache[key]
     lay = decl.layout(p)
@@ -240,7 +240,7 @@ def refined(decl: Population, p: np.ndarray) -> Refined:
     v_free, _ = refined_expansion(y, a, hess_w, q, f1)
     v = np.zeros(fp.x.size)
     v[free] = v_free
-    out = Refined(fp.x, v, free)
+    out = Expansion(fp.x, v, free)
     decl._cache[key] = out
     return out
 
@@ -251,7 +251,7 @@ def refined_row(decl: Population, task: dict) -> dict:
     ``mean_queue_1n`` (the 1/N coefficient of the queue)."""
     p = np.asarray(decl.params(task), dtype=np.float64)
     lay = decl.layout(p)
-    e = refined(decl, p)
+    e = expansion(decl, p)
     n = float(task["n_servers"])
     row = limit_row(decl, task)
     qw = decl.queue_weights(lay)

@@ -130,12 +130,12 @@ def test_refined_v_matches_the_hand_written_expansion(lam, d, replacement):
     """V of the declaration (finite differences, sim.core.population_limit.refined) against
     sim.dispatch.refined.pod_refined (closed-form derivatives): 1e-6 in every level and in
     sum V (measured: at most 6e-8 per level, 2e-7 on the sum)."""
-    from sim.core.population_limit import refined
+    from sim.core.population_limit import expansion
     from sim.dispatch.population import _params
     from sim.dispatch.refined import pod_refined
 
     p = np.array(_params({"lam": lam, "d": d, "replacement": replacement, "n_servers": 100}))
-    mine = refined(POD, p).v[1:-1]  # s_1 .. s_L (s_0 and s_{L+1} are never moved)
+    mine = expansion(POD, p).v[1:-1]  # s_1 .. s_L (s_0 and s_{L+1} are never moved)
     ref = pod_refined(lam, d, replacement)
     m = min(mine.size, ref.v.size)
     assert np.max(np.abs(mine[:m] - ref.v[:m])) < 1e-6
