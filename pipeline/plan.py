@@ -453,6 +453,67 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
     return values
 
 
+def _heavy_traffic_points(cfg: dict, specs: dict, names: list[str], named: bool, pid: int,
+                          skipped: list[str]) -> list[tuple]:
+    """``(Point, task)`` of ``limit_path.heavy_traffic`` (docs/sweeps.md): every policy the
+    engine serves, every variant and combination of the other axes, at N = 10^x for the
+    exponents of :func:`heavy_exponents`, with the values of :func:`_heavy_values`; point ids
+    from ``pid`` on. A point where the form does not apply (what :func:`sim.check_task` refuses,
+    or a parameter the simulations model that it does not, a buffer) is left out, and each arm
+    with such points is named in ``skipped`` once: how many, from where, and the first reason."""
+    ht = cfg["limit_path"]["heavy_traffic"]
+    run = cfg["run"]
+    xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
+                         float(ht.get("every_decades", 5.0)))
+    out = []
+    for policy in cfg["policies"]:
+        if not _serves(cfg, HEAVY_ENGINE, policy):
+            skipped.append(f"policy {policy}: engine {HEAVY_ENGINE} does not serve it")
+            continue
+        ent = _entry(cfg, HEAVY_ENGINE, policy)
+        for variant, spec in specs.items():
+            others = {a: v for a, v in spec.axes.items() if a != "n_servers"}
+            for combo in itertools.product(*others.values()):
+                fixed = "".join(f", {a}={_fmt(v)}" for a, v in zip(others, combo))
+                varied = ", ".join(f"{a}={_fmt(v)}" for a, v in zip(others, combo) if len(others[a]) > 1)
+                arm = f"{policy}{f' ({variant})' if variant else ''}{f' [{varied}]' if varied else ''}"
+                left_out: list[tuple[float, str]] = []
+                for x in xs:
+                    where = f"point log10_n={x:g}{fixed}" + (f" (variant {variant})" if variant is not None else "")
+                    raw = _heavy_values(spec, x, dict(zip(others, combo)), where)
+                    # what the simulations model besides N, the load and d (a buffer b)
+                    extra = [n for n in raw if n in MODEL_PARAMS and raw[n] is not None
+                             and n not in ent.params and n not in _HEAVY_STANDS_FOR
+                             and n not in _NOT_IN_LIMIT and _NEUTRAL.get(n, object()) != raw[n]]
+                    task = {"model": ent.model, "engine": HEAVY_ENGINE, "policy": policy,
+                            **{k: raw[k] for k in ent.params if raw.get(k) is not None},
+                            "seed": 0, "init": run["init"], "n_batches": int(run["n_batches"]),
+                            "max_level": int(run["max_level"]), "h": int(run["position_threshold"])}
+                    try:
+                        if extra:
+                            raise ValueError(f"{extra[0]}={_fmt(raw[extra[0]])} is simulated but engine="
+                                             f"{HEAVY_ENGINE} has no model of it")
+                        sim.check_task(task)
+                    except ValueError as exc:  # the limit does not apply to this arm here
+                        left_out.append((x, str(exc)))
+                        continue
+                    values = {n: raw.get(n) for n in names if n != "variant"}
+                    if named:
+                        values = {"variant": variant, **values}
+                    row_params = {n: (v if n not in MODEL_PARAMS or n in ent.params else None)
+                                  for n, v in values.items()}
+                    task["_meta"] = {"task_id": f"p{pid:05d}-{HEAVY_ENGINE}-r000", "point_id": pid,
+                                     "replication": 0, "params": row_params}
+                    out.append((Point(pid, policy, values), task))
+                    pid += 1
+                if left_out:
+                    at = (f"from N = 10^{left_out[0][0]:g} on" if len(left_out) == len(xs)
+                          else f"at {len(left_out)} of its {len(xs)} N (10^{left_out[0][0]:g} to "
+                               f"10^{left_out[-1][0]:g})")
+                    skipped.append(f"{arm} {at}: {HEAVY_ENGINE}: {left_out[0][1]}")
+    return out
+
+
 def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[str, str]]:
     axes_in = cfg.get("axes") or {}
     params_in = cfg.get("params") or {}
@@ -781,6 +842,12 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                     else 1 for e in engines)
     n_points = len(policies) * sum(math.prod(len(a) for a in sp.axes.values()) for sp in specs.values())
     n_path = len(policies) * sum(math.prod(len(a) for a in ax.values()) for ax in path_axes.values())
+    ht = lp.get("heavy_traffic") or {}
+    if path_engine is not None and ht.get("n_servers_max") is not None:
+        n_x = len(heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
+                                  float(ht.get("every_decades", 5.0))))
+        n_path += len(policies) * n_x * sum(math.prod(len(v) for a, v in sp.axes.items() if a != "n_servers")
+                                            for sp in specs.values())
     if n_points * per_point + n_path > MAX_TASKS:
         shape = " x ".join(f"{a}[{len(v)}]" for a, v in next(iter(specs.values())).axes.items())
         raise ConfigError(
@@ -887,50 +954,12 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                                       "have at most that many (points x engines x replications)")
     # past the float range: the heavy-traffic limit along the same path (docs/sweeps.md), its
     # points after every other point so that the simulations' point ids and seeds stay as they are
-    ht = lp.get("heavy_traffic") or {}
-    if path_engine is not None and ht.get("n_servers_max") is not None:
+    if path_engine is not None and (lp.get("heavy_traffic") or {}).get("n_servers_max") is not None:
         names += [n for n in ("log10_n", "one_minus_lam", "d_real") if n not in names]
-        xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
-                             float(ht.get("every_decades", 5.0)))
-        for policy in policies:
-            if not _serves(cfg, HEAVY_ENGINE, policy):
-                path_skipped.append(f"policy {policy}: engine {HEAVY_ENGINE} does not serve it")
-                continue
-            ent = _entry(cfg, HEAVY_ENGINE, policy)
-            for variant, spec in specs.items():
-                arm = f"{policy}{f' ({variant})' if variant else ''}"
-                others = {a: v for a, v in spec.axes.items() if a != "n_servers"}
-                for combo in itertools.product(*others.values()):
-                    for x in xs:
-                        where = f"point log10_n={x:g}" + "".join(f", {a}={_fmt(v)}" for a, v in zip(others, combo))
-                        where += f" (variant {variant})" if variant is not None else ""
-                        raw = _heavy_values(spec, x, dict(zip(others, combo)), where)
-                        # what the simulations model besides N, the load and d (a buffer b)
-                        extra = [n for n in raw if n in MODEL_PARAMS and raw[n] is not None
-                                 and n not in ent.params and n not in _HEAVY_STANDS_FOR
-                                 and n not in _NOT_IN_LIMIT and _NEUTRAL.get(n, object()) != raw[n]]
-                        task = {"model": ent.model, "engine": HEAVY_ENGINE, "policy": policy,
-                                **{k: raw[k] for k in ent.params if raw.get(k) is not None},
-                                "seed": 0, "init": run["init"], "n_batches": int(run["n_batches"]),
-                                "max_level": int(run["max_level"]), "h": int(run["position_threshold"])}
-                        try:
-                            if extra:
-                                raise ValueError(f"{extra[0]}={_fmt(raw[extra[0]])} is simulated but engine="
-                                                 f"{HEAVY_ENGINE} has no model of it")
-                            sim.check_task(task)
-                        except ValueError as exc:  # the limit does not apply to this arm here
-                            path_skipped.append(f"{arm} from N = 10^{x:g} on: {HEAVY_ENGINE}: {exc}")
-                            break
-                        values = {n: raw.get(n) for n in names if n != "variant"}
-                        if named:
-                            values = {"variant": variant, **values}
-                        points.append(Point(pid, policy, values))
-                        row_params = {n: (v if n not in MODEL_PARAMS or n in ent.params else None)
-                                      for n, v in values.items()}
-                        task["_meta"] = {"task_id": f"p{pid:05d}-{HEAVY_ENGINE}-r000", "point_id": pid,
-                                         "replication": 0, "params": row_params}
-                        tasks.append(task)
-                        pid += 1
+        for point, task in _heavy_traffic_points(cfg, specs, names, named, pid, path_skipped):
+            points.append(point)
+            tasks.append(task)
+        pid = len(points)
     types = {n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names}
     # before any compute (and before plan=true's timing runs): docs/sweeps.md, memory
     memory = check_memory(tasks, cfg.get("execution") or {})
