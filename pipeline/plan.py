@@ -440,7 +440,9 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
             if isinstance(v, mpmath.mpf):
                 v = float(v)
             if _kind(name) == "int" and isinstance(v, (int, float)) and abs(v) >= INT_MAX:
-                v = None  # beyond the Int64 column: log10_n and d_real carry it
+                # beyond the Int64 column: d_real carries d; any other (a buffer b of 10^19)
+                # stays a float, which the checks below refuse, never a null (no buffer)
+                v = None if name == "d" else float(v)
             elif v is not None and not isinstance(v, str):
                 v = _coerce(name, v, where)  # an auxiliary variable (d_cap) as a float
             values[name] = v
