@@ -25,8 +25,9 @@ import numpy as np
 
 from sim.centralization.meanfield import _check_int, _check_lam, _check_p
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.results import check_run_args, result_row
+from sim.core.results import result_row
 from sim.core.rng import threshold
+from sim.core.settings import RunSettings, check_run_args, task_int
 
 __all__ = ["CentralResult", "check_sim_args", "thresholds", "summarize_windows", "task_args",
            "sim_row"]
@@ -106,14 +107,12 @@ def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, 
 
 
 def task_args(task: dict) -> dict:
-    def as_int(key, default=None):
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
-    return dict(n_servers=as_int("n_servers"), lam=task["lam"], p=task.get("p"),
-                events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-                n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-                h=as_int("h", 1))
+    """The arguments of either simulator's ``simulate`` from a task (its run settings read by
+    :class:`~sim.core.settings.RunSettings`)."""
+    s = RunSettings.from_task(task)
+    return dict(n_servers=task_int(task, "n_servers"), lam=task["lam"], p=task.get("p"),
+                events=task_int(task, "events"), seed=s.seed, init=s.init, n_batches=s.n_batches,
+                max_level=s.max_level, h=s.h)
 
 
 def sim_row(res: CentralResult) -> dict:

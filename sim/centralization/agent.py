@@ -20,14 +20,15 @@ from sim.centralization.meanfield import initial_tail
 from sim.core.buckets import build_buckets
 from sim.core.fifo import close_censored, draw_initial_queues, grow_rings
 from sim.core.rng import seed_state
+from sim.core.settings import DEFAULTS, N_WINDOWS
 from sim.core.windows import window_bounds, window_shift
 
 __all__ = ["simulate", "run_task"]
 
 
-def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = 0,
-             init: str = "meanfield", n_batches: int = 20, max_level: int = 64, h: int = 1,
-             *, n_windows: int = 1000, max_drain_events: int | None = None) -> CentralResult:
+def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = DEFAULTS.seed,
+             init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, h: int = DEFAULTS.h,
+             *, n_windows: int = N_WINDOWS, max_drain_events: int | None = None) -> CentralResult:
     """Agent simulation of the partially centralized system (one entry per station).
 
     Response times are measured per task from FIFO ring buffers and credited to the window of

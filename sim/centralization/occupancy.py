@@ -10,14 +10,15 @@ import numpy as np
 
 from sim.centralization._common import CentralResult, check_sim_args, sim_row, summarize_windows, task_args, thresholds
 from sim.centralization.meanfield import initial_tail
+from sim.core.settings import DEFAULTS, N_WINDOWS
 from sim.core.windows import window_bounds
 
 __all__ = ["simulate", "run_task"]
 
 
-def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = 0,
-             init: str = "meanfield", n_batches: int = 20, max_level: int = 64,
-             h: int = 1, *, n_windows: int = 1000) -> CentralResult:
+def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = DEFAULTS.seed,
+             init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level,
+             h: int = DEFAULTS.h, *, n_windows: int = N_WINDOWS) -> CentralResult:
     """Occupancy simulation: the counts of stations per queue length only (O(log top) per event,
     memory O(top), independent of N). The mean response is ``v_1 / lam`` (Little's law);
     ``n_jobs`` counts the arrivals after the warm-up cut. ``init="meanfield"``: the initial counts

@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.core.settings import DEFAULTS
+
 __all__ = ["mser", "mser5", "BatchMeans", "batch_means", "contiguous_batches", "warmup_cut",
            "tail_estimate", "ci_label"]
 
@@ -99,7 +101,7 @@ class BatchMeans(NamedTuple):
     batch_values: np.ndarray  #: the per-batch ratios
 
 
-def batch_means(numerator, denominator=None, n_batches: int = 20) -> BatchMeans:
+def batch_means(numerator, denominator=None, n_batches: int = DEFAULTS.n_batches) -> BatchMeans:
     """Batch-means estimate and standard error of ``sum(numerator) / sum(denominator)``.
 
     The window series (already truncated) are grouped into ``n_batches`` contiguous batches

@@ -1,7 +1,8 @@
-"""What every simulator shares at its edges: run-argument checks and result rows.
+"""What every simulator shares at its edges: number checks and result rows.
 
-A simulator's public ``simulate`` validates its run settings with :func:`check_run_args` (the
-model's own parameters it checks itself), and its ``run_task`` ends with :func:`result_row`, which
+A simulator's public ``simulate`` validates its run settings with
+:func:`sim.core.settings.check_run_args` (the model's own parameters it checks itself), and its
+``run_task`` ends with :func:`result_row`, which
 turns a result NamedTuple into the plain-typed row that ``sim.run`` returns, so that every
 engine's row types agree (docs/results-schema.md).
 """
@@ -11,11 +12,7 @@ import math
 
 import numpy as np
 
-__all__ = ["is_int", "is_number", "is_integral", "INIT_CHOICES", "check_run_args", "RESULT_KEYS", "result_row", "exact_row"]
-
-#: initial states of a simulation: drawn from the mean-field fixed point, or all queues empty
-INIT_CHOICES = ("meanfield", "empty")
-
+__all__ = ["is_int", "is_number", "is_integral", "RESULT_KEYS", "result_row", "exact_row"]
 
 RESULT_KEYS: tuple[str, ...] = (
     "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
@@ -39,22 +36,6 @@ def is_number(x) -> bool:
 def is_integral(x) -> bool:
     """An integer, or a finite integer-valued float (YAML formulas give floats)."""
     return is_int(x) or (is_number(x) and math.isfinite(float(x)) and float(x).is_integer())
-
-
-def check_run_args(*, events, seed, init, n_batches, max_level, n_windows) -> None:
-    """The checks every simulator makes of its run settings; ``ValueError`` names the key."""
-    if not is_int(n_windows) or n_windows < 10:
-        raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
-    if not is_int(events) or events < n_windows:
-        raise ValueError(f"events={events!r} must be an integer >= n_windows={n_windows}")
-    if not is_int(seed) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    if not is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
-        raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
-    if not is_int(max_level) or max_level < 1:
-        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
 
 
 def result_row(res, **override) -> dict:

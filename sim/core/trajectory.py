@@ -13,12 +13,16 @@ import math
 import numpy as np
 
 from sim.core.declare import Param
-from sim.core.results import INIT_CHOICES, is_int
+from sim.core.results import is_int
+from sim.core.settings import INIT_CHOICES
 
-__all__ = ["TRAJ_LEVELS", "MAX_INIT_LEVELS", "INIT_TAIL", "CI_METHOD", "events_bound", "time_grid",
+__all__ = ["TRAJECTORY_DEFAULTS", "TRAJ_LEVELS", "MAX_INIT_LEVELS", "INIT_TAIL", "CI_METHOD", "events_bound", "time_grid",
            "sup_distance", "check_init_tail", "counts_of_tail", "cap_events", "none_if_nan",
            "check_size_and_load", "check_trajectory_args", "trajectory_row"]
 
+#: the run settings a trajectory engine defaults to unlike the others
+#: (:meth:`sim.core.settings.RunSettings.from_task`): it starts empty unless told otherwise
+TRAJECTORY_DEFAULTS = {"init": "empty"}
 #: most levels recorded (s_1..s_L, L = min(max_level, TRAJ_LEVELS))
 TRAJ_LEVELS = 8
 #: longest configured start ``init_tail`` (levels; zeros after)

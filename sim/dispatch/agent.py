@@ -58,9 +58,10 @@ import numpy as np
 from sim.core.fifo import close_censored, draw_initial_queues
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, result_row
+from sim.core.results import is_int, result_row
 from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _agent_kernel as _k
 from sim.dispatch import agent_jobs
@@ -106,9 +107,9 @@ class AgentResult(NamedTuple):
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 10**6,
-             seed: int = 0, init: str = "meanfield", n_batches: int = 20, max_level: int = 64,
-             service_rates=None, *, n_windows: int = 1000,
-             responses: bool = False) -> AgentResult:
+             seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level,
+             service_rates=None, *, n_windows: int = N_WINDOWS,
+             responses: bool = DEFAULTS.responses) -> AgentResult:
     """Simulate the agent engine and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -293,37 +294,26 @@ def run_task(task: dict) -> dict:
     distribution is recorded and its columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) are
     added to the row, by either engine (equal service rates only).
     """
-    k = _as_int(task, "k", 1)
-    b = _as_int(task, "b")
-    responses = task.get("responses", False)
-    if not isinstance(responses, bool):
-        raise ValueError(f"responses={responses!r} must be true or false")
-    if responses and task.get("service_rates") is not None:
+    k = task_int(task, "k", 1)
+    b = task_int(task, "b")
+    settings = RunSettings.from_task(task)
+    if settings.responses and task.get("service_rates") is not None:
         raise ValueError("responses: the response-time distribution is recorded for equal "
                          "service rates only (service_rates must be null)")
     if task.get("policy") in AGENT_POLICIES and k == 1 and b is None:
-        return _single_task_row(task)
+        return _single_task_row(task, settings)
     return agent_jobs.run_jobs(task)
 
 
-def _as_int(task: dict, key: str, default=None):
-    """``task[key]``, an integer-valued float (e.g. from YAML formulas) as an int, as in
-    check_task."""
-    x = task.get(key, default)
-    return int(x) if isinstance(x, float) and x.is_integer() else x
-
-
-def _single_task_row(task: dict) -> dict:
+def _single_task_row(task: dict, settings: RunSettings | None = None) -> dict:
     """The row of a single-task ``random`` / ``jsq`` / ``pod`` task without a buffer."""
-    def as_int(key, default=None):
-        return _as_int(task, key, default)
-
+    settings = settings or RunSettings.from_task(task)
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"],
-        d=as_int("d", 1) if task["policy"] == "pod" else 1,
-        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        service_rates=task.get("service_rates"), responses=task.get("responses", False),
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"],
+        d=task_int(task, "d", 1) if task["policy"] == "pod" else 1, events=task_int(task, "events"),
+        seed=settings.seed, init=settings.init, n_batches=settings.n_batches,
+        max_level=settings.max_level, service_rates=task.get("service_rates"),
+        responses=settings.responses,
     )
     # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
     row = result_row(
@@ -331,7 +321,7 @@ def _single_task_row(task: dict) -> dict:
         queueing_ratio=float(res.mean_response) - 1.0,
         queueing_ratio_se=float(res.mean_response_se),
         drop_prob=0.0, drop_prob_se=0.0,
-        frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
+        frac_within_h=float(1.0 - res.prob_wait) if settings.h == 1 else None,
     )
     if res.responses is not None:
         row.update(res.responses.row())

@@ -90,8 +90,9 @@ from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, is_number, result_row
+from sim.core.results import is_int, is_number, result_row
 from sim.core.rng import threshold
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _agent_jobs_kernel as _k
 from sim.dispatch.meanfield.pod import initial_tail
@@ -160,7 +161,7 @@ def _check_b(b) -> int:
     return int(b)
 
 
-def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=0, state=None):
+def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=DEFAULTS.seed, state=None):
     """Where one job's ``k`` tasks go under ``policy`` given queue lengths ``q`` (the engine's
     own plan code, random sample and ties included; for tests on hand-built states).
 
@@ -210,9 +211,9 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
-             b: int | None = None, h: int = 1, events: int = 10**6, seed: int = 0,
-             init: str = "meanfield", n_batches: int = 20, max_level: int = 64, *,
-             n_windows: int = 1000, responses: bool = False) -> JobsResult:
+             b: int | None = None, h: int = DEFAULTS.h, events: int = 10**6, seed: int = DEFAULTS.seed,
+             init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, *,
+             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses) -> JobsResult:
     """Simulate parallel jobs and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -374,26 +375,19 @@ def run_jobs(task: dict) -> dict:
     the ``responses`` setting first) and return :data:`RESULT_KEYS` as plain Python values, with
     the response columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) if ``responses`` is set.
     ``pod`` with a finite buffer runs as batch-filling with ``k = 1`` (the same model)."""
-    def as_int(key, default=None):
-        # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
     policy = task.get("policy")
-    k = as_int("k", 1)
-    b = as_int("b")
-    responses = task.get("responses", False)
+    settings = RunSettings.from_task(task)
     if policy == "pod":  # with a finite buffer: batch-filling with k = 1 is the same model
         policy = "batch_filling"
     if task.get("service_rates") is not None:
         raise ValueError("service_rates: unequal service rates are not supported for k-task "
                          "jobs or a finite buffer b (sim.dispatch.agent_jobs); use null")
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=k,
-        d=as_int("d", 1) if policy in _SAMPLING else 1, b=b, h=as_int("h", 1),
-        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        responses=responses,
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
+        k=task_int(task, "k", 1), d=task_int(task, "d", 1) if policy in _SAMPLING else 1,
+        b=task_int(task, "b"), h=settings.h, events=task_int(task, "events"), seed=settings.seed,
+        init=settings.init, n_batches=settings.n_batches, max_level=settings.max_level,
+        responses=settings.responses,
     )
     row = result_row(res)
     if res.responses is not None:

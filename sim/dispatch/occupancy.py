@@ -104,7 +104,8 @@ import numpy as np
 from sim.core.jobdelay import GL_W, GL_X
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, result_row
+from sim.core.results import is_int, result_row
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
 from sim.dispatch.policies import BATCH_POLICIES, POLICY_CODES, messages_per_job
@@ -245,9 +246,9 @@ def _initial_counts(tail: np.ndarray, n_servers: int) -> np.ndarray:
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
-             b: int | None = None, events: int = 10**6, seed: int = 0, init: str = "meanfield",
-             n_batches: int = 20, max_level: int = 64, h: int = 1, *,
-             n_windows: int = 1000, responses: bool = False) -> OccupancyResult:
+             b: int | None = None, events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init,
+             n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, h: int = DEFAULTS.h, *,
+             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses) -> OccupancyResult:
     """Simulate the occupancy engine; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -386,21 +387,15 @@ def run_task(task: dict) -> dict:
     """Run one occupancy task (keys as in docs/results-schema.md) and return the result keys
     :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`);
     with ``responses: true`` also :data:`sim.core.responses.RESPONSE_COLUMNS`."""
-    def as_int(key, default=None):
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
     policy = task["policy"]
-    responses = task.get("responses", False)
-    if not isinstance(responses, bool):
-        raise ValueError(f"responses={responses!r} must be true or false")
+    settings = RunSettings.from_task(task)
     needs_d = policy in ("pod",) + BATCH_POLICIES
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=as_int("k", 1),
-        d=as_int("d") if needs_d else 1, b=as_int("b"), events=as_int("events"),
-        seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        h=as_int("h", 1), responses=responses,
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
+        k=task_int(task, "k", 1), d=task_int(task, "d") if needs_d else 1, b=task_int(task, "b"),
+        events=task_int(task, "events"), seed=settings.seed, init=settings.init,
+        n_batches=settings.n_batches, max_level=settings.max_level, h=settings.h,
+        responses=settings.responses,
     )
     row = result_row(res)
     if res.responses is not None:

@@ -79,8 +79,9 @@ import numpy as np
 from sim.core.fifo import close_censored, draw_initial_queues
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, result_row
+from sim.core.results import result_row
 from sim.core.rng import seed_state, threshold
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.jiq import _agent_kernel as _k
 from sim.jiq import check_task, n_schedulers
@@ -230,9 +231,9 @@ def _initial_state(policy: str, code: int, lam: float, n_servers: int, n_sched: 
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: int = 0,
-             events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
-             max_level: int = 64, *, n_windows: int = 1000,
-             responses: bool = False) -> JiqAgentResult:
+             events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
+             max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
+             responses: bool = DEFAULTS.responses) -> JiqAgentResult:
     """Simulate the JIQ agent engine; batch-means estimates after the warm-up cut.
 
     Parameters
@@ -283,8 +284,8 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
     return res
 
 
-def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="meanfield",
-              n_batches=20, max_level=64, *, n_windows=1000, check=False, responses=False):
+def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.seed, init=DEFAULTS.init,
+              n_batches=DEFAULTS.n_batches, max_level=DEFAULTS.max_level, *, n_windows=N_WINDOWS, check=False, responses=DEFAULTS.responses):
     """:func:`simulate`, also returning the final state (:class:`_State`); ``check`` verifies
     the I-queue invariants after every window (slow: O(N + M K) per window; for tests)."""
     # ---- validation (the model's parameters by the model's own check)
@@ -389,19 +390,15 @@ def run_task(task: dict) -> dict:
     ``max_level``, ``h``, ``responses`` (integer-valued floats are accepted for the integers;
     with ``responses: true`` the columns :data:`sim.core.responses.RESPONSE_COLUMNS` are added).
     """
-    def as_int(key, default=None):
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
     check_task(task)
     policy = task["policy"]
+    settings = RunSettings.from_task(task)
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, r=task["r"],
-        d=as_int("d", 1) if policy in ("jiq_pod", "jiq_sqd") else 1,
-        z=as_int("z", 0) if policy == "jiq_threshold" else 0,
-        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        responses=task.get("responses", False),
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy, r=task["r"],
+        d=task_int(task, "d", 1) if policy in ("jiq_pod", "jiq_sqd") else 1,
+        z=task_int(task, "z", 0) if policy == "jiq_threshold" else 0,
+        events=task_int(task, "events"), seed=settings.seed, init=settings.init,
+        n_batches=settings.n_batches, max_level=settings.max_level, responses=settings.responses,
     )
     # single-task jobs: inherent delay 1; no buffer; within h = 1 iff no wait
     row = result_row(
@@ -409,7 +406,7 @@ def run_task(task: dict) -> dict:
         queueing_ratio=float(res.mean_response) - 1.0,
         queueing_ratio_se=float(res.mean_response_se),
         drop_prob=0.0, drop_prob_se=0.0,
-        frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
+        frac_within_h=float(1.0 - res.prob_wait) if settings.h == 1 else None,
     )
     for key in EXTRA_KEYS:  # (tail_se may already be a result key)
         v = getattr(res, key)

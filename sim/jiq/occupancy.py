@@ -87,7 +87,8 @@ import numpy as np
 
 from sim.core.output import batch_means, ci_label, mser5, tail_estimate, warmup_cut
 from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, is_number, result_row
+from sim.core.results import is_int, is_number, result_row
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.jiq import _occupancy_kernel as _k
 from sim.jiq import n_schedulers
@@ -221,9 +222,9 @@ def _padded(c: np.ndarray) -> np.ndarray:
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
-             events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
-             max_level: int = 64, *, n_windows: int = 1000,
-             responses: bool = False) -> JiqOccupancyResult:
+             events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
+             max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
+             responses: bool = DEFAULTS.responses) -> JiqOccupancyResult:
     """Simulate distributed JIQ on counts; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -351,24 +352,14 @@ def run_task(task: dict) -> dict:
     """Run one task (keys ``n_servers, lam, policy, r, d, events, seed, init, n_batches,
     max_level, h``) and return :data:`sim.core.results.RESULT_KEYS` plus :data:`EXTRA_KEYS`
     as plain Python values (``frac_within_h`` only for ``h = 1``: 1 - prob_wait)."""
-    def as_int(key, default=None):
-        v = task.get(key, default)
-        return int(v) if isinstance(v, float) and v.is_integer() else v
-
-    h = as_int("h", 1)
-    if h is not None and (not is_int(h) or h < 1):
-        raise ValueError(f"h={h!r} must be an integer >= 1")
-    responses = task.get("responses", False)
-    if not isinstance(responses, bool):
-        raise ValueError(f"responses={responses!r} must be true or false")
+    settings = RunSettings.from_task(task)
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"], r=task["r"],
-        d=as_int("d", 1) if task.get("d") is not None else 1, events=as_int("events"),
-        seed=as_int("seed", 0), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        responses=responses,
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"], r=task["r"],
+        d=task_int(task, "d", 1) if task.get("d") is not None else 1,
+        events=task_int(task, "events"), seed=settings.seed, init=settings.init,
+        n_batches=settings.n_batches, max_level=settings.max_level, responses=settings.responses,
     )
-    out = result_row(res, frac_within_h=res.frac_within_h if h in (None, 1) else None)
+    out = result_row(res, frac_within_h=res.frac_within_h if settings.h == 1 else None)
     for key in EXTRA_KEYS:
         if key in out:  # already a common key (tail_se in newer RESULT_KEYS)
             continue
