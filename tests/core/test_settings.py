@@ -6,8 +6,7 @@ import json
 import pytest
 
 import sim
-from sim.core.settings import (DEFAULTS, INIT_CHOICES, N_BATCHES_MAX, SETTING_KEYS, RunSettings,
-                               check_run_args, task_int)
+from sim.core.settings import DEFAULTS, INIT_CHOICES, N_BATCHES_MAX, SETTING_KEYS, RunSettings, check_run_args, task_int
 from sim.core.trajectory import TRAJECTORY_DEFAULTS
 
 
