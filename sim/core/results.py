@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-__all__ = ["is_int", "is_number", "is_integral", "RESULT_KEYS", "result_row", "exact_row"]
+__all__ = ["is_int", "is_number", "is_integral", "RESULT_KEYS", "result_row", "simulation_row", "exact_row"]
 
 RESULT_KEYS: tuple[str, ...] = (
     "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
@@ -58,6 +58,21 @@ def result_row(res, **override) -> dict:
             v = float(v)
             out[key] = None if (math.isnan(v) and key == "frac_within_h") else v
     return out
+
+
+def simulation_row(res, extra: tuple[str, ...] = (), **override) -> dict:
+    """A simulator's row: :func:`result_row` of its result, then each of its own columns
+    ``extra`` not already there (a float), then the response-time columns of the distribution
+    it recorded (a ``responses`` field that is not None; docs/responses.md). The end of every
+    simulator's ``run_task``."""
+    row = result_row(res, **override)
+    for key in extra:
+        if key not in row:
+            row[key] = float(getattr(res, key))
+    dist = getattr(res, "responses", None)
+    if dist is not None:
+        row.update(dist.row())
+    return row
 
 
 #: the estimates of :data:`RESULT_KEYS` that carry a standard error

@@ -37,6 +37,8 @@ Nothing here knows a model or an engine.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -170,6 +172,18 @@ class RunSettings:
                 v = defaults[key]
             values[key] = v
         return cls(**values)
+
+    def arguments(self, func) -> dict:
+        """The settings ``func`` (an engine's ``simulate``) takes, by name, as keyword
+        arguments: an engine's ``run_task`` passes ``**settings.arguments(simulate)`` beside the
+        model's parameters instead of listing each setting again."""
+        return {key: getattr(self, key) for key in _setting_parameters(func)}
+
+
+@functools.lru_cache(maxsize=None)
+def _setting_parameters(func) -> tuple[str, ...]:
+    names = inspect.signature(func).parameters
+    return tuple(key for key in SETTING_KEYS if key in names)
 
 
 #: the task keys of the run settings, in the order of :class:`RunSettings`

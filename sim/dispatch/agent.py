@@ -56,9 +56,9 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import is_int, result_row
+from sim.core.output import epilogue
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, simulation_row
 from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
@@ -253,31 +253,17 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
 
     # ---- output analysis
     lengths = np.diff(bounds).astype(np.float64)
-    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
-    keep = slice(cut, n_windows)
-    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
-    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
-    n_arr = int(w_arr[keep].sum())
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
+                   w_tail=w_tail, rec=rec, ratios={
+                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
+                       "prob_wait": (w_waited, w_arr)})
+    cut = est["warmup_windows"]
+    n_arr = int(w_arr[cut:].sum())
     # one-way messages: a probe is a request and a reply (sim.dispatch.policies)
-    messages = (2.0 * float(w_probes[keep].sum() / n_arr) if n_arr > 0
+    messages = (2.0 * float(w_probes[cut:].sum() / n_arr) if n_arr > 0
                 else messages_per_job(policy, n_servers, 1, d))
-    dist = summarize(rec, 1, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values)
-    if dist is not None:
-        ci += "; " + dist.method()
-    return AgentResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se, messages_per_job=messages, n_jobs=int(w_jobs[keep].sum()),
-        events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
-        warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
-        ci_method=ci, responses=dist,
-    )
+    return AgentResult(**est, messages_per_job=messages, n_jobs=int(w_jobs[cut:].sum()),
+                       events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt)
 
 
 def run_task(task: dict) -> dict:
@@ -311,18 +297,12 @@ def _single_task_row(task: dict, settings: RunSettings | None = None) -> dict:
     res = simulate(
         n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"],
         d=task_int(task, "d", 1) if task["policy"] == "pod" else 1, events=task_int(task, "events"),
-        seed=settings.seed, init=settings.init, n_batches=settings.n_batches,
-        max_level=settings.max_level, service_rates=task.get("service_rates"),
-        responses=settings.responses,
-    )
+        service_rates=task.get("service_rates"), **settings.arguments(simulate))
     # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
-    row = result_row(
+    return simulation_row(
         res,
         queueing_ratio=float(res.mean_response) - 1.0,
         queueing_ratio_se=float(res.mean_response_se),
         drop_prob=0.0, drop_prob_se=0.0,
         frac_within_h=float(1.0 - res.prob_wait) if settings.h == 1 else None,
     )
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row

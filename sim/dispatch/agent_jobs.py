@@ -88,9 +88,9 @@ import numpy as np
 
 from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import is_int, is_number, result_row
+from sim.core.output import epilogue
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, is_number, simulation_row
 from sim.core.rng import threshold
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
@@ -335,37 +335,20 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                       w_starts, w_wait, GL_X, GL_W)
 
     # ---- output analysis
-    lengths = np.diff(bounds).astype(np.float64)
-    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
-    keep = slice(cut, n_windows)
-    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
-    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
-    tresp = batch_means(w_tresp[keep] * dt, w_tasks[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
-    within = batch_means(w_within[keep], w_adm[keep], n_batches)
-    drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
+                   w_qarea=w_qarea, w_tail=w_tail, rec=rec, k=k, ratios={
+                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
+                       "mean_task_response": (w_tresp * dt, w_tasks), "prob_wait": (w_waited, w_adm),
+                       "frac_within_h": (w_within, w_adm), "drop_prob": (w_drop, w_arr)})
+    cut = est["warmup_windows"]
     hk = harmonic(k)
-    dist = summarize(rec, k, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values)
-    if dist is not None:
-        ci += "; " + dist.method()
     return JobsResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        mean_task_response=tresp.estimate, mean_task_response_se=tresp.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        frac_within_h=within.estimate, frac_within_h_se=within.se,
-        drop_prob=drop.estimate, drop_prob_se=drop.se,
-        queueing_ratio=(resp.estimate - hk) / hk, queueing_ratio_se=resp.se / hk,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
+        **est, queueing_ratio=(est["mean_response"] - hk) / hk,
+        queueing_ratio_se=est["mean_response_se"] / hk,
         messages_per_job=messages_per_job(policy, n_servers, k, d),
-        n_jobs=int(w_jobs[keep].sum()), n_arrivals=int(w_arr[keep].sum()),
+        n_jobs=int(w_jobs[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
         events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
-        warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
-        init_used=init_used, ci_method=ci, responses=dist,
+        init_used=init_used,
     )
 
 
@@ -385,11 +368,5 @@ def run_jobs(task: dict) -> dict:
     res = simulate(
         n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
         k=task_int(task, "k", 1), d=task_int(task, "d", 1) if policy in _SAMPLING else 1,
-        b=task_int(task, "b"), h=settings.h, events=task_int(task, "events"), seed=settings.seed,
-        init=settings.init, n_batches=settings.n_batches, max_level=settings.max_level,
-        responses=settings.responses,
-    )
-    row = result_row(res)
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row
+        b=task_int(task, "b"), events=task_int(task, "events"), **settings.arguments(simulate))
+    return simulation_row(res)

@@ -102,9 +102,9 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.jobdelay import GL_W, GL_X
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import is_int, result_row
+from sim.core.output import epilogue
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
@@ -351,35 +351,20 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
      w_within) = outputs
 
     # ---- output analysis
-    cut = warmup_cut(w_qarea, w_time, n_servers, n_batches)
-    keep = slice(cut, n_win)
-    resp = batch_means(w_resp[keep], w_adm[keep], n_batches)
-    wait = batch_means(w_wait[keep], k * w_adm[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
-    within = batch_means(w_within[keep], w_adm[keep], n_batches)
-    drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], w_time[keep] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], w_time[keep], n_servers, n_batches)
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
+                   w_tail=w_tail, rec=rec, k=k, ci_note="; jump chain, expected holding times",
+                   ratios={"mean_response": (w_resp, w_adm), "mean_wait": (w_wait, k * w_adm),
+                           "prob_wait": (w_waited, w_adm), "frac_within_h": (w_within, w_adm),
+                           "drop_prob": (w_drop, w_arr)})
+    cut = est["warmup_windows"]
     h_k = float(harm[k])
-    dist = summarize(rec, k, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values) + "; jump chain, expected holding times"
-    if dist is not None:
-        ci += "; " + dist.method()
     return OccupancyResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
-        queueing_ratio=(resp.estimate - h_k) / h_k, queueing_ratio_se=resp.se / h_k,
-        drop_prob=drop.estimate, drop_prob_se=drop.se,
-        frac_within_h=within.estimate, frac_within_h_se=within.se,
+        **est, queueing_ratio=(est["mean_response"] - h_k) / h_k,
+        queueing_ratio_se=est["mean_response_se"] / h_k,
         messages_per_job=messages_per_job(policy, n_servers, k, d),
-        n_jobs=int(w_adm[keep].sum()), n_arrivals=int(w_arr[keep].sum()),
+        n_jobs=int(w_adm[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
         arrivals_run=int(w_arr.sum()),
         events_run=events, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
-        warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
-        ci_method=ci, responses=dist,
     )
 
 
@@ -393,11 +378,5 @@ def run_task(task: dict) -> dict:
     res = simulate(
         n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
         k=task_int(task, "k", 1), d=task_int(task, "d") if needs_d else 1, b=task_int(task, "b"),
-        events=task_int(task, "events"), seed=settings.seed, init=settings.init,
-        n_batches=settings.n_batches, max_level=settings.max_level, h=settings.h,
-        responses=settings.responses,
-    )
-    row = result_row(res)
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row
+        events=task_int(task, "events"), **settings.arguments(simulate))
+    return simulation_row(res)

@@ -77,9 +77,9 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import result_row
+from sim.core.output import epilogue, warmup_cut
+from sim.core.responses import new_recorder
+from sim.core.results import simulation_row
 from sim.core.rng import seed_state, threshold
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
@@ -338,45 +338,23 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
         w_empty, w_listed, w_join, w_delete, w_probe, check=check, rec=rec)
     close_censored(q, buf, head, np.ones(n_servers), rate, bounds, w_jobs, w_resp, w_starts, w_wait)
 
-    # ---- output analysis
+    # ---- output analysis: the larger of the MSER-5 cuts on queue length and on empty I-queues
     lengths = np.diff(bounds).astype(np.float64)
     cut = max(warmup_cut(w_qarea, lengths, n_servers, n_batches),
               warmup_cut(w_empty, lengths, 1, n_batches))
-    keep = slice(cut, n_windows)
-    kl = lengths[keep]
-
-    def bm(num, den):
-        return batch_means(num[keep], den, n_batches)
-
-    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
-    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], kl * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], kl, n_servers, n_batches)
-    p0 = bm(w_empty, kl)  # one I-queue sampled per event (sim.jiq._agent_kernel)
-    miq = bm(w_listed, kl * n_sched)
-    server_time = kl * dt * n_servers
-    join, delete, probe = bm(w_join, server_time), bm(w_delete, server_time), bm(w_probe, server_time)
-    msgs = bm((w_join + w_delete + w_probe).astype(np.float64), w_arr[keep])
-    dist = summarize(rec, 1, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values)
-    if dist is not None:
-        ci += "; " + dist.method()
+    server_time = lengths * dt * n_servers
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
+                   w_tail=w_tail, cut=cut, rec=rec, ratios={
+                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
+                       "prob_wait": (w_waited, w_arr),
+                       "p0": (w_empty, lengths),  # one I-queue sampled per event (sim.jiq._agent_kernel)
+                       "mean_iqueue": (w_listed, lengths * n_sched),
+                       "join_rate": (w_join, server_time), "delete_rate": (w_delete, server_time),
+                       "probe_rate": (w_probe, server_time),
+                       "messages_per_job": ((w_join + w_delete + w_probe).astype(np.float64), w_arr)})
     res = JiqAgentResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
-        p0=p0.estimate, p0_se=p0.se, mean_iqueue=miq.estimate, mean_iqueue_se=miq.se,
-        join_rate=join.estimate, join_rate_se=join.se,
-        delete_rate=delete.estimate, delete_rate_se=delete.se,
-        probe_rate=probe.estimate, probe_rate_se=probe.se,
-        messages_per_job=msgs.estimate, messages_per_job_se=msgs.se,
-        n_jobs=int(w_jobs[keep].sum()), events_run=events, sim_time=events * dt,
-        warmup_time=float(bounds[cut]) * dt, warmup_windows=int(cut), n_windows=n_windows,
-        n_batches=n_batches, n_schedulers=n_sched, init_used=init_used,
-        ci_method=ci, responses=dist,
+        **est, n_jobs=int(w_jobs[cut:].sum()), events_run=events, sim_time=events * dt,
+        warmup_time=float(bounds[cut]) * dt, n_schedulers=n_sched, init_used=init_used,
     )
     return res, _State(q, iq, isize, where, int(kshift), ctr)
 
@@ -397,20 +375,12 @@ def run_task(task: dict) -> dict:
         n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy, r=task["r"],
         d=task_int(task, "d", 1) if policy in ("jiq_pod", "jiq_sqd") else 1,
         z=task_int(task, "z", 0) if policy == "jiq_threshold" else 0,
-        events=task_int(task, "events"), seed=settings.seed, init=settings.init,
-        n_batches=settings.n_batches, max_level=settings.max_level, responses=settings.responses,
-    )
+        events=task_int(task, "events"), **settings.arguments(simulate))
     # single-task jobs: inherent delay 1; no buffer; within h = 1 iff no wait
-    row = result_row(
-        res,
+    return simulation_row(
+        res, EXTRA_KEYS,
         queueing_ratio=float(res.mean_response) - 1.0,
         queueing_ratio_se=float(res.mean_response_se),
         drop_prob=0.0, drop_prob_se=0.0,
         frac_within_h=float(1.0 - res.prob_wait) if settings.h == 1 else None,
     )
-    for key in EXTRA_KEYS:  # (tail_se may already be a result key)
-        v = getattr(res, key)
-        row[key] = [float(x) for x in v] if key == "tail_se" else float(v)
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row

@@ -85,9 +85,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.output import batch_means, ci_label, mser5, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import is_int, is_number, result_row
+from sim.core.output import epilogue, mser5, warmup_cut
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, is_number, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.jiq import _occupancy_kernel as _k
@@ -308,43 +308,22 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     cut_q = warmup_cut(w_qarea, w_time, n_servers, n_batches)
     cut_p0 = min(mser5(w_y0area / (w_time * n_iq)), n_win - n_batches)
     cut = max(cut_q, cut_p0)
-    k = slice(cut, n_win)
-    arr = w_arr[k].astype(np.float64)
-    resp = batch_means(w_resp[k], arr, n_batches)
-    wait = batch_means(w_resp[k] - w_arr[k], arr, n_batches)
-    pwait = batch_means(w_waited[k], arr, n_batches)
-    queue = batch_means(w_qarea[k], w_time[k] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[k], w_time[k], n_servers, n_batches)
-    p0 = batch_means(w_y0area[k], w_time[k] * n_iq, n_batches)
-    iq = batch_means(w_listarea[k], w_time[k] * n_iq, n_batches)
-    srv_time = w_time[k] * n_servers
-    join = batch_means(w_join[k], srv_time, n_batches)
-    dele = batch_means(w_del[k], srv_time, n_batches)
-    probe = batch_means(w_probe[k], srv_time, n_batches)
-    msgs = batch_means(w_join[k] + w_del[k] + w_probe[k], arr, n_batches)
-    dist = summarize(rec, 1, cut, n_batches) if responses else None
-    ci = (ci_label(n_batches, resp.batch_values)
-          + f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0")
-    if dist is not None:
-        ci += "; " + dist.method()
+    srv_time = w_time * n_servers
+    est = epilogue(
+        n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea, w_tail=w_tail,
+        cut=cut, rec=rec, ci_note=f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0",
+        ratios={"mean_response": (w_resp, w_arr), "mean_wait": (w_resp - w_arr, w_arr),
+                "prob_wait": (w_waited, w_arr), "p0": (w_y0area, w_time * n_iq),
+                "mean_iqueue": (w_listarea, w_time * n_iq), "join_rate": (w_join, srv_time),
+                "delete_rate": (w_del, srv_time), "probe_rate": (w_probe, srv_time),
+                "messages_per_job": (w_join + w_del + w_probe, w_arr)})
     return JiqOccupancyResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
-        queueing_ratio=resp.estimate - 1.0, queueing_ratio_se=resp.se,
+        **est, queueing_ratio=est["mean_response"] - 1.0, queueing_ratio_se=est["mean_response_se"],
         drop_prob=0.0, drop_prob_se=0.0,
-        frac_within_h=1.0 - pwait.estimate, frac_within_h_se=pwait.se,
-        p0=p0.estimate, p0_se=p0.se, mean_iqueue=iq.estimate, mean_iqueue_se=iq.se,
-        join_rate=join.estimate, join_rate_se=join.se,
-        delete_rate=dele.estimate, delete_rate_se=dele.se,
-        probe_rate=probe.estimate, probe_rate_se=probe.se,
-        messages_per_job=msgs.estimate, messages_per_job_se=msgs.se,
-        n_jobs=int(w_arr[k].sum()), n_schedulers=n_iq, init_used=how, events_run=events,
+        frac_within_h=1.0 - est["prob_wait"], frac_within_h_se=est["prob_wait_se"],
+        n_jobs=int(w_arr[cut:].sum()), n_schedulers=n_iq, init_used=how, events_run=events,
         sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
-        warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
-        ci_method=ci, final_levels=x, final_iqueues=y, responses=dist,
+        final_levels=x, final_iqueues=y,
     )
 
 
@@ -356,15 +335,5 @@ def run_task(task: dict) -> dict:
     res = simulate(
         n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"], r=task["r"],
         d=task_int(task, "d", 1) if task.get("d") is not None else 1,
-        events=task_int(task, "events"), seed=settings.seed, init=settings.init,
-        n_batches=settings.n_batches, max_level=settings.max_level, responses=settings.responses,
-    )
-    out = result_row(res, frac_within_h=res.frac_within_h if settings.h == 1 else None)
-    for key in EXTRA_KEYS:
-        if key in out:  # already a common key (tail_se in newer RESULT_KEYS)
-            continue
-        v = getattr(res, key)
-        out[key] = [float(t) for t in v] if key == "tail_se" else float(v)
-    if res.responses is not None:  # docs/responses.md
-        out.update(res.responses.row())
-    return out
+        events=task_int(task, "events"), **settings.arguments(simulate))
+    return simulation_row(res, EXTRA_KEYS, frac_within_h=res.frac_within_h if settings.h == 1 else None)

@@ -128,3 +128,12 @@ def test_check_run_args_is_strict_about_integers():
     with pytest.raises(ValueError, match=r"^init='x' is unknown; valid: "):
         check_run_args(**{**args, "init": "x"})
     assert INIT_CHOICES == ("meanfield", "empty")
+
+
+def test_arguments_are_the_settings_a_function_takes():
+    def simulate(n_servers, lam, events, seed=0, init="meanfield", n_batches=20, *, responses=False):
+        return None
+
+    s = RunSettings(seed=3, init="empty", n_batches=10, responses=True, h=2)
+    assert s.arguments(simulate) == {"seed": 3, "init": "empty", "n_batches": 10, "responses": True}
+    assert s.arguments(lambda task: None) == {}
