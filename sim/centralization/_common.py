@@ -19,13 +19,12 @@ thresholds, the output analysis of the windows and the row of a task.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from sim.centralization.meanfield import _check_int, _check_lam, _check_p
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.results import result_row
+from sim.core.results import result_row, simulation_result
 from sim.core.rng import threshold
 from sim.core.settings import RunSettings, check_run_args, task_int
 
@@ -33,28 +32,17 @@ __all__ = ["CentralResult", "check_sim_args", "thresholds", "summarize_windows",
            "sim_row"]
 
 
-class CentralResult(NamedTuple):
-    """Estimates of one simulation run (times in the model's time unit)."""
-
-    mean_response: float  #: agent: measured per task; occupancy: v_1 / lam (Little)
-    mean_response_se: float
-    prob_wait: float  #: fraction of tasks that find their station non-empty
-    prob_wait_se: float
-    frac_within_h: float  #: fraction of tasks arriving to a queue of fewer than h tasks
-    frac_within_h_se: float  #: its batch-means SE (not a result column; for tests)
-    mean_queue: float  #: v_1, time-average tasks per station
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, time average, i = 1..max_level
-    tail_se: np.ndarray  #: batch-means standard errors of ``tail``
-    n_jobs: int  #: tasks measured after the warm-up cut (occupancy: arrivals counted)
-    events_run: int  #: events simulated, drain included
-    drain_events: int  #: agent, p > 0: events run after the end to finish the measured tasks
-    sim_time: float  #: horizon of the time averages (warm-up included, drain excluded)
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    ci_method: str
+#: estimates of one simulation run (times in the model's time unit)
+CentralResult = simulation_result("CentralResult", "Estimates of one simulation run (times in the model's time unit).", {
+    "mean_response": "agent: measured per task; occupancy: v_1 / lam (Little)",
+    "prob_wait": "fraction of tasks that find their station non-empty", "prob_wait_se": "",
+    "frac_within_h": "fraction of tasks arriving to a queue of fewer than h tasks "
+                     "(its SE is not a result column; for tests)", "frac_within_h_se": "",
+    "mean_queue": "v_1, time-average tasks per station",
+    "n_jobs": "tasks measured after the warm-up cut (occupancy: arrivals counted)",
+    "events_run": "events simulated, drain included",
+    "drain_events": "agent, p > 0: events run after the end to finish the measured tasks",
+    "sim_time": "horizon of the time averages (warm-up included, drain excluded)"})
 
 
 def check_sim_args(n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows):

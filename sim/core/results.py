@@ -8,11 +8,14 @@ engine's row types agree (docs/results-schema.md).
 """
 from __future__ import annotations
 
+import collections
 import math
+import sys
 
 import numpy as np
 
-__all__ = ["is_int", "is_number", "is_integral", "RESULT_KEYS", "result_row", "simulation_row", "exact_row"]
+__all__ = ["is_int", "is_number", "is_integral", "RESULT_KEYS", "SIM_FIELDS", "OPTIONAL_SIM_FIELDS",
+           "simulation_result", "result_row", "simulation_row", "exact_row"]
 
 RESULT_KEYS: tuple[str, ...] = (
     "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
@@ -36,6 +39,64 @@ def is_number(x) -> bool:
 def is_integral(x) -> bool:
     """An integer, or a finite integer-valued float (YAML formulas give floats)."""
     return is_int(x) or (is_number(x) and math.isfinite(float(x)) and float(x).is_integer())
+
+
+#: the fields every simulator's result has (:func:`simulation_result`), with their meaning
+SIM_FIELDS: dict[str, str] = {
+    "mean_response": "mean response time of a job (arrival to the end of its last task)",
+    "mean_response_se": "its batch-means standard error (so every ``*_se``)",
+    "mean_queue": "time-average tasks per server, in service included",
+    "mean_queue_se": "",
+    "tail": "``tail[i-1] = s_i``, time-average fraction of servers with >= i tasks, i = 1..max_level",
+    "tail_se": "",
+    "n_jobs": "jobs whose response was measured after the warm-up cut",
+    "events_run": "events simulated, warm-up included",
+    "sim_time": "simulated time, warm-up included",
+    "warmup_time": "simulated time cut as warm-up",
+    "warmup_windows": "windows cut by MSER-5",
+    "n_windows": "windows of the run",
+    "n_batches": "batches of batch means",
+    "ci_method": "how the standard errors were made (:func:`sim.core.output.ci_label`)",
+}
+#: the fields a simulator's result may have, None (empty) unless its engine sets them
+OPTIONAL_SIM_FIELDS: dict[str, str] = {
+    "mean_wait": "mean wait of a task before its service starts",
+    "mean_wait_se": "",
+    "prob_wait": "fraction of jobs that wait",
+    "prob_wait_se": "",
+    "queueing_ratio": "(mean_response - H_k) / H_k",
+    "queueing_ratio_se": "",
+    "drop_prob": "dropped / arriving jobs",
+    "drop_prob_se": "",
+    "frac_within_h": "fraction of jobs with every task at position <= h",
+    "frac_within_h_se": "",
+    "messages_per_job": "one-way messages per job",
+    "messages_per_job_se": "",
+    "responses": "response-time distribution (:class:`sim.core.responses.ResponseSummary`), when recorded",
+}
+
+
+def simulation_result(name: str, doc: str, fields: dict[str, str] | None = None) -> type:
+    """The result type (a NamedTuple) of a simulator: the fields of :data:`SIM_FIELDS`, the
+    engine's own ``fields`` (name -> meaning), then the rest of :data:`OPTIONAL_SIM_FIELDS`,
+    which default to None (empty), so that an engine fills only what it has. A name of the two
+    tables in ``fields`` gives the field's meaning in this engine ("" keeps the common one) and
+    makes an optional field required. The meanings go into the
+    type's docstring."""
+    common = {**SIM_FIELDS, **OPTIONAL_SIM_FIELDS}
+    required = dict(SIM_FIELDS)
+    for key, meaning in (fields or {}).items():
+        required[key] = meaning or common.get(key, "")
+    optional = {k: v for k, v in OPTIONAL_SIM_FIELDS.items() if k not in required}
+    cls = collections.namedtuple(name, [*required, *optional], defaults=(None,) * len(optional))
+    lines = [f"- ``{k}``: {v}" for k, v in {**required, **optional}.items() if v]
+    cls.__doc__ = doc + "\n\nFields (those not named here: the standard error of the one before):\n\n" + "\n".join(lines)
+    cls.__module__ = _caller_module()
+    return cls
+
+
+def _caller_module() -> str:
+    return sys._getframe(2).f_globals.get("__name__", __name__)
 
 
 def result_row(res, **override) -> dict:

@@ -51,14 +51,13 @@ numpy.uint64)``: results are bitwise reproducible for a given seed and inputs.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues
 from sim.core.output import epilogue
 from sim.core.responses import new_recorder
-from sim.core.results import is_int, simulation_row
+from sim.core.results import is_int, simulation_result, simulation_row
 from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
@@ -76,31 +75,9 @@ AGENT_POLICIES = ("random", "jsq", "pod")
 #: the keys :func:`run_task` returns (docs/results-schema.md; ``wall_time`` is added by sim.run)
 
 
-class AgentResult(NamedTuple):
-    """Estimates of one agent run (times in the model's time unit)."""
-
-    mean_response: float
-    mean_response_se: float
-    mean_wait: float
-    mean_wait_se: float
-    prob_wait: float
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray  #: batch-means standard errors of ``tail``
-    messages_per_job: float
-    n_jobs: int  #: jobs whose response was measured after the warm-up cut
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int  #: windows cut by MSER-5 (of n_windows)
-    n_windows: int
-    n_batches: int
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one agent run (times in the model's time unit)
+AgentResult = simulation_result("AgentResult", "Estimates of one agent run (times in the model's time unit).", {
+    "mean_wait": "", "mean_wait_se": "", "prob_wait": "", "prob_wait_se": "", "messages_per_job": ""})
 
 
 # --------------------------------------------------------------------------------------------

@@ -82,7 +82,6 @@ share a server, so each server is an M^X/M/1 queue (batches Binomial(k, 1/N)), w
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -90,7 +89,7 @@ from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
 from sim.core.output import epilogue
 from sim.core.responses import new_recorder
-from sim.core.results import is_int, is_number, simulation_row
+from sim.core.results import is_int, is_number, simulation_result, simulation_row
 from sim.core.rng import threshold
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
@@ -107,41 +106,16 @@ JOBS_POLICIES: tuple[str, ...] = ("random", "jsq", "batch_filling", "batch_sampl
 _SAMPLING = ("batch_filling", "batch_sampling", "pod_per_task")
 
 
-class JobsResult(NamedTuple):
-    """Estimates of one k-task-job agent run (times in the model's time unit)."""
-
-    mean_response: float  #: job response (until its last task completes)
-    mean_response_se: float
-    mean_wait: float  #: per task: arrival to start of service
-    mean_wait_se: float
-    mean_task_response: float  #: per task: arrival to completion
-    mean_task_response_se: float
-    prob_wait: float  #: admitted jobs with a task at position >= 2
-    prob_wait_se: float
-    frac_within_h: float  #: admitted jobs with every task at position <= h
-    frac_within_h_se: float
-    drop_prob: float  #: dropped / arrived jobs
-    drop_prob_se: float
-    queueing_ratio: float  #: (mean_response - H_k) / H_k
-    queueing_ratio_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    messages_per_job: float
-    n_jobs: int  #: jobs whose response was measured after the warm-up cut
-    n_arrivals: int  #: jobs arrived after the cut (admitted or dropped)
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    init_used: str  #: "meanfield" or "empty"
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one k-task-job agent run (times in the model's time unit)
+JobsResult = simulation_result("JobsResult", "Estimates of one k-task-job agent run (times in the model's time unit).", {
+    "mean_response": "job response (until its last task completes)",
+    "mean_wait": "per task: arrival to start of service", "mean_wait_se": "",
+    "mean_task_response": "per task: arrival to completion", "mean_task_response_se": "",
+    "prob_wait": "admitted jobs with a task at position >= 2", "prob_wait_se": "",
+    "frac_within_h": "admitted jobs with every task at position <= h", "frac_within_h_se": "",
+    "drop_prob": "dropped / arrived jobs", "drop_prob_se": "", "queueing_ratio": "", "queueing_ratio_se": "", "messages_per_job": "",
+    "n_arrivals": "jobs arrived after the cut (admitted or dropped)",
+    "init_used": '"meanfield" or "empty"'})
 
 
 # --------------------------------------------------------------------------------------------

@@ -97,14 +97,13 @@ very large N use independent replications (the analysis does when there are seve
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from sim.core.jobdelay import GL_W, GL_X
 from sim.core.output import epilogue
 from sim.core.responses import new_recorder
-from sim.core.results import is_int, simulation_row
+from sim.core.results import is_int, simulation_result, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
@@ -121,39 +120,16 @@ OCCUPANCY_POLICIES: tuple[str, ...] = ("random", "jsq", "pod") + BATCH_POLICIES
 _UNBOUNDED = 2**62
 
 
-class OccupancyResult(NamedTuple):
-    """Estimates of one occupancy run (times in the model's time unit, mean service 1)."""
-
-    mean_response: float  #: mean response of an admitted job (until its last task is done)
-    mean_response_se: float
-    mean_wait: float  #: mean over tasks of (position - 1): expected wait before service
-    mean_wait_se: float
-    prob_wait: float  #: fraction of admitted jobs with some task at position >= 2
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    queueing_ratio: float  #: (mean_response - H_k) / H_k
-    queueing_ratio_se: float
-    drop_prob: float  #: dropped / arriving jobs
-    drop_prob_se: float
-    frac_within_h: float  #: fraction of admitted jobs with all tasks at positions <= h
-    frac_within_h_se: float
-    messages_per_job: float
-    n_jobs: int  #: admitted jobs after the warm-up cut
-    n_arrivals: int  #: arriving jobs after the warm-up cut
-    arrivals_run: int  #: arriving jobs in the whole run (warm-up included)
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one occupancy run (times in the model's time unit, mean service 1)
+OccupancyResult = simulation_result("OccupancyResult", "Estimates of one occupancy run (times in the model's time unit, mean service 1).", {
+    "mean_response": "mean response of an admitted job (until its last task is done)",
+    "mean_wait": "mean over tasks of (position - 1): expected wait before service", "mean_wait_se": "",
+    "prob_wait": "fraction of admitted jobs with some task at position >= 2", "prob_wait_se": "",
+    "queueing_ratio": "", "queueing_ratio_se": "", "drop_prob": "dropped / arriving jobs", "drop_prob_se": "",
+    "frac_within_h": "fraction of admitted jobs with all tasks at positions <= h", "frac_within_h_se": "",
+    "messages_per_job": "", "n_jobs": "admitted jobs after the warm-up cut",
+    "n_arrivals": "arriving jobs after the warm-up cut",
+    "arrivals_run": "arriving jobs in the whole run (warm-up included)"})
 
 
 # --------------------------------------------------------------------------------------------

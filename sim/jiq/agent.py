@@ -79,7 +79,7 @@ import numpy as np
 from sim.core.fifo import close_censored, draw_initial_queues
 from sim.core.output import epilogue, warmup_cut
 from sim.core.responses import new_recorder
-from sim.core.results import simulation_row
+from sim.core.results import simulation_result, simulation_row
 from sim.core.rng import seed_state, threshold
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
@@ -101,44 +101,18 @@ _TAIL_EPS = 1e-17
 _MF_MAX_R = 1e4
 
 
-class JiqAgentResult(NamedTuple):
-    """Estimates of one JIQ agent run (times in the model's unit, rates per server per unit)."""
-
-    mean_response: float
-    mean_response_se: float
-    mean_wait: float
-    mean_wait_se: float
-    prob_wait: float  #: fraction of tasks sent to a busy server
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    p0: float  #: time-average fraction of empty I-queues
-    p0_se: float
-    mean_iqueue: float  #: time-average mean I-queue length (listed servers / M)
-    mean_iqueue_se: float
-    join_rate: float  #: join messages per server per unit time
-    join_rate_se: float
-    delete_rate: float
-    delete_rate_se: float
-    probe_rate: float  #: probe messages (2 per probe) per server per unit time
-    probe_rate_se: float
-    messages_per_job: float  #: all messages per task
-    messages_per_job_se: float
-    n_jobs: int  #: tasks whose response was measured after the warm-up cut
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    n_schedulers: int  #: M = N / r
-    init_used: str  #: what the run started from: "meanfield", "large_r_limit" or "empty"
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one JIQ agent run (times in the model's unit, rates per server per unit)
+JiqAgentResult = simulation_result("JiqAgentResult", "Estimates of one JIQ agent run (times in the model's unit, rates per server per unit).", {
+    "mean_wait": "", "mean_wait_se": "", "prob_wait": "fraction of tasks sent to a busy server", "prob_wait_se": "",
+    "p0": "time-average fraction of empty I-queues", "p0_se": "",
+    "mean_iqueue": "time-average mean I-queue length (listed servers / M)", "mean_iqueue_se": "",
+    "join_rate": "join messages per server per unit time", "join_rate_se": "",
+    "delete_rate": "delete messages per server per unit time", "delete_rate_se": "",
+    "probe_rate": "probe messages (2 per probe) per server per unit time", "probe_rate_se": "",
+    "messages_per_job": "all messages per task", "messages_per_job_se": "",
+    "n_jobs": "tasks whose response was measured after the warm-up cut",
+    "n_schedulers": "M = N / r",
+    "init_used": 'what the run started from: "meanfield", "large_r_limit" or "empty"'})
 
 
 class _State(NamedTuple):

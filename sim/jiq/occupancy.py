@@ -81,13 +81,12 @@ use independent replications there.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from sim.core.output import epilogue, mser5, warmup_cut
 from sim.core.responses import new_recorder
-from sim.core.results import is_int, is_number, simulation_row
+from sim.core.results import is_int, is_number, simulation_result, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.jiq import _occupancy_kernel as _k
@@ -112,52 +111,22 @@ EXTRA_KEYS: tuple[str, ...] = ("p0", "p0_se", "mean_iqueue", "mean_iqueue_se", "
                                "probe_rate_se", "tail_se")
 
 
-class JiqOccupancyResult(NamedTuple):
-    """Estimates of one occupancy run of distributed JIQ (mean service time 1)."""
-
-    mean_response: float  #: mean response of a task (E[position] by Rao-Blackwell)
-    mean_response_se: float
-    mean_wait: float  #: mean of (position - 1)
-    mean_wait_se: float
-    prob_wait: float  #: fraction of tasks at position >= 2
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    queueing_ratio: float  #: mean_response - 1
-    queueing_ratio_se: float
-    drop_prob: float  #: 0: no buffer
-    drop_prob_se: float
-    frac_within_h: float  #: fraction of tasks at position 1 (h = 1): 1 - prob_wait
-    frac_within_h_se: float
-    p0: float  #: time-average fraction of empty I-queues
-    p0_se: float
-    mean_iqueue: float  #: time-average listed (idle) servers per I-queue
-    mean_iqueue_se: float
-    join_rate: float  #: join messages per server per unit time
-    join_rate_se: float
-    delete_rate: float  #: delete messages per server per unit time
-    delete_rate_se: float
-    probe_rate: float  #: probe messages (2 per probe) per server per unit time
-    probe_rate_se: float
-    messages_per_job: float  #: all messages per arriving task
-    messages_per_job_se: float
-    n_jobs: int  #: tasks arrived after the warm-up cut
-    n_schedulers: int  #: M = N / r
-    init_used: str  #: "meanfield" or "empty" (what the run actually started from)
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    ci_method: str
-    final_levels: np.ndarray  #: x at the end of the run (servers per level)
-    final_iqueues: np.ndarray  #: y at the end of the run (I-queues per size)
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`; docs/responses.md)
-    #: or None when not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one occupancy run of distributed JIQ (mean service time 1)
+JiqOccupancyResult = simulation_result("JiqOccupancyResult", "Estimates of one occupancy run of distributed JIQ (mean service time 1).", {
+    "mean_response": "mean response of a task (E[position] by Rao-Blackwell)",
+    "mean_wait": "mean of (position - 1)", "mean_wait_se": "", "prob_wait": "fraction of tasks at position >= 2", "prob_wait_se": "",
+    "queueing_ratio": "mean_response - 1", "queueing_ratio_se": "", "drop_prob": "0: no buffer", "drop_prob_se": "",
+    "frac_within_h": "fraction of tasks at position 1 (h = 1): 1 - prob_wait", "frac_within_h_se": "",
+    "p0": "time-average fraction of empty I-queues", "p0_se": "",
+    "mean_iqueue": "time-average listed (idle) servers per I-queue", "mean_iqueue_se": "",
+    "join_rate": "join messages per server per unit time", "join_rate_se": "",
+    "delete_rate": "delete messages per server per unit time", "delete_rate_se": "",
+    "probe_rate": "probe messages (2 per probe) per server per unit time", "probe_rate_se": "",
+    "messages_per_job": "all messages per arriving task", "messages_per_job_se": "",
+    "n_jobs": "tasks arrived after the warm-up cut", "n_schedulers": "M = N / r",
+    "init_used": '"meanfield" or "empty" (what the run actually started from)',
+    "final_levels": "x at the end of the run (servers per level)",
+    "final_iqueues": "y at the end of the run (I-queues per size)"})
 
 
 # --------------------------------------------------------------------------------------------
