@@ -54,7 +54,7 @@ import math
 
 import numpy as np
 
-from sim.core.fifo import close_censored, draw_initial_queues
+from sim.core.fifo import close_censored, draw_initial_queues, new_rings
 from sim.core.output import epilogue
 from sim.core.responses import new_recorder
 from sim.core.results import is_int, simulation_result, simulation_row
@@ -101,23 +101,20 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         Sample size of ``pod`` (1 <= d <= N); ignored by the other policies.
     events : int
         Uniformized events to simulate, warm-up included (>= n_windows).
-    seed : int
-        Non-negative seed; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``"meanfield"``: queue lengths i.i.d. from the mean-field fixed point of the policy
         (``P(Q >= i) = s_i``); with unequal service rates there is no such point here and the
         system starts empty. ``"empty"``: all queues empty.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     service_rates : array_like or None
         Per-server service rates (length N, finite, > 0); None means all 1. JSQ and pod still
         compare queue lengths. Stability is not checked (random routing needs
         ``lam * mean(mu) < min(mu)``).
 
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each arrival's
         queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
@@ -200,15 +197,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         q = draw_initial_queues(initial_tail(lam, policy, d), n_servers, state)
     else:
         q = np.zeros(n_servers, dtype=np.int64)
-    cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
-    while cap <= int(q.max()):
-        cap *= 2
-    # arrival event indices, -1: unknown (present at time 0). int32 when every event index fits:
-    # half the cache footprint of int64 (N = 10**4, C = 8: 320 KB instead of 640 KB, inside
-    # L2), measured +7% events/s; results are the same either way
-    stamp = np.int32 if events <= 2**31 else np.int64
-    buf = np.full((n_servers, cap), -1, dtype=stamp)
-    head = np.zeros(n_servers, dtype=np.int64)
+    buf, head = new_rings(q, events)
     bounds = window_bounds(events, n_windows)
     n_windows = bounds.size - 1  # between n_windows and 2 * n_windows (power-of-two lengths)
     w_jobs = np.zeros(n_windows, dtype=np.int64)

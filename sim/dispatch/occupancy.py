@@ -244,18 +244,15 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Buffer per server, task in service included (None: unbounded).
     events : int
         Jump-chain events (arrivals and service completions), warm-up included, >= n_windows.
-    seed : int
-        Non-negative; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``meanfield`` (counts of :func:`meanfield_tail`) or ``empty``.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     h : int
         Position threshold of ``frac_within_h`` (>= 1).
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each admitted
         job's signature (``tcnt``: its queues per position of their job-last task) per window,

@@ -76,21 +76,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.fifo import close_censored, draw_initial_queues
+from sim.core.fifo import close_censored, draw_initial_queues, new_rings
 from sim.core.output import epilogue, warmup_cut
 from sim.core.responses import new_recorder
 from sim.core.results import simulation_result, simulation_row
 from sim.core.rng import seed_state, threshold
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
+from sim.jiq import SIM_COLUMNS, check_task, n_schedulers
 from sim.jiq import _agent_kernel as _k
-from sim.jiq import check_task, n_schedulers
 
 __all__ = ["JiqAgentResult", "simulate", "run_task", "EXTRA_KEYS"]
 
 #: keys :func:`run_task` returns beyond :data:`sim.core.results.RESULT_KEYS`
-EXTRA_KEYS = ("p0", "p0_se", "mean_iqueue", "mean_iqueue_se", "join_rate", "join_rate_se",
-              "delete_rate", "delete_rate_se", "probe_rate", "probe_rate_se", "tail_se")
+EXTRA_KEYS = tuple(SIM_COLUMNS)
 
 #: mean-field tail levels below this are treated as empty in the warm start
 _TAIL_EPS = 1e-17
@@ -104,11 +103,7 @@ _MF_MAX_R = 1e4
 #: estimates of one JIQ agent run (times in the model's unit, rates per server per unit)
 JiqAgentResult = simulation_result("JiqAgentResult", "Estimates of one JIQ agent run (times in the model's unit, rates per server per unit).", {
     "mean_wait": "", "mean_wait_se": "", "prob_wait": "fraction of tasks sent to a busy server", "prob_wait_se": "",
-    "p0": "time-average fraction of empty I-queues", "p0_se": "",
-    "mean_iqueue": "time-average mean I-queue length (listed servers / M)", "mean_iqueue_se": "",
-    "join_rate": "join messages per server per unit time", "join_rate_se": "",
-    "delete_rate": "delete messages per server per unit time", "delete_rate_se": "",
-    "probe_rate": "probe messages (2 per probe) per server per unit time", "probe_rate_se": "",
+    **SIM_COLUMNS,
     "messages_per_job": "all messages per task", "messages_per_job_se": "",
     "n_jobs": "tasks whose response was measured after the warm-up cut",
     "n_schedulers": "M = N / r",
@@ -228,17 +223,14 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
         jiq_threshold: servers with at most ``z`` tasks are listed (z >= 0); ignored otherwise.
     events : int
         Uniformized events to simulate, warm-up included (>= n_windows).
-    seed : int
-        Non-negative seed.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``"meanfield"`` (warm start at the mean-field fixed point, see the module docstring) or
         ``"empty"``.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each task's
         queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
@@ -289,14 +281,7 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
     q, iq, isize, where, kshift, init_used = _initial_state(
         policy, code, lam, n_servers, n_sched, r, d, z, init, state, rng)
-    cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
-    while cap <= int(q.max()):
-        cap *= 2
-    # arrival event indices, -1: unknown (present at time 0); int32 when every event index
-    # fits (half the cache footprint), as in the dispatch agent engine
-    stamp = np.int32 if events <= 2**31 else np.int64
-    buf = np.full((n_servers, cap), -1, dtype=stamp)
-    head = np.zeros(n_servers, dtype=np.int64)
+    buf, head = new_rings(q, events)
     bounds = window_bounds(events, n_windows)
     n_windows = bounds.size - 1
     i64 = {"dtype": np.int64}

@@ -89,8 +89,8 @@ from sim.core.responses import new_recorder
 from sim.core.results import is_int, is_number, simulation_result, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
+from sim.jiq import SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
-from sim.jiq import n_schedulers
 
 __all__ = ["JiqOccupancyResult", "simulate", "run_task", "initial_counts", "OCCUPANCY_POLICIES",
            "AGENT_ONLY_POLICIES", "EXTRA_KEYS"]
@@ -105,10 +105,8 @@ MAX_R = 2**24
 #: and asked for 512 MiB arrays at r = 1e6 (its I-queue law has ~2.6 r terms); above, start empty
 MEANFIELD_MAX_R = 10**5
 
-#: keys :func:`run_task` adds to the common result keys
-EXTRA_KEYS: tuple[str, ...] = ("p0", "p0_se", "mean_iqueue", "mean_iqueue_se", "join_rate",
-                               "join_rate_se", "delete_rate", "delete_rate_se", "probe_rate",
-                               "probe_rate_se", "tail_se")
+#: keys :func:`run_task` returns beyond :data:`sim.core.results.RESULT_KEYS`
+EXTRA_KEYS = tuple(SIM_COLUMNS)
 
 
 #: estimates of one occupancy run of distributed JIQ (mean service time 1)
@@ -117,11 +115,7 @@ JiqOccupancyResult = simulation_result("JiqOccupancyResult", "Estimates of one o
     "mean_wait": "mean of (position - 1)", "mean_wait_se": "", "prob_wait": "fraction of tasks at position >= 2", "prob_wait_se": "",
     "queueing_ratio": "mean_response - 1", "queueing_ratio_se": "", "drop_prob": "0: no buffer", "drop_prob_se": "",
     "frac_within_h": "fraction of tasks at position 1 (h = 1): 1 - prob_wait", "frac_within_h_se": "",
-    "p0": "time-average fraction of empty I-queues", "p0_se": "",
-    "mean_iqueue": "time-average listed (idle) servers per I-queue", "mean_iqueue_se": "",
-    "join_rate": "join messages per server per unit time", "join_rate_se": "",
-    "delete_rate": "delete messages per server per unit time", "delete_rate_se": "",
-    "probe_rate": "probe messages (2 per probe) per server per unit time", "probe_rate_se": "",
+    **SIM_COLUMNS,
     "messages_per_job": "all messages per arriving task", "messages_per_job_se": "",
     "n_jobs": "tasks arrived after the warm-up cut", "n_schedulers": "M = N / r",
     "init_used": '"meanfield" or "empty" (what the run actually started from)',
@@ -211,16 +205,13 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         sampled by a server becoming idle, 1 <= d <= M; ignored by ``jiq``.
     events : int
         Jump-chain events (arrivals and completions), warm-up included, >= n_windows.
-    seed : int
-        Non-negative; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``meanfield`` (counts drawn from the mean-field fixed point) or ``empty``.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): the
         position histogram of the tasks per window, by a separately compiled loop; a task at
