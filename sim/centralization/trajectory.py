@@ -142,7 +142,6 @@ def run_task(task: dict) -> dict:
                    init=settings.init, max_level=settings.max_level,
                    events=task_int(task, "events"), init_tail=task.get("init_tail"),
                    policy=task["policy"])
-    row = paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
-                         res.sim_time)
+    row = paths.trajectory_row(res)
     row.update(traj_top=[float(v) for v in res.top], traj_ode_top=[float(v) for v in res.ode_top])
     return row

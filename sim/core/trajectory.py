@@ -139,10 +139,13 @@ def check_trajectory_args(*, time, grid, seed, init, max_level, events=None) -> 
         raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
 
 
-def trajectory_row(t, tail, ode, levels: int, sup_dist: float, events_run: int,
-                   sim_time: float) -> dict:
-    """The result columns every trajectory row has (``tail[j, i - 1] = s_i(t_j)``, the ODE's
-    ``ode`` alike): the grid, the path and the ODE flattened level-major, their sup distance."""
+def trajectory_row(res) -> dict:
+    """The result columns every trajectory row has, from a trajectory engine's result ``res``
+    (fields ``t``, ``tail`` with ``tail[j, i - 1] = s_i(t_j)``, ``ode`` alike, ``levels``,
+    ``sup_dist``, ``events_run``, ``sim_time``): the grid, the path and the ODE flattened
+    level-major, their sup distance, the run length. The end of every trajectory ``run_task``."""
+    t, tail, ode, levels, sup_dist = res.t, res.tail, res.ode, res.levels, res.sup_dist
+    events_run, sim_time = res.events_run, res.sim_time
     return {
         "traj_time": [float(v) for v in t],  # NaN rows (a path cut by its cap) stay NaN
         "traj_levels": int(levels),

@@ -194,5 +194,4 @@ def run_task(task: dict) -> dict:
                    init=settings.init, max_level=settings.max_level,
                    policy=task["policy"], events=task_int(task, "events"), k=task_int(task, "k", 1),
                    init_tail=task.get("init_tail"))
-    return paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
-                          res.sim_time)
+    return paths.trajectory_row(res)

@@ -181,8 +181,7 @@ def run_task(task: dict) -> dict:
                    grid=settings.grid, seed=settings.seed,
                    init=settings.init, max_level=settings.max_level,
                    events=task_int(task, "events"), init_tail=task.get("init_tail"))
-    row = paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
-                         res.sim_time)
+    row = paths.trajectory_row(res)
     row.update(traj_p0=[float(v) for v in res.p0], traj_ode_p0=[float(v) for v in res.ode_p0],
                traj_sup_dist_p0=paths.none_if_nan(res.sup_dist_p0))
     return row
