@@ -18,12 +18,10 @@ thresholds, the output analysis of the windows and the row of a task.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from sim.centralization.meanfield import _check_int, _check_lam, _check_p
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.output import epilogue
 from sim.core.results import result_row, simulation_result
 from sim.core.rng import threshold
 from sim.core.settings import RunSettings, check_run_args, task_int
@@ -64,34 +62,19 @@ def thresholds(lam: float, p: float):
 
 def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea, w_tail,
                resp_num=None, resp_den=None):
-    """MSER-5 cut on the per-window mean queue length, then batch means of every estimate."""
-    n_windows = bounds.size - 1
-    lengths = np.diff(bounds).astype(np.float64)
-    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
-    keep = slice(cut, n_windows)
+    """MSER-5 cut on the per-window mean queue length, then batch means of every estimate
+    (:func:`sim.core.output.epilogue`); the mean response measured (``resp_num`` over
+    ``resp_den``, in events) or, without it, by Little's law."""
     dt = 1.0 / rate
-    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
+    ratios = {"prob_wait": (w_waited, w_arr), "frac_within_h": (w_within, w_arr)}
     if resp_num is not None:
-        resp = batch_means(resp_num[keep] * dt, resp_den[keep], n_batches)
-        r_est, r_se, r_batches = resp.estimate, resp.se, resp.batch_values
-        n_jobs = int(resp_den[keep].sum())
-    else:  # Little's law: mean response = v_1 / lam
-        if lam > 0:
-            r_est, r_se, r_batches = queue.estimate / lam, queue.se / lam, queue.batch_values / lam
-        else:
-            r_est, r_se, r_batches = math.nan, math.nan, queue.batch_values
-        n_jobs = int(w_arr[keep].sum())
-    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
-    within = batch_means(w_within[keep], w_arr[keep], n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
-    return dict(mean_response=float(r_est), mean_response_se=float(r_se),
-                prob_wait=float(pwait.estimate), prob_wait_se=float(pwait.se),
-                frac_within_h=float(within.estimate), frac_within_h_se=float(within.se),
-                mean_queue=float(queue.estimate),
-                mean_queue_se=float(queue.se), tail=tail, tail_se=tail_se, n_jobs=n_jobs,
-                warmup_time=float(bounds[cut]) * dt, warmup_windows=int(cut),
-                n_windows=int(n_windows), n_batches=int(n_batches),
-                ci_method=ci_label(n_batches, r_batches))
+        ratios = {"mean_response": (resp_num * dt, resp_den), **ratios}
+    out = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
+                   w_qarea=w_qarea, w_tail=w_tail, ratios=ratios, little=lam)
+    cut = out["warmup_windows"]
+    out.update(n_jobs=int((w_arr if resp_num is None else resp_den)[cut:].sum()),
+               warmup_time=float(bounds[cut]) * dt)
+    return out
 
 
 def task_args(task: dict) -> dict:

@@ -172,7 +172,8 @@ def ci_label(n_batches: int, batch_values: np.ndarray) -> str:
 
 
 def epilogue(*, n_servers: int, n_batches: int, weights, w_qarea, w_tail, ratios: dict,
-             cut: int | None = None, rec=None, k: int = 1, ci_note: str = "") -> dict:
+             cut: int | None = None, rec=None, k: int = 1, ci_note: str = "",
+             little: float | None = None) -> dict:
     """The end of a simulation, after its kernel filled the per-window series: what every
     simulator's ``simulate`` did in its own words before (issue 37 item 4).
 
@@ -182,6 +183,8 @@ def epilogue(*, n_servers: int, n_batches: int, weights, w_qarea, w_tail, ratios
       ``ratios`` (whole-run window series; the windows are kept here) gives the fields ``name``
       and ``name_se``; the queue area over ``weights`` (window lengths, events or time) times N
       gives ``mean_queue``, and the level areas ``w_tail`` the ``tail`` (both with their SEs);
+    - with ``little`` (the arrival rate per server) and no ``mean_response`` ratio, the mean
+      response by Little's law, ``mean_queue / little`` (NaN where ``little`` is 0);
     - the response-time distribution of a recorder ``rec`` (:mod:`sim.core.responses`; None:
       not recorded) of jobs of ``k`` tasks;
     - the CI label: :func:`ci_label` of ``mean_response``'s batches (the first ratio where there
@@ -204,12 +207,20 @@ def epilogue(*, n_servers: int, n_batches: int, weights, w_qarea, w_tail, ratios
     queue = batch_means(np.asarray(w_qarea)[keep], weights[keep] * n_servers, n_batches)
     tail, tail_se = tail_estimate(np.asarray(w_tail)[keep], weights[keep], n_servers, n_batches)
     out.update(mean_queue=queue.estimate, mean_queue_se=queue.se, tail=tail, tail_se=tail_se)
+    label_values = (labelled or queue).batch_values
+    if little is not None and "mean_response" not in ratios:
+        if little > 0:
+            out["mean_response"], out["mean_response_se"] = queue.estimate / little, queue.se / little
+            label_values = queue.batch_values / little
+        else:
+            out["mean_response"], out["mean_response_se"] = math.nan, math.nan
+            label_values = queue.batch_values
     dist = None
     if rec is not None:
         from sim.core.responses import summarize
 
         dist = summarize(rec, k, cut, n_batches)
-    ci = ci_label(n_batches, (labelled or queue).batch_values) + ci_note
+    ci = ci_label(n_batches, label_values) + ci_note
     if dist is not None:
         ci += "; " + dist.method()
     out.update(warmup_windows=int(cut), n_windows=int(n_windows), n_batches=int(n_batches),

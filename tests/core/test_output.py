@@ -132,3 +132,24 @@ def test_epilogue_is_the_hand_written_end_of_a_run():
                      ratios={"mean_response": (w_resp, w_jobs)}, cut=cut + 7)
     assert later["warmup_windows"] == cut + 7
     assert later["mean_response"] == batch_means(w_resp[cut + 7:], w_jobs[cut + 7:], nb).estimate
+
+
+def test_epilogue_by_littles_law():
+    """Without a measured mean response, ``little`` gives it as mean queue / arrival rate, and
+    the CI label is made from the queue's batches over that rate."""
+    from sim.core.output import batch_means, ci_label, epilogue, warmup_cut
+
+    rng = np.random.default_rng(8)
+    n, nb = 200, 10
+    lengths = np.full(n, 32.0)
+    w_qarea, w_tail = rng.integers(500, 900, n), rng.integers(0, 900, (n, 3))
+    w_waited, w_arr = rng.integers(0, 20, n), rng.integers(20, 40, n)
+    kw = dict(n_servers=10, n_batches=nb, weights=lengths, w_qarea=w_qarea, w_tail=w_tail,
+              ratios={"prob_wait": (w_waited, w_arr)})
+    est = epilogue(**kw, little=0.7)
+    keep = slice(warmup_cut(w_qarea, lengths, 10, nb), n)
+    queue = batch_means(w_qarea[keep], lengths[keep] * 10, nb)
+    assert (est["mean_response"], est["mean_response_se"]) == (queue.estimate / 0.7, queue.se / 0.7)
+    assert est["ci_method"] == ci_label(nb, queue.batch_values / 0.7)
+    assert math.isnan(epilogue(**kw, little=0.0)["mean_response"])
+    assert "mean_response" not in epilogue(**kw)
