@@ -25,8 +25,9 @@ from sim.core.output import epilogue
 from sim.core.results import result_row, simulation_result
 from sim.core.rng import threshold
 from sim.core.settings import RunSettings, check_run_args, task_int
+from sim.core.windows import window_bounds
 
-__all__ = ["CentralResult", "check_sim_args", "thresholds", "summarize_windows", "task_args",
+__all__ = ["CentralResult", "check_sim_args", "thresholds", "new_windows", "summarize_windows", "task_args",
            "sim_row"]
 
 
@@ -58,6 +59,16 @@ def thresholds(lam: float, p: float):
     thr_arrival = threshold(lam / (1.0 + lam))
     thr_local = threshold((lam + 1.0 - p) / (1.0 + lam))
     return thr_arrival, thr_local, p > 0.0
+
+
+def new_windows(events: int, n_windows: int, max_level: int):
+    """The windows of a run (:func:`sim.core.windows.window_bounds`) and the per-window series
+    both simulators fill: ``bounds, w_arr, w_waited, w_within, w_qarea, w_tail`` (int64 zeros;
+    ``w_tail`` one column per level up to ``max_level``)."""
+    bounds = window_bounds(events, n_windows)
+    nw = bounds.size - 1
+    return (bounds, *(np.zeros(nw, dtype=np.int64) for _ in range(4)),
+            np.zeros((nw, max_level), dtype=np.int64))
 
 
 def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea, w_tail,
