@@ -21,7 +21,8 @@ from pipeline.formulas import brief, evaluate, evaluate_precise, evaluation_orde
 from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
-from sim.registry import ENGINE_POLICIES, INIT_CHOICES, N_BATCHES_MAX, PARAMS, POLICIES, STOCHASTIC_ENGINES
+from sim.core.settings import SETTING_KEYS, RunSettings
+from sim.registry import ENGINE_POLICIES, PARAMS, POLICIES, STOCHASTIC_ENGINES
 
 #: model parameters and their kinds: :data:`sim.registry.PARAMS`, which an out-of-tree model
 #: loaded by a sweep's ``models:`` extends in place; any other name in ``axes``/``params`` is an
@@ -100,6 +101,23 @@ def _canon(name: str, where: str) -> str:
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
         raise ConfigError(f"{where}: {name!r} is not a valid parameter name")
     return ALIASES.get(name, name)
+
+
+#: the name in a sweep's ``run:`` section of a run setting whose task key differs
+RUN_CONFIG_NAMES = {"h": "position_threshold"}
+
+
+def run_settings(run: dict) -> RunSettings:
+    """The run settings of a sweep's ``run:`` section (:class:`~sim.core.settings.RunSettings`:
+    its defaults fill what the section leaves null, its checks refuse a bad value);
+    ConfigError naming ``run.<key>`` and the value. The seed is not one of them: each task
+    gets its own (:func:`seed_for`)."""
+    values = {key: run.get(RUN_CONFIG_NAMES.get(key, key)) for key in SETTING_KEYS if key != "seed"}
+    try:
+        return RunSettings(**{k: v for k, v in values.items() if v is not None})
+    except ValueError as exc:
+        key, _, rest = str(exc).partition("=")
+        raise ConfigError(f"run.{RUN_CONFIG_NAMES.get(key, key)}={rest}") from None
 
 
 def _int_at_least(cfg: dict, key: str, lo: int) -> int:
@@ -252,32 +270,15 @@ def check_top_level(cfg: dict) -> None:
         if name not in ANALYSES:
             raise ConfigError(f"extra_analyses: {name!r} is unknown; valid: {', '.join(ANALYSES) or '(none)'}")
     run = cfg.get("run", {})
-    if run.get("init") not in INIT_CHOICES:
-        raise ConfigError(f"run.init={run.get('init')!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    nb = _int_at_least(cfg, "run.n_batches", 2)
-    if nb > N_BATCHES_MAX:
-        raise ConfigError(f"run.n_batches={nb!r} must be at most {N_BATCHES_MAX} (the engines "
-                          f"split a run into about 1000 windows, two per batch at least)")
-    _int_at_least(cfg, "run.max_level", 1)
-    prec = run.get("precision")
-    if prec is not None and not (_is_number(prec) and 0 < prec < 1):
-        raise ConfigError(f"run.precision={prec!r} must be null or a number in (0, 1): the target "
-                          "relative 95% half-width of each task's main estimate (docs/sweeps.md)")
+    run_settings(run)
     est = run.get("precision_estimate")
     if est is not None:
         from sim.registry import RESULTS
 
-        if not isinstance(est, str) or RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS:
+        if RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS:
             valid = sorted(k for k in RESULTS if RESULTS[k] == "float" and f"{k}_se" in RESULTS)
             raise ConfigError(f"run.precision_estimate={est!r} is not an estimate with a standard "
                               f"error; valid: {', '.join(valid)}")
-    cap = run.get("precision_cap", 16)
-    if not (_is_number(cap) and 1 <= cap <= 10**6):
-        raise ConfigError(f"run.precision_cap={cap!r} must be a number in [1, 1e6]: the longest "
-                          "run as a multiple of the given events or time")
-    _int_at_least(cfg, "run.position_threshold", 1)
-    if run.get("grid") is not None:  # the trajectory engine's time grid (docs/transients.md)
-        _int_at_least(cfg, "run.grid", 2)
     _check_limit_path(cfg)
     ex = cfg.get("execution", {})
     if ex.get("backend") not in BACKENDS:
@@ -456,15 +457,15 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
 
 
 def _heavy_traffic_points(cfg: dict, specs: dict, names: list[str], named: bool, pid: int,
-                          skipped: list[str]) -> list[tuple]:
+                          skipped: list[str], settings) -> list[tuple]:
     """``(Point, task)`` of ``limit_path.heavy_traffic`` (docs/sweeps.md): every policy the
     engine serves, every variant and combination of the other axes, at N = 10^x for the
     exponents of :func:`heavy_exponents`, with the values of :func:`_heavy_values`; point ids
     from ``pid`` on. A point where the form does not apply (what :func:`sim.check_task` refuses,
     or a parameter the simulations model that it does not, a buffer) is left out, and each arm
-    with such points is named in ``skipped`` once: how many, from where, and the first reason."""
+    with such points is named in ``skipped`` once: how many, from where, and the first reason.
+    ``settings``: the sweep's run settings (:func:`run_settings`), as every task carries them."""
     ht = cfg["limit_path"]["heavy_traffic"]
-    run = cfg["run"]
     xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
                          float(ht.get("every_decades", 5.0)))
     out = []
@@ -489,8 +490,8 @@ def _heavy_traffic_points(cfg: dict, specs: dict, names: list[str], named: bool,
                              and n not in _NOT_IN_LIMIT and _NEUTRAL.get(n, object()) != raw[n]]
                     task = {"model": ent.model, "engine": HEAVY_ENGINE, "policy": policy,
                             **{k: raw[k] for k in ent.params if raw.get(k) is not None},
-                            "seed": 0, "init": run["init"], "n_batches": int(run["n_batches"]),
-                            "max_level": int(run["max_level"]), "h": int(run["position_threshold"])}
+                            "seed": 0, "init": settings.init, "n_batches": settings.n_batches,
+                            "max_level": settings.max_level, "h": settings.h}
                     try:
                         if extra:
                             raise ValueError(f"{extra[0]}={_fmt(raw[extra[0]])} is simulated but engine="
@@ -811,6 +812,7 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     replications = cfg["replications"]
     root_seed = int(cfg["seed"])
     run = cfg["run"]
+    settings = run_settings(run)  # the run settings every task carries (sim.core.settings)
 
     # every parameter some (engine, policy) of the sweep requires (sim.registry.ENTRIES)
     needed: set[str] = set()
@@ -919,21 +921,21 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                             "policy": policy,
                             **{k: values[k] for k in used if values.get(k) is not None},
                             "seed": seed_for(root_seed, pid, engine, rep) if engine in STOCHASTIC_ENGINES else 0,
-                            "init": run["init"],
-                            "n_batches": int(run["n_batches"]),
-                            "max_level": int(run["max_level"]),
-                            "h": int(run["position_threshold"]),
+                            "init": settings.init,
+                            "n_batches": settings.n_batches,
+                            "max_level": settings.max_level,
+                            "h": settings.h,
                         }
-                        if engine in STOCHASTIC_ENGINES and run.get("precision") is not None:
-                            task["precision"] = float(run["precision"])
-                            task["precision_cap"] = float(run.get("precision_cap", 16))
-                            if run.get("precision_estimate") is not None:
-                                task["precision_estimate"] = run["precision_estimate"]
-                        if run.get("responses") and engine in registry.model(ent.model).responses:
+                        if engine in STOCHASTIC_ENGINES and settings.precision is not None:
+                            task["precision"] = float(settings.precision)
+                            task["precision_cap"] = float(settings.precision_cap)
+                            if settings.precision_estimate is not None:
+                                task["precision_estimate"] = settings.precision_estimate
+                        if settings.responses and engine in registry.model(ent.model).responses:
                             # the engines that record, and the exact limits (docs/responses.md)
                             task["responses"] = True
                         if engine == "trajectory":  # docs/transients.md
-                            task["grid"] = int(run.get("grid", 200))
+                            task["grid"] = settings.grid
                         try:
                             if task.get("time") is not None:  # run length in simulated time
                                 task["events"] = sim.events_for_time(task)
@@ -958,7 +960,7 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     # points after every other point so that the simulations' point ids and seeds stay as they are
     if path_engine is not None and (lp.get("heavy_traffic") or {}).get("n_servers_max") is not None:
         names += [n for n in ("log10_n", "one_minus_lam", "d_real") if n not in names]
-        for point, task in _heavy_traffic_points(cfg, specs, names, named, pid, path_skipped):
+        for point, task in _heavy_traffic_points(cfg, specs, names, named, pid, path_skipped, settings):
             points.append(point)
             tasks.append(task)
         pid = len(points)
