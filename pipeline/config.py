@@ -27,34 +27,40 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from pipeline.errors import ConfigError
+from sim.core.settings import DEFAULTS as RUN_DEFAULTS
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass
 class RunConfig:
+    """The ``run:`` section: the run settings of every task (:class:`sim.core.settings.RunSettings`,
+    whose defaults these are and whose checks the plan applies; ``position_threshold`` is the
+    setting ``h``) and how the plan picks engines."""
+
     #: initial state of simulations: ``meanfield`` (drawn from the fixed point) or ``empty``
-    init: str = "meanfield"
+    init: str = RUN_DEFAULTS.init
     #: batches for batch means after the MSER-5 warm-up cut
-    n_batches: int = 20
+    n_batches: int = RUN_DEFAULTS.n_batches
     #: number of tail fractions s_1..s_max_level reported
-    max_level: int = 64
-    #: threshold h of ``frac_within_h`` (jobs whose tasks all land at positions <= h)
-    position_threshold: int = 1
+    max_level: int = RUN_DEFAULTS.max_level
+    #: threshold h of ``frac_within_h`` (jobs whose tasks all land at positions <= h): the
+    #: task key ``h``
+    position_threshold: int = RUN_DEFAULTS.h
     #: null, or a target relative 95% half-width of each task's main estimate: a task is rerun
     #: longer until it is met (sim.run; docs/sweeps.md)
-    precision: Optional[float] = None
+    precision: Optional[float] = RUN_DEFAULTS.precision
     #: the longest run a precision target may ask for, as a multiple of the given events/time
-    precision_cap: float = 16.0
+    precision_cap: float = float(RUN_DEFAULTS.precision_cap)
     #: the estimate whose relative half-width ``precision`` controls (null: the model's main
     #: estimate, e.g. ``mean_response``; ``queueing_ratio`` for the headline question)
-    precision_estimate: Optional[str] = None
+    precision_estimate: Optional[str] = RUN_DEFAULTS.precision_estimate
     #: record response-time distributions (quantiles, CCDF) in the dispatch model's agent and
     #: occupancy tasks and the JIQ occupancy tasks (docs/responses.md)
-    responses: bool = False
+    responses: bool = RUN_DEFAULTS.responses
     #: trajectory engine: points of the time grid from 0 to `time`, both included (>= 2;
     #: docs/transients.md)
-    grid: int = 200
+    grid: int = RUN_DEFAULTS.grid
     #: ``engines: [auto]``: the occupancy engine from this N on, the agent engine below
     #: (pipeline.plan.auto_engine; docs/sweeps.md)
     auto_occupancy_n: int = 100000

@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 
 from pipeline.execute import MEANFIELD_SECONDS
-from pipeline.plan import Plan
+from pipeline.plan import Plan, run_settings
 from sim import MAX_RUNS
 from sim.registry import STOCHASTIC_ENGINES
 
@@ -176,7 +176,7 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
                  f"{_duration(wall_seconds(costs, cluster_cpus))} on {cluster_cpus} CPUs")
     run = conf.get("run") or {}
     if run.get("precision") is not None:
-        cap = float(run.get("precision_cap", 16))
+        cap = float(run_settings(run).precision_cap)
         lines.append(f"precision {run['precision']:g}: these are the first runs; a task that misses "
                      f"the target is rerun longer (at most {MAX_RUNS} runs, the last at most "
                      f"{cap:g} times the given events)")

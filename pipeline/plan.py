@@ -21,7 +21,8 @@ from pipeline.formulas import brief, evaluate, evaluate_precise, evaluation_orde
 from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
-from sim.registry import ENGINE_POLICIES, INIT_CHOICES, N_BATCHES_MAX, PARAMS, POLICIES, STOCHASTIC_ENGINES
+from sim.core.settings import SETTING_KEYS, RunSettings
+from sim.registry import ENGINE_POLICIES, PARAMS, POLICIES, STOCHASTIC_ENGINES
 
 #: model parameters and their kinds: :data:`sim.registry.PARAMS`, which an out-of-tree model
 #: loaded by a sweep's ``models:`` extends in place; any other name in ``axes``/``params`` is an
@@ -100,6 +101,23 @@ def _canon(name: str, where: str) -> str:
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
         raise ConfigError(f"{where}: {name!r} is not a valid parameter name")
     return ALIASES.get(name, name)
+
+
+#: the name in a sweep's ``run:`` section of a run setting whose task key differs
+RUN_CONFIG_NAMES = {"h": "position_threshold"}
+
+
+def run_settings(run: dict) -> RunSettings:
+    """The run settings of a sweep's ``run:`` section (:class:`~sim.core.settings.RunSettings`:
+    its defaults fill what the section leaves null, its checks refuse a bad value);
+    ConfigError naming ``run.<key>`` and the value. The seed is not one of them: each task
+    gets its own (:func:`seed_for`)."""
+    values = {key: run.get(RUN_CONFIG_NAMES.get(key, key)) for key in SETTING_KEYS if key != "seed"}
+    try:
+        return RunSettings(**{k: v for k, v in values.items() if v is not None})
+    except ValueError as exc:
+        key, _, rest = str(exc).partition("=")
+        raise ConfigError(f"run.{RUN_CONFIG_NAMES.get(key, key)}={rest}") from None
 
 
 def _int_at_least(cfg: dict, key: str, lo: int) -> int:
@@ -252,32 +270,15 @@ def check_top_level(cfg: dict) -> None:
         if name not in ANALYSES:
             raise ConfigError(f"extra_analyses: {name!r} is unknown; valid: {', '.join(ANALYSES) or '(none)'}")
     run = cfg.get("run", {})
-    if run.get("init") not in INIT_CHOICES:
-        raise ConfigError(f"run.init={run.get('init')!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    nb = _int_at_least(cfg, "run.n_batches", 2)
-    if nb > N_BATCHES_MAX:
-        raise ConfigError(f"run.n_batches={nb!r} must be at most {N_BATCHES_MAX} (the engines "
-                          f"split a run into about 1000 windows, two per batch at least)")
-    _int_at_least(cfg, "run.max_level", 1)
-    prec = run.get("precision")
-    if prec is not None and not (_is_number(prec) and 0 < prec < 1):
-        raise ConfigError(f"run.precision={prec!r} must be null or a number in (0, 1): the target "
-                          "relative 95% half-width of each task's main estimate (docs/sweeps.md)")
+    run_settings(run)
     est = run.get("precision_estimate")
     if est is not None:
         from sim.registry import RESULTS
 
-        if not isinstance(est, str) or RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS:
+        if RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS:
             valid = sorted(k for k in RESULTS if RESULTS[k] == "float" and f"{k}_se" in RESULTS)
             raise ConfigError(f"run.precision_estimate={est!r} is not an estimate with a standard "
                               f"error; valid: {', '.join(valid)}")
-    cap = run.get("precision_cap", 16)
-    if not (_is_number(cap) and 1 <= cap <= 10**6):
-        raise ConfigError(f"run.precision_cap={cap!r} must be a number in [1, 1e6]: the longest "
-                          "run as a multiple of the given events or time")
-    _int_at_least(cfg, "run.position_threshold", 1)
-    if run.get("grid") is not None:  # the trajectory engine's time grid (docs/transients.md)
-        _int_at_least(cfg, "run.grid", 2)
     _check_limit_path(cfg)
     ex = cfg.get("execution", {})
     if ex.get("backend") not in BACKENDS:
@@ -440,7 +441,9 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
             if isinstance(v, mpmath.mpf):
                 v = float(v)
             if _kind(name) == "int" and isinstance(v, (int, float)) and abs(v) >= INT_MAX:
-                v = None  # beyond the Int64 column: log10_n and d_real carry it
+                # beyond the Int64 column: d_real carries d; any other (a buffer b of 10^19)
+                # stays a float, which the checks below refuse, never a null (no buffer)
+                v = None if name == "d" else float(v)
             elif v is not None and not isinstance(v, str):
                 v = _coerce(name, v, where)  # an auxiliary variable (d_cap) as a float
             values[name] = v
@@ -451,6 +454,67 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
         d = exact.get("d")
         values["d_real"] = float(d) if d is not None else None
     return values
+
+
+def _heavy_traffic_points(cfg: dict, specs: dict, names: list[str], named: bool, pid: int,
+                          skipped: list[str], settings) -> list[tuple]:
+    """``(Point, task)`` of ``limit_path.heavy_traffic`` (docs/sweeps.md): every policy the
+    engine serves, every variant and combination of the other axes, at N = 10^x for the
+    exponents of :func:`heavy_exponents`, with the values of :func:`_heavy_values`; point ids
+    from ``pid`` on. A point where the form does not apply (what :func:`sim.check_task` refuses,
+    or a parameter the simulations model that it does not, a buffer) is left out, and each arm
+    with such points is named in ``skipped`` once: how many, from where, and the first reason.
+    ``settings``: the sweep's run settings (:func:`run_settings`), as every task carries them."""
+    ht = cfg["limit_path"]["heavy_traffic"]
+    xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
+                         float(ht.get("every_decades", 5.0)))
+    out = []
+    for policy in cfg["policies"]:
+        if not _serves(cfg, HEAVY_ENGINE, policy):
+            skipped.append(f"policy {policy}: engine {HEAVY_ENGINE} does not serve it")
+            continue
+        ent = _entry(cfg, HEAVY_ENGINE, policy)
+        for variant, spec in specs.items():
+            others = {a: v for a, v in spec.axes.items() if a != "n_servers"}
+            for combo in itertools.product(*others.values()):
+                fixed = "".join(f", {a}={_fmt(v)}" for a, v in zip(others, combo))
+                varied = ", ".join(f"{a}={_fmt(v)}" for a, v in zip(others, combo) if len(others[a]) > 1)
+                arm = f"{policy}{f' ({variant})' if variant else ''}{f' [{varied}]' if varied else ''}"
+                left_out: list[tuple[float, str]] = []
+                for x in xs:
+                    where = f"point log10_n={x:g}{fixed}" + (f" (variant {variant})" if variant is not None else "")
+                    raw = _heavy_values(spec, x, dict(zip(others, combo)), where)
+                    # what the simulations model besides N, the load and d (a buffer b)
+                    extra = [n for n in raw if n in MODEL_PARAMS and raw[n] is not None
+                             and n not in ent.params and n not in _HEAVY_STANDS_FOR
+                             and n not in _NOT_IN_LIMIT and _NEUTRAL.get(n, object()) != raw[n]]
+                    task = {"model": ent.model, "engine": HEAVY_ENGINE, "policy": policy,
+                            **{k: raw[k] for k in ent.params if raw.get(k) is not None},
+                            "seed": 0, "init": settings.init, "n_batches": settings.n_batches,
+                            "max_level": settings.max_level, "h": settings.h}
+                    try:
+                        if extra:
+                            raise ValueError(f"{extra[0]}={_fmt(raw[extra[0]])} is simulated but engine="
+                                             f"{HEAVY_ENGINE} has no model of it")
+                        sim.check_task(task)
+                    except ValueError as exc:  # the limit does not apply to this arm here
+                        left_out.append((x, str(exc)))
+                        continue
+                    values = {n: raw.get(n) for n in names if n != "variant"}
+                    if named:
+                        values = {"variant": variant, **values}
+                    row_params = {n: (v if n not in MODEL_PARAMS or n in ent.params else None)
+                                  for n, v in values.items()}
+                    task["_meta"] = {"task_id": f"p{pid:05d}-{HEAVY_ENGINE}-r000", "point_id": pid,
+                                     "replication": 0, "params": row_params}
+                    out.append((Point(pid, policy, values), task))
+                    pid += 1
+                if left_out:
+                    at = (f"from N = 10^{left_out[0][0]:g} on" if len(left_out) == len(xs)
+                          else f"at {len(left_out)} of its {len(xs)} N (10^{left_out[0][0]:g} to "
+                               f"10^{left_out[-1][0]:g})")
+                    skipped.append(f"{arm} {at}: {HEAVY_ENGINE}: {left_out[0][1]}")
+    return out
 
 
 def _split_inputs(cfg: dict) -> tuple[dict[str, list], dict[str, float], dict[str, str]]:
@@ -748,6 +812,7 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     replications = cfg["replications"]
     root_seed = int(cfg["seed"])
     run = cfg["run"]
+    settings = run_settings(run)  # the run settings every task carries (sim.core.settings)
 
     # every parameter some (engine, policy) of the sweep requires (sim.registry.ENTRIES)
     needed: set[str] = set()
@@ -781,6 +846,12 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                     else 1 for e in engines)
     n_points = len(policies) * sum(math.prod(len(a) for a in sp.axes.values()) for sp in specs.values())
     n_path = len(policies) * sum(math.prod(len(a) for a in ax.values()) for ax in path_axes.values())
+    ht = lp.get("heavy_traffic") or {}
+    if path_engine is not None and ht.get("n_servers_max") is not None:
+        n_x = len(heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
+                                  float(ht.get("every_decades", 5.0))))
+        n_path += len(policies) * n_x * sum(math.prod(len(v) for a, v in sp.axes.items() if a != "n_servers")
+                                            for sp in specs.values())
     if n_points * per_point + n_path > MAX_TASKS:
         shape = " x ".join(f"{a}[{len(v)}]" for a, v in next(iter(specs.values())).axes.items())
         raise ConfigError(
@@ -850,21 +921,21 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                             "policy": policy,
                             **{k: values[k] for k in used if values.get(k) is not None},
                             "seed": seed_for(root_seed, pid, engine, rep) if engine in STOCHASTIC_ENGINES else 0,
-                            "init": run["init"],
-                            "n_batches": int(run["n_batches"]),
-                            "max_level": int(run["max_level"]),
-                            "h": int(run["position_threshold"]),
+                            "init": settings.init,
+                            "n_batches": settings.n_batches,
+                            "max_level": settings.max_level,
+                            "h": settings.h,
                         }
-                        if engine in STOCHASTIC_ENGINES and run.get("precision") is not None:
-                            task["precision"] = float(run["precision"])
-                            task["precision_cap"] = float(run.get("precision_cap", 16))
-                            if run.get("precision_estimate") is not None:
-                                task["precision_estimate"] = run["precision_estimate"]
-                        if run.get("responses") and engine in registry.model(ent.model).responses:
+                        if engine in STOCHASTIC_ENGINES and settings.precision is not None:
+                            task["precision"] = float(settings.precision)
+                            task["precision_cap"] = float(settings.precision_cap)
+                            if settings.precision_estimate is not None:
+                                task["precision_estimate"] = settings.precision_estimate
+                        if settings.responses and engine in registry.model(ent.model).responses:
                             # the engines that record, and the exact limits (docs/responses.md)
                             task["responses"] = True
                         if engine == "trajectory":  # docs/transients.md
-                            task["grid"] = int(run.get("grid", 200))
+                            task["grid"] = settings.grid
                         try:
                             if task.get("time") is not None:  # run length in simulated time
                                 task["events"] = sim.events_for_time(task)
@@ -887,50 +958,12 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                                       "have at most that many (points x engines x replications)")
     # past the float range: the heavy-traffic limit along the same path (docs/sweeps.md), its
     # points after every other point so that the simulations' point ids and seeds stay as they are
-    ht = lp.get("heavy_traffic") or {}
-    if path_engine is not None and ht.get("n_servers_max") is not None:
+    if path_engine is not None and (lp.get("heavy_traffic") or {}).get("n_servers_max") is not None:
         names += [n for n in ("log10_n", "one_minus_lam", "d_real") if n not in names]
-        xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
-                             float(ht.get("every_decades", 5.0)))
-        for policy in policies:
-            if not _serves(cfg, HEAVY_ENGINE, policy):
-                path_skipped.append(f"policy {policy}: engine {HEAVY_ENGINE} does not serve it")
-                continue
-            ent = _entry(cfg, HEAVY_ENGINE, policy)
-            for variant, spec in specs.items():
-                arm = f"{policy}{f' ({variant})' if variant else ''}"
-                others = {a: v for a, v in spec.axes.items() if a != "n_servers"}
-                for combo in itertools.product(*others.values()):
-                    for x in xs:
-                        where = f"point log10_n={x:g}" + "".join(f", {a}={_fmt(v)}" for a, v in zip(others, combo))
-                        where += f" (variant {variant})" if variant is not None else ""
-                        raw = _heavy_values(spec, x, dict(zip(others, combo)), where)
-                        # what the simulations model besides N, the load and d (a buffer b)
-                        extra = [n for n in raw if n in MODEL_PARAMS and raw[n] is not None
-                                 and n not in ent.params and n not in _HEAVY_STANDS_FOR
-                                 and n not in _NOT_IN_LIMIT and _NEUTRAL.get(n, object()) != raw[n]]
-                        task = {"model": ent.model, "engine": HEAVY_ENGINE, "policy": policy,
-                                **{k: raw[k] for k in ent.params if raw.get(k) is not None},
-                                "seed": 0, "init": run["init"], "n_batches": int(run["n_batches"]),
-                                "max_level": int(run["max_level"]), "h": int(run["position_threshold"])}
-                        try:
-                            if extra:
-                                raise ValueError(f"{extra[0]}={_fmt(raw[extra[0]])} is simulated but engine="
-                                                 f"{HEAVY_ENGINE} has no model of it")
-                            sim.check_task(task)
-                        except ValueError as exc:  # the limit does not apply to this arm here
-                            path_skipped.append(f"{arm} from N = 10^{x:g} on: {HEAVY_ENGINE}: {exc}")
-                            break
-                        values = {n: raw.get(n) for n in names if n != "variant"}
-                        if named:
-                            values = {"variant": variant, **values}
-                        points.append(Point(pid, policy, values))
-                        row_params = {n: (v if n not in MODEL_PARAMS or n in ent.params else None)
-                                      for n, v in values.items()}
-                        task["_meta"] = {"task_id": f"p{pid:05d}-{HEAVY_ENGINE}-r000", "point_id": pid,
-                                         "replication": 0, "params": row_params}
-                        tasks.append(task)
-                        pid += 1
+        for point, task in _heavy_traffic_points(cfg, specs, names, named, pid, path_skipped, settings):
+            points.append(point)
+            tasks.append(task)
+        pid = len(points)
     types = {n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names}
     # before any compute (and before plan=true's timing runs): docs/sweeps.md, memory
     memory = check_memory(tasks, cfg.get("execution") or {})

@@ -15,6 +15,7 @@ import importlib
 import math
 import time
 
+from sim.core.settings import RunSettings
 from sim.registry import ENGINE_POLICIES, ENGINES, POLICIES, STOCHASTIC_ENGINES, check_task, entry, model_of
 
 __all__ = ["run", "check_task", "events_for_time", "rel_halfwidth", "ENGINES", "POLICIES",
@@ -56,7 +57,7 @@ def rel_halfwidth(task: dict, out: dict) -> float | None:
     if (est is None or se is None or not math.isfinite(est) or not math.isfinite(se)
             or est == 0):
         return None
-    q = float(student_t.ppf(0.975, max(int(task.get("n_batches", 20)) - 1, 1)))
+    q = float(student_t.ppf(0.975, max(RunSettings.from_task(task).n_batches - 1, 1)))
     return q * se / abs(est)
 
 
@@ -80,10 +81,11 @@ def run(task: dict) -> dict:
     if task["engine"] in STOCHASTIC_ENGINES:
         reached = rel_halfwidth(task, out)
         runs = 1
-        target = task.get("precision")
+        settings = RunSettings.from_task(task)
+        target = settings.precision
         if target is not None:
             events = int(task["events"])
-            cap = int(min(events * float(task.get("precision_cap", 16)), 2**62 - 1))
+            cap = int(min(events * float(settings.precision_cap), 2**62 - 1))
             while (reached is None or reached > target) and events < cap and runs < MAX_RUNS:
                 grow = 4.0 if reached is None else (reached / target) ** 2 * RERUN_MARGIN
                 events = min(cap, math.ceil(events * max(grow, 1.25)))

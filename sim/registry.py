@@ -37,8 +37,9 @@ from types import MappingProxyType
 from typing import Mapping
 
 from sim.core.declare import DECLARED_ENGINES, ENGINE_KINDS, LIMIT_ENGINES, STOCHASTIC_ENGINES, Engine, Entry, Model, Param
-from sim.core.results import INIT_CHOICES, RESULT_KEYS, is_integral
-from sim.core.trajectory import check_init_tail
+from sim.core.results import RESULT_KEYS, is_integral
+from sim.core.settings import INIT_CHOICES, N_BATCHES_MAX, SETTING_KEYS, RunSettings
+from sim.core.trajectory import TRAJECTORY_DEFAULTS, check_init_tail
 
 __all__ = ["Param", "Engine", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PARAMS", "PARAMS", "ENTRIES",
            "RESULTS", "COMMON_RESULTS", "ENGINES", "POLICIES", "ENGINE_POLICIES",
@@ -91,12 +92,11 @@ COMMON_RESULTS: dict[str, str] = {
     "traj_sup_dist": "float",
 }
 
-#: run settings every stochastic task carries (not model parameters; the pipeline sets them)
-RUN_KEYS = ("seed", "init", "n_batches", "max_level", "h", "precision", "precision_cap",
-            "precision_estimate", "responses", "grid")
+#: run settings a task carries (not model parameters; the pipeline sets them): the fields of
+#: :class:`sim.core.settings.RunSettings`, whose defaults and checks are there
+RUN_KEYS = SETTING_KEYS
 
-#: engine limits the plan checks before compute
-N_BATCHES_MAX = 500  # n_batches <= n_windows // 2 with the engines' 1000 windows
+#: engine limits the plan checks before compute (and N_BATCHES_MAX, from sim.core.settings)
 N_SERVERS_MAX = 2**62 - 1  # occupancy counts; agent engines need < 2**31 (their models check)
 
 MODELS: dict[str, Model] = {}
@@ -323,6 +323,8 @@ def _check_kind(name: str, value) -> None:
 
 
 def _check_run_settings(task: dict) -> None:
+    """A stochastic task's run length and run settings (:class:`~sim.core.settings.RunSettings`:
+    their checks are defined there once), and what the settings mean on its engine."""
     lam = task["lam"]
     if lam <= 0:
         raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
@@ -333,43 +335,23 @@ def _check_run_settings(task: dict) -> None:
         raise ValueError(f"events={ev!r} must be an integer >= 1000")
     if ev >= 2**62:
         raise ValueError(f"events={ev!r} must be < 2**62")
-    init = task.get("init", "meanfield")
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    nb = task.get("n_batches", 20)
-    if not is_integral(nb) or not 2 <= nb <= N_BATCHES_MAX:
-        raise ValueError(f"n_batches={nb!r} must be an integer in [2, {N_BATCHES_MAX}]")
-    seed = task.get("seed")
-    if not is_integral(seed) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
+    trajectory = task["engine"] == "trajectory"
+    settings = RunSettings.from_task(task, required=("seed",), **(TRAJECTORY_DEFAULTS if trajectory else {}))
     t = task.get("time")
     if t is not None and not t > 0:
         raise ValueError(f"time={t!r} must be > 0 (simulated time units)")
-    if task["engine"] == "trajectory":
+    if trajectory:
         if t is None:
             raise ValueError("time=None: engine='trajectory' needs time, the horizon T of the "
                              "trajectory (it runs to T; events only caps it)")
-        grid = task.get("grid", 200)
-        if not is_integral(grid) or grid < 2:
-            raise ValueError(f"grid={grid!r} must be an integer >= 2 (trajectory grid points "
-                             "from 0 to time, both included)")
         if task.get("init_tail") is not None:  # a configured start (docs/transients.md)
-            check_init_tail(task["init_tail"], task.get("init", "empty"))
-        if task.get("precision") is not None:
+            check_init_tail(task["init_tail"], settings.init)
+        if settings.precision is not None:
             raise ValueError("precision: engine='trajectory' records a path to a fixed horizon; "
                              "a precision target does not apply (give more replications)")
-    prec = task.get("precision")
-    if prec is not None and (isinstance(prec, bool) or not isinstance(prec, (int, float))
-                             or not 0 < prec < 1):
-        raise ValueError(f"precision={prec!r} must be a number in (0, 1): the target relative "
-                         "95% half-width of the main estimate")
-    est = task.get("precision_estimate")
+    est = settings.precision_estimate
     if est is not None and (RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS):
         raise ValueError(f"precision_estimate={est!r} is not an estimate with a standard error")
-    cap = task.get("precision_cap", 16)
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1 <= cap <= 10**6:
-        raise ValueError(f"precision_cap={cap!r} must be a number in [1, 1e6]: the longest run "
-                         "as a multiple of the given length")
 
 
 def check_task(task: dict) -> None:
@@ -399,4 +381,6 @@ def check_task(task: dict) -> None:
         raise ValueError(f"n_servers={n!r} must be an integer in [1, {N_SERVERS_MAX}]")
     if ent.stochastic:
         _check_run_settings(task)
+    else:  # a limit reads max_level and h; its seed is 0
+        RunSettings.from_task(task)
     MODELS[ent.model].check_task(task)

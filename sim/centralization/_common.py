@@ -18,42 +18,30 @@ thresholds, the output analysis of the windows and the row of a task.
 """
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
-
 import numpy as np
 
 from sim.centralization.meanfield import _check_int, _check_lam, _check_p
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.results import check_run_args, result_row
+from sim.core.output import epilogue
+from sim.core.results import result_row, simulation_result
 from sim.core.rng import threshold
+from sim.core.settings import RunSettings, check_run_args, task_int
+from sim.core.windows import window_bounds
 
-__all__ = ["CentralResult", "check_sim_args", "thresholds", "summarize_windows", "task_args",
+__all__ = ["CentralResult", "check_sim_args", "thresholds", "new_windows", "summarize_windows", "task_args",
            "sim_row"]
 
 
-class CentralResult(NamedTuple):
-    """Estimates of one simulation run (times in the model's time unit)."""
-
-    mean_response: float  #: agent: measured per task; occupancy: v_1 / lam (Little)
-    mean_response_se: float
-    prob_wait: float  #: fraction of tasks that find their station non-empty
-    prob_wait_se: float
-    frac_within_h: float  #: fraction of tasks arriving to a queue of fewer than h tasks
-    frac_within_h_se: float  #: its batch-means SE (not a result column; for tests)
-    mean_queue: float  #: v_1, time-average tasks per station
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, time average, i = 1..max_level
-    tail_se: np.ndarray  #: batch-means standard errors of ``tail``
-    n_jobs: int  #: tasks measured after the warm-up cut (occupancy: arrivals counted)
-    events_run: int  #: events simulated, drain included
-    drain_events: int  #: agent, p > 0: events run after the end to finish the measured tasks
-    sim_time: float  #: horizon of the time averages (warm-up included, drain excluded)
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    ci_method: str
+#: estimates of one simulation run (times in the model's time unit)
+CentralResult = simulation_result("CentralResult", "Estimates of one simulation run (times in the model's time unit).", {
+    "mean_response": "agent: measured per task; occupancy: v_1 / lam (Little)",
+    "prob_wait": "fraction of tasks that find their station non-empty", "prob_wait_se": "",
+    "frac_within_h": "fraction of tasks arriving to a queue of fewer than h tasks "
+                     "(its SE is not a result column; for tests)", "frac_within_h_se": "",
+    "mean_queue": "v_1, time-average tasks per station",
+    "n_jobs": "tasks measured after the warm-up cut (occupancy: arrivals counted)",
+    "events_run": "events simulated, drain included",
+    "drain_events": "agent, p > 0: events run after the end to finish the measured tasks",
+    "sim_time": "horizon of the time averages (warm-up included, drain excluded)"})
 
 
 def check_sim_args(n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows):
@@ -73,47 +61,40 @@ def thresholds(lam: float, p: float):
     return thr_arrival, thr_local, p > 0.0
 
 
+def new_windows(events: int, n_windows: int, max_level: int):
+    """The windows of a run (:func:`sim.core.windows.window_bounds`) and the per-window series
+    both simulators fill: ``bounds, w_arr, w_waited, w_within, w_qarea, w_tail`` (int64 zeros;
+    ``w_tail`` one column per level up to ``max_level``)."""
+    bounds = window_bounds(events, n_windows)
+    nw = bounds.size - 1
+    return (bounds, *(np.zeros(nw, dtype=np.int64) for _ in range(4)),
+            np.zeros((nw, max_level), dtype=np.int64))
+
+
 def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea, w_tail,
                resp_num=None, resp_den=None):
-    """MSER-5 cut on the per-window mean queue length, then batch means of every estimate."""
-    n_windows = bounds.size - 1
-    lengths = np.diff(bounds).astype(np.float64)
-    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
-    keep = slice(cut, n_windows)
+    """MSER-5 cut on the per-window mean queue length, then batch means of every estimate
+    (:func:`sim.core.output.epilogue`); the mean response measured (``resp_num`` over
+    ``resp_den``, in events) or, without it, by Little's law."""
     dt = 1.0 / rate
-    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
+    ratios = {"prob_wait": (w_waited, w_arr), "frac_within_h": (w_within, w_arr)}
     if resp_num is not None:
-        resp = batch_means(resp_num[keep] * dt, resp_den[keep], n_batches)
-        r_est, r_se, r_batches = resp.estimate, resp.se, resp.batch_values
-        n_jobs = int(resp_den[keep].sum())
-    else:  # Little's law: mean response = v_1 / lam
-        if lam > 0:
-            r_est, r_se, r_batches = queue.estimate / lam, queue.se / lam, queue.batch_values / lam
-        else:
-            r_est, r_se, r_batches = math.nan, math.nan, queue.batch_values
-        n_jobs = int(w_arr[keep].sum())
-    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
-    within = batch_means(w_within[keep], w_arr[keep], n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
-    return dict(mean_response=float(r_est), mean_response_se=float(r_se),
-                prob_wait=float(pwait.estimate), prob_wait_se=float(pwait.se),
-                frac_within_h=float(within.estimate), frac_within_h_se=float(within.se),
-                mean_queue=float(queue.estimate),
-                mean_queue_se=float(queue.se), tail=tail, tail_se=tail_se, n_jobs=n_jobs,
-                warmup_time=float(bounds[cut]) * dt, warmup_windows=int(cut),
-                n_windows=int(n_windows), n_batches=int(n_batches),
-                ci_method=ci_label(n_batches, r_batches))
+        ratios = {"mean_response": (resp_num * dt, resp_den), **ratios}
+    out = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
+                   w_qarea=w_qarea, w_tail=w_tail, ratios=ratios, little=lam)
+    cut = out["warmup_windows"]
+    out.update(n_jobs=int((w_arr if resp_num is None else resp_den)[cut:].sum()),
+               warmup_time=float(bounds[cut]) * dt)
+    return out
 
 
 def task_args(task: dict) -> dict:
-    def as_int(key, default=None):
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
-    return dict(n_servers=as_int("n_servers"), lam=task["lam"], p=task.get("p"),
-                events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-                n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-                h=as_int("h", 1))
+    """The arguments of either simulator's ``simulate`` from a task (its run settings read by
+    :class:`~sim.core.settings.RunSettings`)."""
+    s = RunSettings.from_task(task)
+    return dict(n_servers=task_int(task, "n_servers"), lam=task["lam"], p=task.get("p"),
+                events=task_int(task, "events"), seed=s.seed, init=s.init, n_batches=s.n_batches,
+                max_level=s.max_level, h=s.h)
 
 
 def sim_row(res: CentralResult) -> dict:

@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.centralization._common import CentralResult, check_sim_args, sim_row, summarize_windows, task_args, thresholds
+from sim.centralization._common import CentralResult, check_sim_args, new_windows, sim_row, summarize_windows, task_args, thresholds
 from sim.centralization.meanfield import initial_tail
 from sim.core.buckets import build_buckets
 from sim.core.fifo import close_censored, draw_initial_queues, grow_rings
 from sim.core.rng import seed_state
-from sim.core.windows import window_bounds, window_shift
+from sim.core.settings import DEFAULTS, N_WINDOWS
+from sim.core.windows import window_shift
 
 __all__ = ["simulate", "run_task"]
 
 
-def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = 0,
-             init: str = "meanfield", n_batches: int = 20, max_level: int = 64, h: int = 1,
-             *, n_windows: int = 1000, max_drain_events: int | None = None) -> CentralResult:
+def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = DEFAULTS.seed,
+             init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, h: int = DEFAULTS.h,
+             *, n_windows: int = N_WINDOWS, max_drain_events: int | None = None) -> CentralResult:
     """Agent simulation of the partially centralized system (one entry per station).
 
     Response times are measured per task from FIFO ring buffers and credited to the window of
@@ -64,15 +65,10 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
     acc = np.zeros(levels, dtype=np.int64)
     perm, pos, start = build_buckets(q, levels)
     top_ref = np.array([int(q.max())], dtype=np.int64)
-    bounds = window_bounds(events, n_windows)
+    bounds, w_arr, w_waited, w_within, w_qarea, w_tail = new_windows(events, n_windows, max_level)
     nw = bounds.size - 1
     w_jobs = np.zeros(nw, dtype=np.int64)
     w_resp = np.zeros(nw)
-    w_arr = np.zeros(nw, dtype=np.int64)
-    w_waited = np.zeros(nw, dtype=np.int64)
-    w_within = np.zeros(nw, dtype=np.int64)
-    w_qarea = np.zeros(nw, dtype=np.int64)
-    w_tail = np.zeros((nw, max_level), dtype=np.int64)
 
     w, e = 0, 0
     while True:

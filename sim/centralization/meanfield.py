@@ -64,6 +64,7 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
 from sim.core.results import RESULT_KEYS, is_integral, is_number
+from sim.core.settings import RunSettings
 
 __all__ = [
     "FluidSolution",
@@ -530,8 +531,8 @@ def run_task(task: dict) -> dict:
     ``frac_within_h = 1 - s_h``. Standard errors are None (nothing is estimated).
     """
     lam, p = _check_lam(task.get("lam")), _check_p(task.get("p"))
-    max_level = _check_int("max_level", task.get("max_level", 64), 1)
-    h = _check_int("h", task.get("h", 1), 1)
+    settings = RunSettings.from_task(task)
+    max_level, h = settings.max_level, settings.h
     tail = fixed_point(lam, p, max(max_level, h))
     resp = invariant_mean_response(lam, p)
     out = {

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.centralization._common import CentralResult, check_sim_args, sim_row, summarize_windows, task_args, thresholds
+from sim.centralization._common import CentralResult, check_sim_args, new_windows, sim_row, summarize_windows, task_args, thresholds
 from sim.centralization.meanfield import initial_tail
-from sim.core.windows import window_bounds
+from sim.core.settings import DEFAULTS, N_WINDOWS
 
 __all__ = ["simulate", "run_task"]
 
 
-def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = 0,
-             init: str = "meanfield", n_batches: int = 20, max_level: int = 64,
-             h: int = 1, *, n_windows: int = 1000) -> CentralResult:
+def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = DEFAULTS.seed,
+             init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level,
+             h: int = DEFAULTS.h, *, n_windows: int = N_WINDOWS) -> CentralResult:
     """Occupancy simulation: the counts of stations per queue length only (O(log top) per event,
     memory O(top), independent of N). The mean response is ``v_1 / lam`` (Little's law);
     ``n_jobs`` counts the arrivals after the warm-up cut. ``init="meanfield"``: the initial counts
@@ -50,13 +50,8 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
         cnt[0] = n_servers
     acc = np.zeros(levels, dtype=np.int64)
     top_ref = np.array([top], dtype=np.int64)
-    bounds = window_bounds(events, n_windows)
+    bounds, w_arr, w_waited, w_within, w_qarea, w_tail = new_windows(events, n_windows, max_level)
     nw = bounds.size - 1
-    w_arr = np.zeros(nw, dtype=np.int64)
-    w_waited = np.zeros(nw, dtype=np.int64)
-    w_within = np.zeros(nw, dtype=np.int64)
-    w_qarea = np.zeros(nw, dtype=np.int64)
-    w_tail = np.zeros((nw, max_level), dtype=np.int64)
     w, e = 0, 0
     while True:
         w, e = K.occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_ref,

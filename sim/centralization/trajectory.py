@@ -43,6 +43,7 @@ from sim.centralization import _trajectory_kernel as _k
 from sim.centralization.meanfield import _check_lam, _check_p, fixed_point, solve_fluid
 from sim.core import trajectory as paths
 from sim.core.rng import seed_state
+from sim.core.settings import DEFAULTS, RunSettings, task_int
 
 __all__ = ["CentralTrajectoryResult", "simulate", "fluid_path", "run_task", "TRAJECTORY_POLICIES"]
 
@@ -103,8 +104,8 @@ def _start(lam: float, p: float, n_servers: int, init: str, init_tail):
     return cnt.astype(np.int64), cnt[1:] / n_servers
 
 
-def simulate(n_servers: int, lam: float, p: float, time: float, grid: int = 200, seed: int = 0,
-             init: str = "empty", max_level: int = paths.TRAJ_LEVELS, events: int | None = None,
+def simulate(n_servers: int, lam: float, p: float, time: float, grid: int = DEFAULTS.grid, seed: int = DEFAULTS.seed,
+             init: str = paths.TRAJECTORY_DEFAULTS["init"], max_level: int = paths.TRAJ_LEVELS, events: int | None = None,
              init_tail=None, policy: str = "central") -> CentralTrajectoryResult:
     """One path of partial centralization from ``init`` or ``init_tail`` up to ``time`` on
     ``grid`` points, and the fluid model from the same start. ``ValueError`` naming the
@@ -135,16 +136,12 @@ def simulate(n_servers: int, lam: float, p: float, time: float, grid: int = 200,
 
 def run_task(task: dict) -> dict:
     """Run one partial-centralization trajectory task (docs/transients.md); its result columns."""
-    def as_int(key, default=None):
-        v = task.get(key, default)
-        return int(v) if isinstance(v, float) and v.is_integer() else v
-
-    res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], p=task["p"],
-                   time=task.get("time"), grid=as_int("grid", 200), seed=as_int("seed", 0),
-                   init=task.get("init", "empty"), max_level=as_int("max_level", paths.TRAJ_LEVELS),
-                   events=as_int("events"), init_tail=task.get("init_tail"),
+    settings = RunSettings.from_task(task, **paths.TRAJECTORY_DEFAULTS)
+    res = simulate(n_servers=task_int(task, "n_servers"), lam=task["lam"], p=task["p"],
+                   time=task.get("time"), grid=settings.grid, seed=settings.seed,
+                   init=settings.init, max_level=settings.max_level,
+                   events=task_int(task, "events"), init_tail=task.get("init_tail"),
                    policy=task["policy"])
-    row = paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
-                         res.sim_time)
+    row = paths.trajectory_row(res)
     row.update(traj_top=[float(v) for v in res.top], traj_ode_top=[float(v) for v in res.ode_top])
     return row

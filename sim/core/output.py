@@ -20,8 +20,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.core.settings import DEFAULTS
+
 __all__ = ["mser", "mser5", "BatchMeans", "batch_means", "contiguous_batches", "warmup_cut",
-           "tail_estimate", "ci_label"]
+           "tail_estimate", "ci_label", "epilogue"]
 
 
 def mser(y, batch_size: int = 5, max_fraction: float = 0.5) -> int:
@@ -99,7 +101,7 @@ class BatchMeans(NamedTuple):
     batch_values: np.ndarray  #: the per-batch ratios
 
 
-def batch_means(numerator, denominator=None, n_batches: int = 20) -> BatchMeans:
+def batch_means(numerator, denominator=None, n_batches: int = DEFAULTS.n_batches) -> BatchMeans:
     """Batch-means estimate and standard error of ``sum(numerator) / sum(denominator)``.
 
     The window series (already truncated) are grouped into ``n_batches`` contiguous batches
@@ -167,3 +169,60 @@ def ci_label(n_batches: int, batch_values: np.ndarray) -> str:
             text += f"; batches correlated (lag-1 r={r1:.2f}): SE understated, run longer"
     return text
 
+
+
+def epilogue(*, n_servers: int, n_batches: int, weights, w_qarea, w_tail, ratios: dict,
+             cut: int | None = None, rec=None, k: int = 1, ci_note: str = "",
+             little: float | None = None) -> dict:
+    """The end of a simulation, after its kernel filled the per-window series: what every
+    simulator's ``simulate`` did in its own words before (issue 37 item 4).
+
+    - the warm-up cut: ``cut`` windows (default :func:`warmup_cut` on the mean queue length;
+      an engine with a second series to settle passes the larger cut);
+    - the batch means of the kept windows: each entry ``name: (numerator, denominator)`` of
+      ``ratios`` (whole-run window series; the windows are kept here) gives the fields ``name``
+      and ``name_se``; the queue area over ``weights`` (window lengths, events or time) times N
+      gives ``mean_queue``, and the level areas ``w_tail`` the ``tail`` (both with their SEs);
+    - with ``little`` (the arrival rate per server) and no ``mean_response`` ratio, the mean
+      response by Little's law, ``mean_queue / little`` (NaN where ``little`` is 0);
+    - the response-time distribution of a recorder ``rec`` (:mod:`sim.core.responses`; None:
+      not recorded) of jobs of ``k`` tasks;
+    - the CI label: :func:`ci_label` of ``mean_response``'s batches (the first ratio where there
+      is none), then ``ci_note``, then the distribution's method.
+
+    Returns the result fields as a dict: those above and ``warmup_windows``, ``n_windows``,
+    ``n_batches``, ``ci_method``, ``responses``. The engine adds its own (counts, run length,
+    times) and builds its result."""
+    weights = np.asarray(weights, dtype=np.float64)
+    n_windows = weights.size
+    if cut is None:
+        cut = warmup_cut(w_qarea, weights, n_servers, n_batches)
+    keep = slice(cut, n_windows)
+    out, labelled = {}, None
+    for name, (num, den) in ratios.items():
+        bm = batch_means(np.asarray(num)[keep], np.asarray(den)[keep], n_batches)
+        out[name], out[f"{name}_se"] = bm.estimate, bm.se
+        if labelled is None or name == "mean_response":
+            labelled = bm
+    queue = batch_means(np.asarray(w_qarea)[keep], weights[keep] * n_servers, n_batches)
+    tail, tail_se = tail_estimate(np.asarray(w_tail)[keep], weights[keep], n_servers, n_batches)
+    out.update(mean_queue=queue.estimate, mean_queue_se=queue.se, tail=tail, tail_se=tail_se)
+    label_values = (labelled or queue).batch_values
+    if little is not None and "mean_response" not in ratios:
+        if little > 0:
+            out["mean_response"], out["mean_response_se"] = queue.estimate / little, queue.se / little
+            label_values = queue.batch_values / little
+        else:
+            out["mean_response"], out["mean_response_se"] = math.nan, math.nan
+            label_values = queue.batch_values
+    dist = None
+    if rec is not None:
+        from sim.core.responses import summarize
+
+        dist = summarize(rec, k, cut, n_batches)
+    ci = ci_label(n_batches, label_values) + ci_note
+    if dist is not None:
+        ci += "; " + dist.method()
+    out.update(warmup_windows=int(cut), n_windows=int(n_windows), n_batches=int(n_batches),
+               ci_method=ci, responses=dist)
+    return out

@@ -26,44 +26,25 @@ other stochastic engines (:mod:`sim.core.output`, :mod:`sim.core.rng`).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numba import njit
 
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
+from sim.core.output import epilogue
 from sim.core.population import Population
-from sim.core.results import check_run_args, is_int
+from sim.core.results import is_int, simulation_result
 from sim.core.rng import next_raw, seed_state, u01
+from sim.core.settings import N_WINDOWS, RunSettings, check_run_args
 from sim.core.windows import window_bounds
 
 __all__ = ["PopulationResult", "simulate", "kernels", "fill_rates", "ERRORS"]
 
 
-class PopulationResult(NamedTuple):
-    """Estimates of one population run (the fields of :data:`sim.core.results.RESULT_KEYS`)."""
-
-    mean_response: float
-    mean_response_se: float
-    mean_wait: float
-    mean_wait_se: float
-    prob_wait: float
-    prob_wait_se: float
-    mean_queue: float
-    mean_queue_se: float
-    tail: np.ndarray
-    tail_se: np.ndarray
-    queueing_ratio: float
-    queueing_ratio_se: float
-    drop_prob: float
-    drop_prob_se: float
-    frac_within_h: float
-    messages_per_job: float
-    n_jobs: int
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    ci_method: str
+#: estimates of one population run
+PopulationResult = simulation_result("PopulationResult", "Estimates of one population run (the mean response by Little's law).", {
+    "mean_response": "queue area over the admitted jobs (Little's law)",
+    "prob_wait": "fraction of admitted jobs at position >= 2 (where the arrivals give it)",
+    "drop_prob": "expected jobs the truncation refused / (those + admitted)",
+    "n_jobs": "admitted jobs after the warm-up cut"})
 
 
 @njit(cache=True, inline="always")
@@ -302,20 +283,19 @@ def fill_rates(decl: Population, x: np.ndarray, nf: float, p: np.ndarray, lay,
     return rates
 
 
-def simulate(decl: Population, task: dict, *, n_windows: int = 1000) -> PopulationResult:
-    """Run ``task`` (``n_servers``, ``events``, ``seed``, ``init``, ``n_batches``,
-    ``max_level``, ``h`` and the declaration's parameters) on the population engine."""
+def simulate(decl: Population, task: dict, *, n_windows: int = N_WINDOWS) -> PopulationResult:
+    """Run ``task`` (``n_servers``, ``events``, the run settings of
+    :class:`sim.core.settings.RunSettings` and the declaration's parameters) on the population
+    engine."""
     n = task["n_servers"]
     if not is_int(n) or not 1 <= n < 2**53:
         raise ValueError(f"n_servers={n!r} must be an integer with 1 <= n_servers < 2**53")
-    events, seed = task["events"], task["seed"]
-    init = task.get("init", "meanfield")
-    n_batches, max_level = task.get("n_batches", 20), task.get("max_level", 64)
-    h = task.get("h", 1)
+    settings = RunSettings.from_task(task)
+    events = task["events"]
+    seed, init, n_batches = settings.seed, settings.init, settings.n_batches
+    max_level, h = settings.max_level, settings.h
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches,
                    max_level=max_level, n_windows=n_windows)
-    if not is_int(h) or h < 1:
-        raise ValueError(f"h={h!r} must be an integer >= 1")
     p = np.asarray(decl.params(task), dtype=np.float64)
     lay = decl.layout(p)
     n, nf = int(n), float(n)
@@ -347,40 +327,29 @@ def simulate(decl: Population, task: dict, *, n_windows: int = 1000) -> Populati
     if code:
         _raise(decl, code, err)
 
-    cut = warmup_cut(w_qarea, w_time, n, n_batches)
-    keep = slice(cut, n_win)
-    resp = batch_means(w_qarea[keep], w_adm[keep], n_batches)  # Little's law
-    queue = batch_means(w_qarea[keep], w_time[keep] * nf, n_batches)
-    drop = batch_means(w_lost[keep], w_lost[keep] + w_adm[keep], n_batches)
     tv, tlo = decl.tail
     j = lay.index[tv]
     first = int(lay.offsets[j]) + tlo
     top = min(int(lay.offsets[j]) + lay.sizes[j], first + int(max_level))
-    tail, tail_se = tail_estimate(w_area[keep, first:top], w_time[keep], n, n_batches)
-    if tail.size < max_level:
-        pad = int(max_level) - tail.size
-        tail, tail_se = np.concatenate((tail, np.zeros(pad))), np.concatenate((tail_se, np.zeros(pad)))
+    w_tail = np.zeros((n_win, int(max_level)))
+    w_tail[:, : top - first] = w_area[:, first:top]
     has_pos = any(t.arrival and t.position is not None for t in decl.transitions)
+    ratios = {"mean_response": (w_qarea, w_adm),  # Little's law
+              "drop_prob": (w_lost, w_lost + w_adm)}
     if has_pos:
-        pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
-        within = float(w_within[keep].sum() / max(w_adm[keep].sum(), 1))
+        ratios.update(prob_wait=(w_waited, w_adm), frac_within_h=(w_within, w_adm))
+    est = epilogue(n_servers=n, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
+                   w_tail=w_tail, ratios=ratios,
+                   ci_note="; population jump chain, expected holding times; mean response by "
+                   "Little's law")
+    cut = est["warmup_windows"]
     ms = decl.mean_service
-    nan = float("nan")
-    msgs = decl.messages(p) if decl.messages is not None else None
+    resp, resp_se = est["mean_response"], est["mean_response_se"]
     return PopulationResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=resp.estimate - ms if ms is not None else None,
-        mean_wait_se=resp.se if ms is not None else None,
-        prob_wait=pwait.estimate if has_pos else None, prob_wait_se=pwait.se if has_pos else None,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
-        queueing_ratio=(resp.estimate - ms) / ms if ms else None,
-        queueing_ratio_se=resp.se / ms if ms else None,
-        drop_prob=drop.estimate, drop_prob_se=drop.se,
-        frac_within_h=within if has_pos else nan,
-        messages_per_job=msgs,
-        n_jobs=int(w_adm[keep].sum()), events_run=int(events), sim_time=float(w_time.sum()),
+        **est,
+        mean_wait=resp - ms if ms is not None else None, mean_wait_se=resp_se if ms is not None else None,
+        queueing_ratio=(resp - ms) / ms if ms else None, queueing_ratio_se=resp_se / ms if ms else None,
+        messages_per_job=decl.messages(p) if decl.messages is not None else None,
+        n_jobs=int(w_adm[cut:].sum()), events_run=int(events), sim_time=float(w_time.sum()),
         warmup_time=float(w_time[:cut].sum()),
-        ci_method=ci_label(n_batches, resp.batch_values)
-        + "; population jump chain, expected holding times; mean response by Little's law",
     )

@@ -1,21 +1,21 @@
-"""What every simulator shares at its edges: run-argument checks and result rows.
+"""What every simulator shares at its edges: number checks and result rows.
 
-A simulator's public ``simulate`` validates its run settings with :func:`check_run_args` (the
-model's own parameters it checks itself), and its ``run_task`` ends with :func:`result_row`, which
+A simulator's public ``simulate`` validates its run settings with
+:func:`sim.core.settings.check_run_args` (the model's own parameters it checks itself), and its
+``run_task`` ends with :func:`result_row`, which
 turns a result NamedTuple into the plain-typed row that ``sim.run`` returns, so that every
 engine's row types agree (docs/results-schema.md).
 """
 from __future__ import annotations
 
+import collections
 import math
+import sys
 
 import numpy as np
 
-__all__ = ["is_int", "is_number", "is_integral", "INIT_CHOICES", "check_run_args", "RESULT_KEYS", "result_row", "exact_row"]
-
-#: initial states of a simulation: drawn from the mean-field fixed point, or all queues empty
-INIT_CHOICES = ("meanfield", "empty")
-
+__all__ = ["is_int", "is_number", "is_integral", "RESULT_KEYS", "SIM_FIELDS", "OPTIONAL_SIM_FIELDS",
+           "simulation_result", "result_row", "simulation_row", "exact_row"]
 
 RESULT_KEYS: tuple[str, ...] = (
     "mean_response", "mean_response_se", "mean_wait", "mean_wait_se", "prob_wait", "prob_wait_se",
@@ -41,20 +41,62 @@ def is_integral(x) -> bool:
     return is_int(x) or (is_number(x) and math.isfinite(float(x)) and float(x).is_integer())
 
 
-def check_run_args(*, events, seed, init, n_batches, max_level, n_windows) -> None:
-    """The checks every simulator makes of its run settings; ``ValueError`` names the key."""
-    if not is_int(n_windows) or n_windows < 10:
-        raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
-    if not is_int(events) or events < n_windows:
-        raise ValueError(f"events={events!r} must be an integer >= n_windows={n_windows}")
-    if not is_int(seed) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be a non-negative integer")
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init={init!r} is unknown; valid: {', '.join(INIT_CHOICES)}")
-    if not is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
-        raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
-    if not is_int(max_level) or max_level < 1:
-        raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
+#: the fields every simulator's result has (:func:`simulation_result`), with their meaning
+SIM_FIELDS: dict[str, str] = {
+    "mean_response": "mean response time of a job (arrival to the end of its last task)",
+    "mean_response_se": "its batch-means standard error (so every ``*_se``)",
+    "mean_queue": "time-average tasks per server, in service included",
+    "mean_queue_se": "",
+    "tail": "``tail[i-1] = s_i``, time-average fraction of servers with >= i tasks, i = 1..max_level",
+    "tail_se": "",
+    "n_jobs": "jobs whose response was measured after the warm-up cut",
+    "events_run": "events simulated, warm-up included",
+    "sim_time": "simulated time, warm-up included",
+    "warmup_time": "simulated time cut as warm-up",
+    "warmup_windows": "windows cut by MSER-5",
+    "n_windows": "windows of the run",
+    "n_batches": "batches of batch means",
+    "ci_method": "how the standard errors were made (:func:`sim.core.output.ci_label`)",
+}
+#: the fields a simulator's result may have, None (empty) unless its engine sets them
+OPTIONAL_SIM_FIELDS: dict[str, str] = {
+    "mean_wait": "mean wait of a task before its service starts",
+    "mean_wait_se": "",
+    "prob_wait": "fraction of jobs that wait",
+    "prob_wait_se": "",
+    "queueing_ratio": "(mean_response - H_k) / H_k",
+    "queueing_ratio_se": "",
+    "drop_prob": "dropped / arriving jobs",
+    "drop_prob_se": "",
+    "frac_within_h": "fraction of jobs with every task at position <= h",
+    "frac_within_h_se": "",
+    "messages_per_job": "one-way messages per job",
+    "messages_per_job_se": "",
+    "responses": "response-time distribution (:class:`sim.core.responses.ResponseSummary`), when recorded",
+}
+
+
+def simulation_result(name: str, doc: str, fields: dict[str, str] | None = None) -> type:
+    """The result type (a NamedTuple) of a simulator: the fields of :data:`SIM_FIELDS`, the
+    engine's own ``fields`` (name -> meaning), then the rest of :data:`OPTIONAL_SIM_FIELDS`,
+    which default to None (empty), so that an engine fills only what it has. A name of the two
+    tables in ``fields`` gives the field's meaning in this engine ("" keeps the common one) and
+    makes an optional field required. The meanings go into the
+    type's docstring."""
+    common = {**SIM_FIELDS, **OPTIONAL_SIM_FIELDS}
+    required = dict(SIM_FIELDS)
+    for key, meaning in (fields or {}).items():
+        required[key] = meaning or common.get(key, "")
+    optional = {k: v for k, v in OPTIONAL_SIM_FIELDS.items() if k not in required}
+    cls = collections.namedtuple(name, [*required, *optional], defaults=(None,) * len(optional))
+    lines = [f"- ``{k}``: {v}" for k, v in {**required, **optional}.items() if v]
+    cls.__doc__ = doc + "\n\nFields (those not named here: the standard error of the one before):\n\n" + "\n".join(lines)
+    cls.__module__ = _caller_module()
+    return cls
+
+
+def _caller_module() -> str:
+    return sys._getframe(2).f_globals.get("__name__", __name__)
 
 
 def result_row(res, **override) -> dict:
@@ -77,6 +119,21 @@ def result_row(res, **override) -> dict:
             v = float(v)
             out[key] = None if (math.isnan(v) and key == "frac_within_h") else v
     return out
+
+
+def simulation_row(res, extra: tuple[str, ...] = (), **override) -> dict:
+    """A simulator's row: :func:`result_row` of its result, then each of its own columns
+    ``extra`` not already there (a float), then the response-time columns of the distribution
+    it recorded (a ``responses`` field that is not None; docs/responses.md). The end of every
+    simulator's ``run_task``."""
+    row = result_row(res, **override)
+    for key in extra:
+        if key not in row:
+            row[key] = float(getattr(res, key))
+    dist = getattr(res, "responses", None)
+    if dist is not None:
+        row.update(dist.row())
+    return row
 
 
 #: the estimates of :data:`RESULT_KEYS` that carry a standard error

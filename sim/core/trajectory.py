@@ -13,12 +13,16 @@ import math
 import numpy as np
 
 from sim.core.declare import Param
-from sim.core.results import INIT_CHOICES, is_int
+from sim.core.results import is_int
+from sim.core.settings import INIT_CHOICES
 
-__all__ = ["TRAJ_LEVELS", "MAX_INIT_LEVELS", "INIT_TAIL", "CI_METHOD", "events_bound", "time_grid",
+__all__ = ["TRAJECTORY_DEFAULTS", "TRAJ_LEVELS", "MAX_INIT_LEVELS", "INIT_TAIL", "CI_METHOD", "events_bound", "time_grid",
            "sup_distance", "check_init_tail", "counts_of_tail", "cap_events", "none_if_nan",
            "check_size_and_load", "check_trajectory_args", "trajectory_row"]
 
+#: the run settings a trajectory engine defaults to unlike the others
+#: (:meth:`sim.core.settings.RunSettings.from_task`): it starts empty unless told otherwise
+TRAJECTORY_DEFAULTS = {"init": "empty"}
 #: most levels recorded (s_1..s_L, L = min(max_level, TRAJ_LEVELS))
 TRAJ_LEVELS = 8
 #: longest configured start ``init_tail`` (levels; zeros after)
@@ -135,10 +139,13 @@ def check_trajectory_args(*, time, grid, seed, init, max_level, events=None) -> 
         raise ValueError(f"max_level={max_level!r} must be an integer >= 1")
 
 
-def trajectory_row(t, tail, ode, levels: int, sup_dist: float, events_run: int,
-                   sim_time: float) -> dict:
-    """The result columns every trajectory row has (``tail[j, i - 1] = s_i(t_j)``, the ODE's
-    ``ode`` alike): the grid, the path and the ODE flattened level-major, their sup distance."""
+def trajectory_row(res) -> dict:
+    """The result columns every trajectory row has, from a trajectory engine's result ``res``
+    (fields ``t``, ``tail`` with ``tail[j, i - 1] = s_i(t_j)``, ``ode`` alike, ``levels``,
+    ``sup_dist``, ``events_run``, ``sim_time``): the grid, the path and the ODE flattened
+    level-major, their sup distance, the run length. The end of every trajectory ``run_task``."""
+    t, tail, ode, levels, sup_dist = res.t, res.tail, res.ode, res.levels, res.sup_dist
+    events_run, sim_time = res.events_run, res.sim_time
     return {
         "traj_time": [float(v) for v in t],  # NaN rows (a path cut by its cap) stay NaN
         "traj_levels": int(levels),

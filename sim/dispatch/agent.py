@@ -51,16 +51,16 @@ numpy.uint64)``: results are bitwise reproducible for a given seed and inputs.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.fifo import close_censored, draw_initial_queues
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, result_row
+from sim.core.fifo import close_censored, draw_initial_queues, new_rings
+from sim.core.output import epilogue
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, simulation_result, simulation_row
 from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _agent_kernel as _k
 from sim.dispatch import agent_jobs
@@ -75,40 +75,18 @@ AGENT_POLICIES = ("random", "jsq", "pod")
 #: the keys :func:`run_task` returns (docs/results-schema.md; ``wall_time`` is added by sim.run)
 
 
-class AgentResult(NamedTuple):
-    """Estimates of one agent run (times in the model's time unit)."""
-
-    mean_response: float
-    mean_response_se: float
-    mean_wait: float
-    mean_wait_se: float
-    prob_wait: float
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray  #: batch-means standard errors of ``tail``
-    messages_per_job: float
-    n_jobs: int  #: jobs whose response was measured after the warm-up cut
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int  #: windows cut by MSER-5 (of n_windows)
-    n_windows: int
-    n_batches: int
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one agent run (times in the model's time unit)
+AgentResult = simulation_result("AgentResult", "Estimates of one agent run (times in the model's time unit).", {
+    "mean_wait": "", "mean_wait_se": "", "prob_wait": "", "prob_wait_se": "", "messages_per_job": ""})
 
 
 # --------------------------------------------------------------------------------------------
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 10**6,
-             seed: int = 0, init: str = "meanfield", n_batches: int = 20, max_level: int = 64,
-             service_rates=None, *, n_windows: int = 1000,
-             responses: bool = False) -> AgentResult:
+             seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level,
+             service_rates=None, *, n_windows: int = N_WINDOWS,
+             responses: bool = DEFAULTS.responses) -> AgentResult:
     """Simulate the agent engine and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -123,23 +101,20 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         Sample size of ``pod`` (1 <= d <= N); ignored by the other policies.
     events : int
         Uniformized events to simulate, warm-up included (>= n_windows).
-    seed : int
-        Non-negative seed; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``"meanfield"``: queue lengths i.i.d. from the mean-field fixed point of the policy
         (``P(Q >= i) = s_i``); with unequal service rates there is no such point here and the
         system starts empty. ``"empty"``: all queues empty.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     service_rates : array_like or None
         Per-server service rates (length N, finite, > 0); None means all 1. JSQ and pod still
         compare queue lengths. Stability is not checked (random routing needs
         ``lam * mean(mu) < min(mu)``).
 
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each arrival's
         queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
@@ -222,15 +197,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         q = draw_initial_queues(initial_tail(lam, policy, d), n_servers, state)
     else:
         q = np.zeros(n_servers, dtype=np.int64)
-    cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
-    while cap <= int(q.max()):
-        cap *= 2
-    # arrival event indices, -1: unknown (present at time 0). int32 when every event index fits:
-    # half the cache footprint of int64 (N = 10**4, C = 8: 320 KB instead of 640 KB, inside
-    # L2), measured +7% events/s; results are the same either way
-    stamp = np.int32 if events <= 2**31 else np.int64
-    buf = np.full((n_servers, cap), -1, dtype=stamp)
-    head = np.zeros(n_servers, dtype=np.int64)
+    buf, head = new_rings(q, events)
     bounds = window_bounds(events, n_windows)
     n_windows = bounds.size - 1  # between n_windows and 2 * n_windows (power-of-two lengths)
     w_jobs = np.zeros(n_windows, dtype=np.int64)
@@ -252,31 +219,17 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
 
     # ---- output analysis
     lengths = np.diff(bounds).astype(np.float64)
-    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
-    keep = slice(cut, n_windows)
-    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
-    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
-    n_arr = int(w_arr[keep].sum())
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
+                   w_tail=w_tail, rec=rec, ratios={
+                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
+                       "prob_wait": (w_waited, w_arr)})
+    cut = est["warmup_windows"]
+    n_arr = int(w_arr[cut:].sum())
     # one-way messages: a probe is a request and a reply (sim.dispatch.policies)
-    messages = (2.0 * float(w_probes[keep].sum() / n_arr) if n_arr > 0
+    messages = (2.0 * float(w_probes[cut:].sum() / n_arr) if n_arr > 0
                 else messages_per_job(policy, n_servers, 1, d))
-    dist = summarize(rec, 1, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values)
-    if dist is not None:
-        ci += "; " + dist.method()
-    return AgentResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se, messages_per_job=messages, n_jobs=int(w_jobs[keep].sum()),
-        events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
-        warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
-        ci_method=ci, responses=dist,
-    )
+    return AgentResult(**est, messages_per_job=messages, n_jobs=int(w_jobs[cut:].sum()),
+                       events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt)
 
 
 def run_task(task: dict) -> dict:
@@ -293,46 +246,29 @@ def run_task(task: dict) -> dict:
     distribution is recorded and its columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) are
     added to the row, by either engine (equal service rates only).
     """
-    k = _as_int(task, "k", 1)
-    b = _as_int(task, "b")
-    responses = task.get("responses", False)
-    if not isinstance(responses, bool):
-        raise ValueError(f"responses={responses!r} must be true or false")
-    if responses and task.get("service_rates") is not None:
+    k = task_int(task, "k", 1)
+    b = task_int(task, "b")
+    settings = RunSettings.from_task(task)
+    if settings.responses and task.get("service_rates") is not None:
         raise ValueError("responses: the response-time distribution is recorded for equal "
                          "service rates only (service_rates must be null)")
     if task.get("policy") in AGENT_POLICIES and k == 1 and b is None:
-        return _single_task_row(task)
+        return _single_task_row(task, settings)
     return agent_jobs.run_jobs(task)
 
 
-def _as_int(task: dict, key: str, default=None):
-    """``task[key]``, an integer-valued float (e.g. from YAML formulas) as an int, as in
-    check_task."""
-    x = task.get(key, default)
-    return int(x) if isinstance(x, float) and x.is_integer() else x
-
-
-def _single_task_row(task: dict) -> dict:
+def _single_task_row(task: dict, settings: RunSettings | None = None) -> dict:
     """The row of a single-task ``random`` / ``jsq`` / ``pod`` task without a buffer."""
-    def as_int(key, default=None):
-        return _as_int(task, key, default)
-
+    settings = settings or RunSettings.from_task(task)
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"],
-        d=as_int("d", 1) if task["policy"] == "pod" else 1,
-        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        service_rates=task.get("service_rates"), responses=task.get("responses", False),
-    )
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"],
+        d=task_int(task, "d", 1) if task["policy"] == "pod" else 1, events=task_int(task, "events"),
+        service_rates=task.get("service_rates"), **settings.arguments(simulate))
     # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
-    row = result_row(
+    return simulation_row(
         res,
         queueing_ratio=float(res.mean_response) - 1.0,
         queueing_ratio_se=float(res.mean_response_se),
         drop_prob=0.0, drop_prob_se=0.0,
-        frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
+        frac_within_h=float(1.0 - res.prob_wait) if settings.h == 1 else None,
     )
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row

@@ -82,16 +82,16 @@ share a server, so each server is an M^X/M/1 queue (batches Binomial(k, 1/N)), w
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, is_number, result_row
+from sim.core.output import epilogue
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, is_number, simulation_result, simulation_row
 from sim.core.rng import threshold
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _agent_jobs_kernel as _k
 from sim.dispatch.meanfield.pod import initial_tail
@@ -106,41 +106,16 @@ JOBS_POLICIES: tuple[str, ...] = ("random", "jsq", "batch_filling", "batch_sampl
 _SAMPLING = ("batch_filling", "batch_sampling", "pod_per_task")
 
 
-class JobsResult(NamedTuple):
-    """Estimates of one k-task-job agent run (times in the model's time unit)."""
-
-    mean_response: float  #: job response (until its last task completes)
-    mean_response_se: float
-    mean_wait: float  #: per task: arrival to start of service
-    mean_wait_se: float
-    mean_task_response: float  #: per task: arrival to completion
-    mean_task_response_se: float
-    prob_wait: float  #: admitted jobs with a task at position >= 2
-    prob_wait_se: float
-    frac_within_h: float  #: admitted jobs with every task at position <= h
-    frac_within_h_se: float
-    drop_prob: float  #: dropped / arrived jobs
-    drop_prob_se: float
-    queueing_ratio: float  #: (mean_response - H_k) / H_k
-    queueing_ratio_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    messages_per_job: float
-    n_jobs: int  #: jobs whose response was measured after the warm-up cut
-    n_arrivals: int  #: jobs arrived after the cut (admitted or dropped)
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    init_used: str  #: "meanfield" or "empty"
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one k-task-job agent run (times in the model's time unit)
+JobsResult = simulation_result("JobsResult", "Estimates of one k-task-job agent run (times in the model's time unit).", {
+    "mean_response": "job response (until its last task completes)",
+    "mean_wait": "per task: arrival to start of service", "mean_wait_se": "",
+    "mean_task_response": "per task: arrival to completion", "mean_task_response_se": "",
+    "prob_wait": "admitted jobs with a task at position >= 2", "prob_wait_se": "",
+    "frac_within_h": "admitted jobs with every task at position <= h", "frac_within_h_se": "",
+    "drop_prob": "dropped / arrived jobs", "drop_prob_se": "", "queueing_ratio": "", "queueing_ratio_se": "", "messages_per_job": "",
+    "n_arrivals": "jobs arrived after the cut (admitted or dropped)",
+    "init_used": '"meanfield" or "empty"'})
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,7 +135,7 @@ def _check_b(b) -> int:
     return int(b)
 
 
-def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=0, state=None):
+def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=DEFAULTS.seed, state=None):
     """Where one job's ``k`` tasks go under ``policy`` given queue lengths ``q`` (the engine's
     own plan code, random sample and ties included; for tests on hand-built states).
 
@@ -210,9 +185,9 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
-             b: int | None = None, h: int = 1, events: int = 10**6, seed: int = 0,
-             init: str = "meanfield", n_batches: int = 20, max_level: int = 64, *,
-             n_windows: int = 1000, responses: bool = False) -> JobsResult:
+             b: int | None = None, h: int = DEFAULTS.h, events: int = 10**6, seed: int = DEFAULTS.seed,
+             init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, *,
+             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses) -> JobsResult:
     """Simulate parallel jobs and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -233,17 +208,14 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Position threshold of ``frac_within_h`` (>= 1).
     events : int
         Uniformized events, warm-up included (>= n_windows).
-    seed : int
-        Non-negative seed for ``numpy.random.SeedSequence``.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``"meanfield"`` (only with k = 1 and no buffer; otherwise the system starts empty) or
         ``"empty"``.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each admitted
         job's signature (the positions of its last task in each of its distinct queues) per
@@ -334,37 +306,20 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                       w_starts, w_wait, GL_X, GL_W)
 
     # ---- output analysis
-    lengths = np.diff(bounds).astype(np.float64)
-    cut = warmup_cut(w_qarea, lengths, n_servers, n_batches)
-    keep = slice(cut, n_windows)
-    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
-    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
-    tresp = batch_means(w_tresp[keep] * dt, w_tasks[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
-    within = batch_means(w_within[keep], w_adm[keep], n_batches)
-    drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, n_batches)
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
+                   w_qarea=w_qarea, w_tail=w_tail, rec=rec, k=k, ratios={
+                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
+                       "mean_task_response": (w_tresp * dt, w_tasks), "prob_wait": (w_waited, w_adm),
+                       "frac_within_h": (w_within, w_adm), "drop_prob": (w_drop, w_arr)})
+    cut = est["warmup_windows"]
     hk = harmonic(k)
-    dist = summarize(rec, k, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values)
-    if dist is not None:
-        ci += "; " + dist.method()
     return JobsResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        mean_task_response=tresp.estimate, mean_task_response_se=tresp.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        frac_within_h=within.estimate, frac_within_h_se=within.se,
-        drop_prob=drop.estimate, drop_prob_se=drop.se,
-        queueing_ratio=(resp.estimate - hk) / hk, queueing_ratio_se=resp.se / hk,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
+        **est, queueing_ratio=(est["mean_response"] - hk) / hk,
+        queueing_ratio_se=est["mean_response_se"] / hk,
         messages_per_job=messages_per_job(policy, n_servers, k, d),
-        n_jobs=int(w_jobs[keep].sum()), n_arrivals=int(w_arr[keep].sum()),
+        n_jobs=int(w_jobs[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
         events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
-        warmup_windows=int(cut), n_windows=n_windows, n_batches=n_batches,
-        init_used=init_used, ci_method=ci, responses=dist,
+        init_used=init_used,
     )
 
 
@@ -374,28 +329,15 @@ def run_jobs(task: dict) -> dict:
     the ``responses`` setting first) and return :data:`RESULT_KEYS` as plain Python values, with
     the response columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) if ``responses`` is set.
     ``pod`` with a finite buffer runs as batch-filling with ``k = 1`` (the same model)."""
-    def as_int(key, default=None):
-        # integer-valued floats (e.g. from YAML formulas) are accepted, as in check_task
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
     policy = task.get("policy")
-    k = as_int("k", 1)
-    b = as_int("b")
-    responses = task.get("responses", False)
+    settings = RunSettings.from_task(task)
     if policy == "pod":  # with a finite buffer: batch-filling with k = 1 is the same model
         policy = "batch_filling"
     if task.get("service_rates") is not None:
         raise ValueError("service_rates: unequal service rates are not supported for k-task "
                          "jobs or a finite buffer b (sim.dispatch.agent_jobs); use null")
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=k,
-        d=as_int("d", 1) if policy in _SAMPLING else 1, b=b, h=as_int("h", 1),
-        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        responses=responses,
-    )
-    row = result_row(res)
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
+        k=task_int(task, "k", 1), d=task_int(task, "d", 1) if policy in _SAMPLING else 1,
+        b=task_int(task, "b"), events=task_int(task, "events"), **settings.arguments(simulate))
+    return simulation_row(res)

@@ -97,14 +97,14 @@ very large N use independent replications (the analysis does when there are seve
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from sim.core.jobdelay import GL_W, GL_X
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, result_row
+from sim.core.output import epilogue
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, simulation_result, simulation_row
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
 from sim.dispatch.policies import BATCH_POLICIES, POLICY_CODES, messages_per_job
@@ -120,39 +120,16 @@ OCCUPANCY_POLICIES: tuple[str, ...] = ("random", "jsq", "pod") + BATCH_POLICIES
 _UNBOUNDED = 2**62
 
 
-class OccupancyResult(NamedTuple):
-    """Estimates of one occupancy run (times in the model's time unit, mean service 1)."""
-
-    mean_response: float  #: mean response of an admitted job (until its last task is done)
-    mean_response_se: float
-    mean_wait: float  #: mean over tasks of (position - 1): expected wait before service
-    mean_wait_se: float
-    prob_wait: float  #: fraction of admitted jobs with some task at position >= 2
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    queueing_ratio: float  #: (mean_response - H_k) / H_k
-    queueing_ratio_se: float
-    drop_prob: float  #: dropped / arriving jobs
-    drop_prob_se: float
-    frac_within_h: float  #: fraction of admitted jobs with all tasks at positions <= h
-    frac_within_h_se: float
-    messages_per_job: float
-    n_jobs: int  #: admitted jobs after the warm-up cut
-    n_arrivals: int  #: arriving jobs after the warm-up cut
-    arrivals_run: int  #: arriving jobs in the whole run (warm-up included)
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one occupancy run (times in the model's time unit, mean service 1)
+OccupancyResult = simulation_result("OccupancyResult", "Estimates of one occupancy run (times in the model's time unit, mean service 1).", {
+    "mean_response": "mean response of an admitted job (until its last task is done)",
+    "mean_wait": "mean over tasks of (position - 1): expected wait before service", "mean_wait_se": "",
+    "prob_wait": "fraction of admitted jobs with some task at position >= 2", "prob_wait_se": "",
+    "queueing_ratio": "", "queueing_ratio_se": "", "drop_prob": "dropped / arriving jobs", "drop_prob_se": "",
+    "frac_within_h": "fraction of admitted jobs with all tasks at positions <= h", "frac_within_h_se": "",
+    "messages_per_job": "", "n_jobs": "admitted jobs after the warm-up cut",
+    "n_arrivals": "arriving jobs after the warm-up cut",
+    "arrivals_run": "arriving jobs in the whole run (warm-up included)"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,9 +222,9 @@ def _initial_counts(tail: np.ndarray, n_servers: int) -> np.ndarray:
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
-             b: int | None = None, events: int = 10**6, seed: int = 0, init: str = "meanfield",
-             n_batches: int = 20, max_level: int = 64, h: int = 1, *,
-             n_windows: int = 1000, responses: bool = False) -> OccupancyResult:
+             b: int | None = None, events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init,
+             n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, h: int = DEFAULTS.h, *,
+             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses) -> OccupancyResult:
     """Simulate the occupancy engine; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -267,18 +244,15 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Buffer per server, task in service included (None: unbounded).
     events : int
         Jump-chain events (arrivals and service completions), warm-up included, >= n_windows.
-    seed : int
-        Non-negative; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``meanfield`` (counts of :func:`meanfield_tail`) or ``empty``.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     h : int
         Position threshold of ``frac_within_h`` (>= 1).
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each admitted
         job's signature (``tcnt``: its queues per position of their job-last task) per window,
@@ -350,35 +324,20 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
      w_within) = outputs
 
     # ---- output analysis
-    cut = warmup_cut(w_qarea, w_time, n_servers, n_batches)
-    keep = slice(cut, n_win)
-    resp = batch_means(w_resp[keep], w_adm[keep], n_batches)
-    wait = batch_means(w_wait[keep], k * w_adm[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_adm[keep], n_batches)
-    within = batch_means(w_within[keep], w_adm[keep], n_batches)
-    drop = batch_means(w_drop[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], w_time[keep] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], w_time[keep], n_servers, n_batches)
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
+                   w_tail=w_tail, rec=rec, k=k, ci_note="; jump chain, expected holding times",
+                   ratios={"mean_response": (w_resp, w_adm), "mean_wait": (w_wait, k * w_adm),
+                           "prob_wait": (w_waited, w_adm), "frac_within_h": (w_within, w_adm),
+                           "drop_prob": (w_drop, w_arr)})
+    cut = est["warmup_windows"]
     h_k = float(harm[k])
-    dist = summarize(rec, k, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values) + "; jump chain, expected holding times"
-    if dist is not None:
-        ci += "; " + dist.method()
     return OccupancyResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
-        queueing_ratio=(resp.estimate - h_k) / h_k, queueing_ratio_se=resp.se / h_k,
-        drop_prob=drop.estimate, drop_prob_se=drop.se,
-        frac_within_h=within.estimate, frac_within_h_se=within.se,
+        **est, queueing_ratio=(est["mean_response"] - h_k) / h_k,
+        queueing_ratio_se=est["mean_response_se"] / h_k,
         messages_per_job=messages_per_job(policy, n_servers, k, d),
-        n_jobs=int(w_adm[keep].sum()), n_arrivals=int(w_arr[keep].sum()),
+        n_jobs=int(w_adm[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
         arrivals_run=int(w_arr.sum()),
         events_run=events, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
-        warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
-        ci_method=ci, responses=dist,
     )
 
 
@@ -386,23 +345,11 @@ def run_task(task: dict) -> dict:
     """Run one occupancy task (keys as in docs/results-schema.md) and return the result keys
     :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`);
     with ``responses: true`` also :data:`sim.core.responses.RESPONSE_COLUMNS`."""
-    def as_int(key, default=None):
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
     policy = task["policy"]
-    responses = task.get("responses", False)
-    if not isinstance(responses, bool):
-        raise ValueError(f"responses={responses!r} must be true or false")
+    settings = RunSettings.from_task(task)
     needs_d = policy in ("pod",) + BATCH_POLICIES
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, k=as_int("k", 1),
-        d=as_int("d") if needs_d else 1, b=as_int("b"), events=as_int("events"),
-        seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        h=as_int("h", 1), responses=responses,
-    )
-    row = result_row(res)
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
+        k=task_int(task, "k", 1), d=task_int(task, "d") if needs_d else 1, b=task_int(task, "b"),
+        events=task_int(task, "events"), **settings.arguments(simulate))
+    return simulation_row(res)

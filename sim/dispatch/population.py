@@ -31,7 +31,7 @@ from sim.core.memory import longest_queue
 from sim.core.population import Population, Transitions, Vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
-from sim.core.results import result_row
+from sim.core.results import simulation_row
 from sim.dispatch.policies import messages_per_job
 
 __all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined"]
@@ -150,7 +150,7 @@ def run_task(task: dict) -> dict:
     if not task.get("replacement") and task["d"] > task["n_servers"]:
         raise ValueError(f"d={task['d']!r} must not exceed n_servers={task['n_servers']!r} "
                          "(sampling without replacement)")
-    return result_row(simulate(POD, task))
+    return simulation_row(simulate(POD, task))
 
 
 def run_meanfield(task: dict) -> dict:

@@ -61,6 +61,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.refined import probes_in_set, probes_in_set_1n, refined_expansion, single_task_row
+from sim.core.settings import RunSettings
 from sim.dispatch.meanfield._common import _check_d, _check_lam
 from sim.dispatch.meanfield.pod import fixed_point, pod_mean_queue
 from sim.dispatch.policies import messages_per_job
@@ -246,8 +247,8 @@ def run_task(task: dict) -> dict:
     d = _check_d(task["d"])
     n = int(task["n_servers"])
     replacement = bool(task.get("replacement") or False)
-    max_level = int(task.get("max_level", 64))
-    h_level = int(task.get("h", 1))
+    settings = RunSettings.from_task(task)
+    max_level, h_level = settings.max_level, settings.h
     if h_level < 1:
         raise ValueError(f"h={h_level!r} must be an integer >= 1")
     e = pod_refined(lam, d, replacement)

@@ -48,6 +48,7 @@ from scipy.linalg import solve
 from sim.core.jobdelay import expected_job_delay, harmonic
 from sim.core.refined import CI_METHOD, refined_expansion
 from sim.core.results import exact_row
+from sim.core.settings import RunSettings
 from sim.dispatch.meanfield import batch_filling as bmf
 from sim.dispatch.policies import messages_per_job
 
@@ -266,8 +267,8 @@ def run_task(task: dict) -> dict:
         raise ValueError("b: the refined batch-filling has no finite buffer")
     lam, k, d = float(task["lam"]), int(task.get("k") or 1), int(task["d"])
     n = int(task["n_servers"])
-    max_level = int(task.get("max_level", 64))
-    h = int(task.get("h", 1))
+    settings = RunSettings.from_task(task)
+    max_level, h = settings.max_level, settings.h
     e = batch_refined(lam, k, d)
     hist = histograms(k, d, e.levels)
     tail = np.zeros(max_level)

@@ -52,6 +52,7 @@ from scipy.integrate import solve_ivp
 from sim.core import trajectory as paths
 from sim.core.results import is_int
 from sim.core.rng import seed_state
+from sim.core.settings import DEFAULTS, RunSettings, task_int
 from sim.dispatch import _trajectory_kernel as _k
 from sim.dispatch.meanfield import batch_filling
 from sim.dispatch.meanfield.pod import solve_pod_ode
@@ -145,8 +146,8 @@ def _tail_of_counts(x: np.ndarray, n_servers: int) -> np.ndarray:
     return ge[1: top + 1] / n_servers
 
 
-def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, seed: int = 0,
-             init: str = "empty", max_level: int = paths.TRAJ_LEVELS, policy: str = "pod",
+def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = DEFAULTS.grid, seed: int = DEFAULTS.seed,
+             init: str = paths.TRAJECTORY_DEFAULTS["init"], max_level: int = paths.TRAJ_LEVELS, policy: str = "pod",
              events: int | None = None, k: int = 1, init_tail=None) -> TrajectoryResult:
     """One path of power-of-d (``policy="pod"``) or batch-filling (``"batch_filling"``, ``k``
     tasks per job) from ``init`` or ``init_tail`` up to ``time``, recorded on ``grid`` points,
@@ -187,14 +188,10 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = 200, s
 
 def run_task(task: dict) -> dict:
     """Run one trajectory task (docs/transients.md) and return its row's result columns."""
-    def as_int(key, default=None):
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
-    res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], d=as_int("d"),
-                   time=task.get("time"), grid=as_int("grid", 200), seed=as_int("seed", 0),
-                   init=task.get("init", "empty"), max_level=as_int("max_level", paths.TRAJ_LEVELS),
-                   policy=task["policy"], events=as_int("events"), k=as_int("k", 1),
+    settings = RunSettings.from_task(task, **paths.TRAJECTORY_DEFAULTS)
+    res = simulate(n_servers=task_int(task, "n_servers"), lam=task["lam"], d=task_int(task, "d"),
+                   time=task.get("time"), grid=settings.grid, seed=settings.seed,
+                   init=settings.init, max_level=settings.max_level,
+                   policy=task["policy"], events=task_int(task, "events"), k=task_int(task, "k", 1),
                    init_tail=task.get("init_tail"))
-    return paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
-                          res.sim_time)
+    return paths.trajectory_row(res)

@@ -63,6 +63,16 @@ __all__ = ["MODEL", "POLICIES", "check_task", "n_schedulers", "events_per_time",
 
 #: the policies of this model
 POLICIES = ("jiq", "jiq_pod", "jiq_original", "jiq_threshold", "jiq_sqd")
+#: the columns the JIQ simulators (agent and occupancy engines) add to the common result keys,
+#: with their meanings (rates per server per unit time; a ``_se``: the standard error before)
+SIM_COLUMNS = {
+    "p0": "time-average fraction of empty I-queues", "p0_se": "",
+    "mean_iqueue": "time-average listed (idle) servers per I-queue (listed servers / M)",
+    "mean_iqueue_se": "",
+    "join_rate": "join messages per server per unit time", "join_rate_se": "",
+    "delete_rate": "delete messages per server per unit time", "delete_rate_se": "",
+    "probe_rate": "probe messages (2 per probe) per server per unit time", "probe_rate_se": "",
+}
 
 
 def events_per_time(task: dict) -> float:

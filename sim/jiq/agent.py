@@ -76,20 +76,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.fifo import close_censored, draw_initial_queues
-from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, result_row
+from sim.core.fifo import close_censored, draw_initial_queues, new_rings
+from sim.core.output import epilogue, warmup_cut
+from sim.core.responses import new_recorder
+from sim.core.results import simulation_result, simulation_row
 from sim.core.rng import seed_state, threshold
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
+from sim.jiq import SIM_COLUMNS, check_task, n_schedulers
 from sim.jiq import _agent_kernel as _k
-from sim.jiq import check_task, n_schedulers
 
 __all__ = ["JiqAgentResult", "simulate", "run_task", "EXTRA_KEYS"]
 
 #: keys :func:`run_task` returns beyond :data:`sim.core.results.RESULT_KEYS`
-EXTRA_KEYS = ("p0", "p0_se", "mean_iqueue", "mean_iqueue_se", "join_rate", "join_rate_se",
-              "delete_rate", "delete_rate_se", "probe_rate", "probe_rate_se", "tail_se")
+EXTRA_KEYS = tuple(SIM_COLUMNS)
 
 #: mean-field tail levels below this are treated as empty in the warm start
 _TAIL_EPS = 1e-17
@@ -100,44 +100,14 @@ _TAIL_EPS = 1e-17
 _MF_MAX_R = 1e4
 
 
-class JiqAgentResult(NamedTuple):
-    """Estimates of one JIQ agent run (times in the model's unit, rates per server per unit)."""
-
-    mean_response: float
-    mean_response_se: float
-    mean_wait: float
-    mean_wait_se: float
-    prob_wait: float  #: fraction of tasks sent to a busy server
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    p0: float  #: time-average fraction of empty I-queues
-    p0_se: float
-    mean_iqueue: float  #: time-average mean I-queue length (listed servers / M)
-    mean_iqueue_se: float
-    join_rate: float  #: join messages per server per unit time
-    join_rate_se: float
-    delete_rate: float
-    delete_rate_se: float
-    probe_rate: float  #: probe messages (2 per probe) per server per unit time
-    probe_rate_se: float
-    messages_per_job: float  #: all messages per task
-    messages_per_job_se: float
-    n_jobs: int  #: tasks whose response was measured after the warm-up cut
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    n_schedulers: int  #: M = N / r
-    init_used: str  #: what the run started from: "meanfield", "large_r_limit" or "empty"
-    ci_method: str
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`), or None when
-    #: not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one JIQ agent run (times in the model's unit, rates per server per unit)
+JiqAgentResult = simulation_result("JiqAgentResult", "Estimates of one JIQ agent run (times in the model's unit, rates per server per unit).", {
+    "mean_wait": "", "mean_wait_se": "", "prob_wait": "fraction of tasks sent to a busy server", "prob_wait_se": "",
+    **SIM_COLUMNS,
+    "messages_per_job": "all messages per task", "messages_per_job_se": "",
+    "n_jobs": "tasks whose response was measured after the warm-up cut",
+    "n_schedulers": "M = N / r",
+    "init_used": 'what the run started from: "meanfield", "large_r_limit" or "empty"'})
 
 
 class _State(NamedTuple):
@@ -230,9 +200,9 @@ def _initial_state(policy: str, code: int, lam: float, n_servers: int, n_sched: 
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: int = 0,
-             events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
-             max_level: int = 64, *, n_windows: int = 1000,
-             responses: bool = False) -> JiqAgentResult:
+             events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
+             max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
+             responses: bool = DEFAULTS.responses) -> JiqAgentResult:
     """Simulate the JIQ agent engine; batch-means estimates after the warm-up cut.
 
     Parameters
@@ -253,17 +223,14 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
         jiq_threshold: servers with at most ``z`` tasks are listed (z >= 0); ignored otherwise.
     events : int
         Uniformized events to simulate, warm-up included (>= n_windows).
-    seed : int
-        Non-negative seed.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``"meanfield"`` (warm start at the mean-field fixed point, see the module docstring) or
         ``"empty"``.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each task's
         queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
@@ -283,8 +250,8 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
     return res
 
 
-def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="meanfield",
-              n_batches=20, max_level=64, *, n_windows=1000, check=False, responses=False):
+def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.seed, init=DEFAULTS.init,
+              n_batches=DEFAULTS.n_batches, max_level=DEFAULTS.max_level, *, n_windows=N_WINDOWS, check=False, responses=DEFAULTS.responses):
     """:func:`simulate`, also returning the final state (:class:`_State`); ``check`` verifies
     the I-queue invariants after every window (slow: O(N + M K) per window; for tests)."""
     # ---- validation (the model's parameters by the model's own check)
@@ -314,14 +281,7 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="m
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
     q, iq, isize, where, kshift, init_used = _initial_state(
         policy, code, lam, n_servers, n_sched, r, d, z, init, state, rng)
-    cap = 8  # ring capacity: a power of two > longest queue; the kernel doubles it as needed
-    while cap <= int(q.max()):
-        cap *= 2
-    # arrival event indices, -1: unknown (present at time 0); int32 when every event index
-    # fits (half the cache footprint), as in the dispatch agent engine
-    stamp = np.int32 if events <= 2**31 else np.int64
-    buf = np.full((n_servers, cap), -1, dtype=stamp)
-    head = np.zeros(n_servers, dtype=np.int64)
+    buf, head = new_rings(q, events)
     bounds = window_bounds(events, n_windows)
     n_windows = bounds.size - 1
     i64 = {"dtype": np.int64}
@@ -337,45 +297,23 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=0, init="m
         w_empty, w_listed, w_join, w_delete, w_probe, check=check, rec=rec)
     close_censored(q, buf, head, np.ones(n_servers), rate, bounds, w_jobs, w_resp, w_starts, w_wait)
 
-    # ---- output analysis
+    # ---- output analysis: the larger of the MSER-5 cuts on queue length and on empty I-queues
     lengths = np.diff(bounds).astype(np.float64)
     cut = max(warmup_cut(w_qarea, lengths, n_servers, n_batches),
               warmup_cut(w_empty, lengths, 1, n_batches))
-    keep = slice(cut, n_windows)
-    kl = lengths[keep]
-
-    def bm(num, den):
-        return batch_means(num[keep], den, n_batches)
-
-    resp = batch_means(w_resp[keep] * dt, w_jobs[keep], n_batches)
-    wait = batch_means(w_wait[keep] * dt, w_starts[keep], n_batches)
-    pwait = batch_means(w_waited[keep], w_arr[keep], n_batches)
-    queue = batch_means(w_qarea[keep], kl * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[keep], kl, n_servers, n_batches)
-    p0 = bm(w_empty, kl)  # one I-queue sampled per event (sim.jiq._agent_kernel)
-    miq = bm(w_listed, kl * n_sched)
-    server_time = kl * dt * n_servers
-    join, delete, probe = bm(w_join, server_time), bm(w_delete, server_time), bm(w_probe, server_time)
-    msgs = bm((w_join + w_delete + w_probe).astype(np.float64), w_arr[keep])
-    dist = summarize(rec, 1, cut, n_batches) if responses else None
-    ci = ci_label(n_batches, resp.batch_values)
-    if dist is not None:
-        ci += "; " + dist.method()
+    server_time = lengths * dt * n_servers
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
+                   w_tail=w_tail, cut=cut, rec=rec, ratios={
+                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
+                       "prob_wait": (w_waited, w_arr),
+                       "p0": (w_empty, lengths),  # one I-queue sampled per event (sim.jiq._agent_kernel)
+                       "mean_iqueue": (w_listed, lengths * n_sched),
+                       "join_rate": (w_join, server_time), "delete_rate": (w_delete, server_time),
+                       "probe_rate": (w_probe, server_time),
+                       "messages_per_job": ((w_join + w_delete + w_probe).astype(np.float64), w_arr)})
     res = JiqAgentResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
-        p0=p0.estimate, p0_se=p0.se, mean_iqueue=miq.estimate, mean_iqueue_se=miq.se,
-        join_rate=join.estimate, join_rate_se=join.se,
-        delete_rate=delete.estimate, delete_rate_se=delete.se,
-        probe_rate=probe.estimate, probe_rate_se=probe.se,
-        messages_per_job=msgs.estimate, messages_per_job_se=msgs.se,
-        n_jobs=int(w_jobs[keep].sum()), events_run=events, sim_time=events * dt,
-        warmup_time=float(bounds[cut]) * dt, warmup_windows=int(cut), n_windows=n_windows,
-        n_batches=n_batches, n_schedulers=n_sched, init_used=init_used,
-        ci_method=ci, responses=dist,
+        **est, n_jobs=int(w_jobs[cut:].sum()), events_run=events, sim_time=events * dt,
+        warmup_time=float(bounds[cut]) * dt, n_schedulers=n_sched, init_used=init_used,
     )
     return res, _State(q, iq, isize, where, int(kshift), ctr)
 
@@ -389,31 +327,19 @@ def run_task(task: dict) -> dict:
     ``max_level``, ``h``, ``responses`` (integer-valued floats are accepted for the integers;
     with ``responses: true`` the columns :data:`sim.core.responses.RESPONSE_COLUMNS` are added).
     """
-    def as_int(key, default=None):
-        x = task.get(key, default)
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
     check_task(task)
     policy = task["policy"]
+    settings = RunSettings.from_task(task)
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=policy, r=task["r"],
-        d=as_int("d", 1) if policy in ("jiq_pod", "jiq_sqd") else 1,
-        z=as_int("z", 0) if policy == "jiq_threshold" else 0,
-        events=as_int("events"), seed=as_int("seed"), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        responses=task.get("responses", False),
-    )
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy, r=task["r"],
+        d=task_int(task, "d", 1) if policy in ("jiq_pod", "jiq_sqd") else 1,
+        z=task_int(task, "z", 0) if policy == "jiq_threshold" else 0,
+        events=task_int(task, "events"), **settings.arguments(simulate))
     # single-task jobs: inherent delay 1; no buffer; within h = 1 iff no wait
-    row = result_row(
-        res,
+    return simulation_row(
+        res, EXTRA_KEYS,
         queueing_ratio=float(res.mean_response) - 1.0,
         queueing_ratio_se=float(res.mean_response_se),
         drop_prob=0.0, drop_prob_se=0.0,
-        frac_within_h=float(1.0 - res.prob_wait) if int(task.get("h", 1)) == 1 else None,
+        frac_within_h=float(1.0 - res.prob_wait) if settings.h == 1 else None,
     )
-    for key in EXTRA_KEYS:  # (tail_se may already be a result key)
-        v = getattr(res, key)
-        row[key] = [float(x) for x in v] if key == "tail_se" else float(v)
-    if res.responses is not None:
-        row.update(res.responses.row())
-    return row

@@ -168,6 +168,7 @@ from scipy.special import erfcx, gammainc, logsumexp
 
 from sim.core.responses import exact_response_columns
 from sim.core.results import is_number
+from sim.core.settings import DEFAULTS, RunSettings
 from sim.jiq.lu import lu_approximation
 
 __all__ = [
@@ -474,7 +475,7 @@ def _measures(policy, lam, d, p0, tail, mean_queue, mean_response, pmf, s1, s2):
     )
 
 
-def fixed_point(policy: str, lam: float, r: float, d: int = 1, max_level: int = 64) -> JiqFixedPoint:
+def fixed_point(policy: str, lam: float, r: float, d: int = 1, max_level: int = DEFAULTS.max_level) -> JiqFixedPoint:
     """Stationary mean-field values by the first route (closed-form tails, ``p0`` by root)."""
     policy, lam, r, d = _check(policy, lam, r, d)
     max_level = _check_int("max_level", max_level)
@@ -696,7 +697,7 @@ def _more_levels(v: np.ndarray) -> int:
     return int(min(max(32, 1.2 * need + 16), 4 * n))
 
 
-def fixed_point_ode(policy: str, lam: float, r: float, d: int = 1, max_level: int = 64,
+def fixed_point_ode(policy: str, lam: float, r: float, d: int = 1, max_level: int = DEFAULTS.max_level,
                     start: str = "poisson", t_end: float | None = None,
                     max_rounds: int = 30) -> JiqOdeFixedPoint:
     """Stationary values by the second route: ODE from empty, Newton polish, truncation check."""
@@ -851,7 +852,7 @@ def run_task(task: dict) -> dict:
         raise ValueError(f"d=None must be given for policy={policy!r}")
     else:
         d = task["d"]
-    fp = fixed_point(policy, task.get("lam"), task.get("r"), d, task.get("max_level", 64))
+    fp = fixed_point(policy, task.get("lam"), task.get("r"), d, RunSettings.from_task(task).max_level)
     dp, _ = _choice_exponents(policy, int(d))
     lam = float(task["lam"])
     out = {

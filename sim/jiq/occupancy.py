@@ -81,16 +81,16 @@ use independent replications there.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.output import batch_means, ci_label, mser5, tail_estimate, warmup_cut
-from sim.core.responses import new_recorder, summarize
-from sim.core.results import check_run_args, is_int, is_number, result_row
+from sim.core.output import epilogue, mser5, warmup_cut
+from sim.core.responses import new_recorder
+from sim.core.results import is_int, is_number, simulation_result, simulation_row
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
+from sim.jiq import SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
-from sim.jiq import n_schedulers
 
 __all__ = ["JiqOccupancyResult", "simulate", "run_task", "initial_counts", "OCCUPANCY_POLICIES",
            "AGENT_ONLY_POLICIES", "EXTRA_KEYS"]
@@ -105,58 +105,22 @@ MAX_R = 2**24
 #: and asked for 512 MiB arrays at r = 1e6 (its I-queue law has ~2.6 r terms); above, start empty
 MEANFIELD_MAX_R = 10**5
 
-#: keys :func:`run_task` adds to the common result keys
-EXTRA_KEYS: tuple[str, ...] = ("p0", "p0_se", "mean_iqueue", "mean_iqueue_se", "join_rate",
-                               "join_rate_se", "delete_rate", "delete_rate_se", "probe_rate",
-                               "probe_rate_se", "tail_se")
+#: keys :func:`run_task` returns beyond :data:`sim.core.results.RESULT_KEYS`
+EXTRA_KEYS = tuple(SIM_COLUMNS)
 
 
-class JiqOccupancyResult(NamedTuple):
-    """Estimates of one occupancy run of distributed JIQ (mean service time 1)."""
-
-    mean_response: float  #: mean response of a task (E[position] by Rao-Blackwell)
-    mean_response_se: float
-    mean_wait: float  #: mean of (position - 1)
-    mean_wait_se: float
-    prob_wait: float  #: fraction of tasks at position >= 2
-    prob_wait_se: float
-    mean_queue: float  #: time-average tasks per server, in service included
-    mean_queue_se: float
-    tail: np.ndarray  #: tail[i-1] = s_i, i = 1..max_level
-    tail_se: np.ndarray
-    queueing_ratio: float  #: mean_response - 1
-    queueing_ratio_se: float
-    drop_prob: float  #: 0: no buffer
-    drop_prob_se: float
-    frac_within_h: float  #: fraction of tasks at position 1 (h = 1): 1 - prob_wait
-    frac_within_h_se: float
-    p0: float  #: time-average fraction of empty I-queues
-    p0_se: float
-    mean_iqueue: float  #: time-average listed (idle) servers per I-queue
-    mean_iqueue_se: float
-    join_rate: float  #: join messages per server per unit time
-    join_rate_se: float
-    delete_rate: float  #: delete messages per server per unit time
-    delete_rate_se: float
-    probe_rate: float  #: probe messages (2 per probe) per server per unit time
-    probe_rate_se: float
-    messages_per_job: float  #: all messages per arriving task
-    messages_per_job_se: float
-    n_jobs: int  #: tasks arrived after the warm-up cut
-    n_schedulers: int  #: M = N / r
-    init_used: str  #: "meanfield" or "empty" (what the run actually started from)
-    events_run: int
-    sim_time: float
-    warmup_time: float
-    warmup_windows: int
-    n_windows: int
-    n_batches: int
-    ci_method: str
-    final_levels: np.ndarray  #: x at the end of the run (servers per level)
-    final_iqueues: np.ndarray  #: y at the end of the run (I-queues per size)
-    #: response-time distribution (:class:`sim.core.responses.ResponseSummary`; docs/responses.md)
-    #: or None when not recorded (``responses=False``)
-    responses: object = None
+#: estimates of one occupancy run of distributed JIQ (mean service time 1)
+JiqOccupancyResult = simulation_result("JiqOccupancyResult", "Estimates of one occupancy run of distributed JIQ (mean service time 1).", {
+    "mean_response": "mean response of a task (E[position] by Rao-Blackwell)",
+    "mean_wait": "mean of (position - 1)", "mean_wait_se": "", "prob_wait": "fraction of tasks at position >= 2", "prob_wait_se": "",
+    "queueing_ratio": "mean_response - 1", "queueing_ratio_se": "", "drop_prob": "0: no buffer", "drop_prob_se": "",
+    "frac_within_h": "fraction of tasks at position 1 (h = 1): 1 - prob_wait", "frac_within_h_se": "",
+    **SIM_COLUMNS,
+    "messages_per_job": "all messages per arriving task", "messages_per_job_se": "",
+    "n_jobs": "tasks arrived after the warm-up cut", "n_schedulers": "M = N / r",
+    "init_used": '"meanfield" or "empty" (what the run actually started from)',
+    "final_levels": "x at the end of the run (servers per level)",
+    "final_iqueues": "y at the end of the run (I-queues per size)"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,9 +185,9 @@ def _padded(c: np.ndarray) -> np.ndarray:
 # public API
 # --------------------------------------------------------------------------------------------
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
-             events: int = 10**6, seed: int = 0, init: str = "meanfield", n_batches: int = 20,
-             max_level: int = 64, *, n_windows: int = 1000,
-             responses: bool = False) -> JiqOccupancyResult:
+             events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
+             max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
+             responses: bool = DEFAULTS.responses) -> JiqOccupancyResult:
     """Simulate distributed JIQ on counts; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -241,16 +205,13 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         sampled by a server becoming idle, 1 <= d <= M; ignored by ``jiq``.
     events : int
         Jump-chain events (arrivals and completions), warm-up included, >= n_windows.
-    seed : int
-        Non-negative; ``numpy.random.SeedSequence(seed)`` seeds xoshiro256+.
+    seed, n_batches, max_level : int
+        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
+        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
     init : str
         ``meanfield`` (counts drawn from the mean-field fixed point) or ``empty``.
-    n_batches : int
-        Batches for batch means after the cut (2 <= n_batches <= n_windows // 2).
-    max_level : int
-        Length of the reported tail ``s_1..s_max_level``.
     n_windows : int
-        Fine windows for the warm-up cut and batching (keyword only).
+        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): the
         position histogram of the tasks per window, by a separately compiled loop; a task at
@@ -307,43 +268,22 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     cut_q = warmup_cut(w_qarea, w_time, n_servers, n_batches)
     cut_p0 = min(mser5(w_y0area / (w_time * n_iq)), n_win - n_batches)
     cut = max(cut_q, cut_p0)
-    k = slice(cut, n_win)
-    arr = w_arr[k].astype(np.float64)
-    resp = batch_means(w_resp[k], arr, n_batches)
-    wait = batch_means(w_resp[k] - w_arr[k], arr, n_batches)
-    pwait = batch_means(w_waited[k], arr, n_batches)
-    queue = batch_means(w_qarea[k], w_time[k] * n_servers, n_batches)
-    tail, tail_se = tail_estimate(w_tail[k], w_time[k], n_servers, n_batches)
-    p0 = batch_means(w_y0area[k], w_time[k] * n_iq, n_batches)
-    iq = batch_means(w_listarea[k], w_time[k] * n_iq, n_batches)
-    srv_time = w_time[k] * n_servers
-    join = batch_means(w_join[k], srv_time, n_batches)
-    dele = batch_means(w_del[k], srv_time, n_batches)
-    probe = batch_means(w_probe[k], srv_time, n_batches)
-    msgs = batch_means(w_join[k] + w_del[k] + w_probe[k], arr, n_batches)
-    dist = summarize(rec, 1, cut, n_batches) if responses else None
-    ci = (ci_label(n_batches, resp.batch_values)
-          + f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0")
-    if dist is not None:
-        ci += "; " + dist.method()
+    srv_time = w_time * n_servers
+    est = epilogue(
+        n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea, w_tail=w_tail,
+        cut=cut, rec=rec, ci_note=f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0",
+        ratios={"mean_response": (w_resp, w_arr), "mean_wait": (w_resp - w_arr, w_arr),
+                "prob_wait": (w_waited, w_arr), "p0": (w_y0area, w_time * n_iq),
+                "mean_iqueue": (w_listarea, w_time * n_iq), "join_rate": (w_join, srv_time),
+                "delete_rate": (w_del, srv_time), "probe_rate": (w_probe, srv_time),
+                "messages_per_job": (w_join + w_del + w_probe, w_arr)})
     return JiqOccupancyResult(
-        mean_response=resp.estimate, mean_response_se=resp.se,
-        mean_wait=wait.estimate, mean_wait_se=wait.se,
-        prob_wait=pwait.estimate, prob_wait_se=pwait.se,
-        mean_queue=queue.estimate, mean_queue_se=queue.se,
-        tail=tail, tail_se=tail_se,
-        queueing_ratio=resp.estimate - 1.0, queueing_ratio_se=resp.se,
+        **est, queueing_ratio=est["mean_response"] - 1.0, queueing_ratio_se=est["mean_response_se"],
         drop_prob=0.0, drop_prob_se=0.0,
-        frac_within_h=1.0 - pwait.estimate, frac_within_h_se=pwait.se,
-        p0=p0.estimate, p0_se=p0.se, mean_iqueue=iq.estimate, mean_iqueue_se=iq.se,
-        join_rate=join.estimate, join_rate_se=join.se,
-        delete_rate=dele.estimate, delete_rate_se=dele.se,
-        probe_rate=probe.estimate, probe_rate_se=probe.se,
-        messages_per_job=msgs.estimate, messages_per_job_se=msgs.se,
-        n_jobs=int(w_arr[k].sum()), n_schedulers=n_iq, init_used=how, events_run=events,
+        frac_within_h=1.0 - est["prob_wait"], frac_within_h_se=est["prob_wait_se"],
+        n_jobs=int(w_arr[cut:].sum()), n_schedulers=n_iq, init_used=how, events_run=events,
         sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
-        warmup_windows=int(cut), n_windows=n_win, n_batches=n_batches,
-        ci_method=ci, final_levels=x, final_iqueues=y, responses=dist,
+        final_levels=x, final_iqueues=y,
     )
 
 
@@ -351,29 +291,9 @@ def run_task(task: dict) -> dict:
     """Run one task (keys ``n_servers, lam, policy, r, d, events, seed, init, n_batches,
     max_level, h``) and return :data:`sim.core.results.RESULT_KEYS` plus :data:`EXTRA_KEYS`
     as plain Python values (``frac_within_h`` only for ``h = 1``: 1 - prob_wait)."""
-    def as_int(key, default=None):
-        v = task.get(key, default)
-        return int(v) if isinstance(v, float) and v.is_integer() else v
-
-    h = as_int("h", 1)
-    if h is not None and (not is_int(h) or h < 1):
-        raise ValueError(f"h={h!r} must be an integer >= 1")
-    responses = task.get("responses", False)
-    if not isinstance(responses, bool):
-        raise ValueError(f"responses={responses!r} must be true or false")
+    settings = RunSettings.from_task(task)
     res = simulate(
-        n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"], r=task["r"],
-        d=as_int("d", 1) if task.get("d") is not None else 1, events=as_int("events"),
-        seed=as_int("seed", 0), init=task.get("init", "meanfield"),
-        n_batches=as_int("n_batches", 20), max_level=as_int("max_level", 64),
-        responses=responses,
-    )
-    out = result_row(res, frac_within_h=res.frac_within_h if h in (None, 1) else None)
-    for key in EXTRA_KEYS:
-        if key in out:  # already a common key (tail_se in newer RESULT_KEYS)
-            continue
-        v = getattr(res, key)
-        out[key] = [float(t) for t in v] if key == "tail_se" else float(v)
-    if res.responses is not None:  # docs/responses.md
-        out.update(res.responses.row())
-    return out
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"], r=task["r"],
+        d=task_int(task, "d", 1) if task.get("d") is not None else 1,
+        events=task_int(task, "events"), **settings.arguments(simulate))
+    return simulation_row(res, EXTRA_KEYS, frac_within_h=res.frac_within_h if settings.h == 1 else None)

@@ -71,6 +71,7 @@ import numpy as np
 from scipy.linalg import solve
 
 from sim.core.refined import probes_in_set, probes_in_set_1n, refined_expansion, single_task_row
+from sim.core.settings import RunSettings
 from sim.jiq import meanfield as mf
 
 __all__ = [
@@ -349,8 +350,8 @@ def run_task(task: dict) -> dict:
     if policy == "jiq":
         d = 1
     n = int(task["n_servers"])
-    max_level = int(task.get("max_level", 64))
-    h_level = int(task.get("h", 1))
+    settings = RunSettings.from_task(task)
+    max_level, h_level = settings.max_level, settings.h
     if h_level < 1:
         raise ValueError(f"h={h_level!r} must be an integer >= 1")
     e = jiq_refined(policy, lam, r, d)

@@ -34,6 +34,7 @@ import numpy as np
 from sim.core import trajectory as paths
 from sim.core.results import is_int
 from sim.core.rng import seed_state
+from sim.core.settings import DEFAULTS, RunSettings, task_int
 from sim.jiq import _trajectory_kernel as _k
 from sim.jiq import n_schedulers
 from sim.jiq.meanfield import _default_iqueue_levels, fixed_point, solve_ode
@@ -138,7 +139,7 @@ def ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels=paths.TRAJ_
 
 
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time: float = 50.0,
-             grid: int = 200, seed: int = 0, init: str = "empty",
+             grid: int = DEFAULTS.grid, seed: int = DEFAULTS.seed, init: str = paths.TRAJECTORY_DEFAULTS["init"],
              max_level: int = paths.TRAJ_LEVELS, events: int | None = None,
              init_tail=None) -> JiqTrajectoryResult:
     """One JIQ path from ``init`` up to ``time`` on ``grid`` points, and the ODE from the same
@@ -174,17 +175,13 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
 
 def run_task(task: dict) -> dict:
     """Run one JIQ trajectory task (docs/transients.md) and return its row's result columns."""
-    def as_int(key, default=None):
-        v = task.get(key, default)
-        return int(v) if isinstance(v, float) and v.is_integer() else v
-
-    res = simulate(n_servers=as_int("n_servers"), lam=task["lam"], policy=task["policy"],
-                   r=task.get("r"), d=as_int("d", 1), time=task.get("time"),
-                   grid=as_int("grid", 200), seed=as_int("seed", 0),
-                   init=task.get("init", "empty"), max_level=as_int("max_level", paths.TRAJ_LEVELS),
-                   events=as_int("events"), init_tail=task.get("init_tail"))
-    row = paths.trajectory_row(res.t, res.tail, res.ode, res.levels, res.sup_dist, res.events_run,
-                         res.sim_time)
+    settings = RunSettings.from_task(task, **paths.TRAJECTORY_DEFAULTS)
+    res = simulate(n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"],
+                   r=task.get("r"), d=task_int(task, "d", 1), time=task.get("time"),
+                   grid=settings.grid, seed=settings.seed,
+                   init=settings.init, max_level=settings.max_level,
+                   events=task_int(task, "events"), init_tail=task.get("init_tail"))
+    row = paths.trajectory_row(res)
     row.update(traj_p0=[float(v) for v in res.p0], traj_ode_p0=[float(v) for v in res.ode_p0],
                traj_sup_dist_p0=paths.none_if_nan(res.sup_dist_p0))
     return row

@@ -76,9 +76,11 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
-from sim.core.results import check_run_args, result_row
+from sim.core.results import result_row
 from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
+from sim.core.settings import DEFAULTS as RUN_DEFAULTS
+from sim.core.settings import N_WINDOWS, RunSettings, as_int, check_run_args
 from sim.core.windows import window_bounds
 from sim.led.distributions import build_tables
 from sim.led.model import DEFAULTS, ModelSpec, model_spec
@@ -188,8 +190,8 @@ def pilot_slots(events: int) -> int:
     return int(max(min(events, 2**15), events // 16))
 
 
-def calibrate_pull(spec: ModelSpec, events: int, seed: int, n_batches: int = 20,
-                   n_windows: int = 1000, max_level: int = 64, cap=None,
+def calibrate_pull(spec: ModelSpec, events: int, seed: int, n_batches: int = RUN_DEFAULTS.n_batches,
+                   n_windows: int = N_WINDOWS, max_level: int = RUN_DEFAULTS.max_level, cap=None,
                    pilot_events=None) -> Calibration:
     """The ``p_hat`` at which Pull spends ``spec.budget`` one-way messages per arriving task.
 
@@ -304,8 +306,8 @@ def trend_test(batch_values) -> Trend:
 def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=None,
              d_u=None, d=None, count_own=False, arrival_dist="poisson", arrival_n=None,
              service_dist="poisson", service_n=None, dispatch_weights=None,
-             events: int = 10**6, seed: int = 0, n_batches: int = 20, n_windows: int = 1000,
-             max_level: int = 64, max_total_queue=None, n_servers=None,
+             events: int = 10**6, seed: int = RUN_DEFAULTS.seed, n_batches: int = RUN_DEFAULTS.n_batches, n_windows: int = N_WINDOWS,
+             max_level: int = RUN_DEFAULTS.max_level, max_total_queue=None, n_servers=None,
              debug: bool = False, msg_budget=None, msg_budget_pod_d=None,
              pilot_events=None, ties=None) -> LedResult:
     """Simulate the slotted LED engine; batch-means estimates after an MSER-5 warm-up cut.
@@ -534,9 +536,7 @@ def run_task(task: dict) -> dict:
         v = task.get(key)
         return DEFAULTS.get(key) if v is None else v
 
-    def as_int(x):
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
+    settings = RunSettings.from_task(task)
     rates = task.get("service_rates")
     res = simulate(
         rates, task["lam"], task["policy"], as_int(get("m_dispatchers")),
@@ -547,8 +547,8 @@ def run_task(task: dict) -> dict:
         dispatch_weights=task.get("dispatch_weights"), msg_budget=task.get("msg_budget"),
         msg_budget_pod_d=as_int(task.get("msg_budget_pod_d")), ties=task.get("ties"),
         events=as_int(task["events"]), max_total_queue=as_int(task.get("queue_cap")),
-        seed=as_int(task.get("seed", 0)), n_batches=as_int(task.get("n_batches", 20)),
-        max_level=as_int(task.get("max_level", 64)), n_servers=as_int(task["n_servers"]))
+        seed=settings.seed, n_batches=settings.n_batches, max_level=settings.max_level,
+        n_servers=as_int(task["n_servers"]))
     row = result_row(
         res, mean_wait=res.mean_response - 1.0, mean_wait_se=res.mean_response_se,
         prob_wait=None, prob_wait_se=None, queueing_ratio=None, queueing_ratio_se=None,

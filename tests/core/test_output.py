@@ -99,3 +99,57 @@ def test_batch_means_ratio_estimator():
         batch_means(total, jobs[:-1])
     with pytest.raises(ValueError):
         batch_means(total, jobs, n_batches=1)
+
+
+def test_epilogue_is_the_hand_written_end_of_a_run():
+    """sim.core.output.epilogue gives, bit for bit, what an engine computed by hand: the MSER-5
+    cut, batch means of each ratio over the kept windows, mean queue, tail, the CI label."""
+    from sim.core.output import batch_means, ci_label, epilogue, tail_estimate, warmup_cut
+
+    rng = np.random.default_rng(5)
+    n, nb, n_servers = 400, 20, 50
+    lengths = np.full(n, 64.0)
+    w_qarea = rng.integers(1000, 2000, n) + np.concatenate([np.linspace(3000, 0, 40), np.zeros(n - 40)]).astype(np.int64)
+    w_tail = rng.integers(0, 3000, (n, 5))
+    w_resp, w_jobs = rng.random(n) * 100, rng.integers(40, 60, n)
+    w_waited, w_arr = rng.integers(0, 30, n), rng.integers(40, 60, n)
+    est = epilogue(n_servers=n_servers, n_batches=nb, weights=lengths, w_qarea=w_qarea, w_tail=w_tail,
+                   ratios={"mean_response": (w_resp * 0.5, w_jobs), "prob_wait": (w_waited, w_arr)},
+                   ci_note="; note")
+    cut = warmup_cut(w_qarea, lengths, n_servers, nb)
+    assert cut > 0 and est["warmup_windows"] == cut and est["n_windows"] == n and est["n_batches"] == nb
+    keep = slice(cut, n)
+    resp = batch_means(w_resp[keep] * 0.5, w_jobs[keep], nb)
+    pwait = batch_means(w_waited[keep], w_arr[keep], nb)
+    queue = batch_means(w_qarea[keep], lengths[keep] * n_servers, nb)
+    tail, tail_se = tail_estimate(w_tail[keep], lengths[keep], n_servers, nb)
+    assert (est["mean_response"], est["mean_response_se"]) == (resp.estimate, resp.se)
+    assert (est["prob_wait"], est["prob_wait_se"]) == (pwait.estimate, pwait.se)
+    assert (est["mean_queue"], est["mean_queue_se"]) == (queue.estimate, queue.se)
+    assert np.array_equal(est["tail"], tail) and np.array_equal(est["tail_se"], tail_se)
+    assert est["ci_method"] == ci_label(nb, resp.batch_values) + "; note" and est["responses"] is None
+    later = epilogue(n_servers=n_servers, n_batches=nb, weights=lengths, w_qarea=w_qarea, w_tail=w_tail,
+                     ratios={"mean_response": (w_resp, w_jobs)}, cut=cut + 7)
+    assert later["warmup_windows"] == cut + 7
+    assert later["mean_response"] == batch_means(w_resp[cut + 7:], w_jobs[cut + 7:], nb).estimate
+
+
+def test_epilogue_by_littles_law():
+    """Without a measured mean response, ``little`` gives it as mean queue / arrival rate, and
+    the CI label is made from the queue's batches over that rate."""
+    from sim.core.output import batch_means, ci_label, epilogue, warmup_cut
+
+    rng = np.random.default_rng(8)
+    n, nb = 200, 10
+    lengths = np.full(n, 32.0)
+    w_qarea, w_tail = rng.integers(500, 900, n), rng.integers(0, 900, (n, 3))
+    w_waited, w_arr = rng.integers(0, 20, n), rng.integers(20, 40, n)
+    kw = dict(n_servers=10, n_batches=nb, weights=lengths, w_qarea=w_qarea, w_tail=w_tail,
+              ratios={"prob_wait": (w_waited, w_arr)})
+    est = epilogue(**kw, little=0.7)
+    keep = slice(warmup_cut(w_qarea, lengths, 10, nb), n)
+    queue = batch_means(w_qarea[keep], lengths[keep] * 10, nb)
+    assert (est["mean_response"], est["mean_response_se"]) == (queue.estimate / 0.7, queue.se / 0.7)
+    assert est["ci_method"] == ci_label(nb, queue.batch_values / 0.7)
+    assert math.isnan(epilogue(**kw, little=0.0)["mean_response"])
+    assert "mean_response" not in epilogue(**kw)

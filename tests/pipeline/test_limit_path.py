@@ -124,3 +124,27 @@ def test_heavy_traffic_settings_are_checked(override, message):
 def test_heavy_traffic_needs_a_policy_it_serves():
     with pytest.raises(ConfigError, match="engine heavy_traffic serves none of policies"):
         make_plan(to_plain(compose(HEAVY + ["policies=[pod_per_task]"])))
+
+
+def test_heavy_traffic_leaves_out_single_points_where_the_form_does_not_hold_yet():
+    # c = 1 at N = 10^2 and 10^4: k d (1 - lam) is too small for jobs to end on layers 0-1
+    plan = make_plan(to_plain(compose(SMALL + [
+        "limit_path.n_servers_max=1e4", "limit_path.heavy_traffic.n_servers_max=1e10",
+        "limit_path.heavy_traffic.n_servers_min=1e2", "limit_path.heavy_traffic.every_decades=2",
+        "policies=[batch_filling]"])))
+    c1 = sorted(t["log10_n"] for t in plan.tasks if t["engine"] == "heavy_traffic"
+                and t["_meta"]["params"]["variant"] == "c1")
+    assert c1 == [6.0, 8.0, 10.0]
+    why = next(w for w in plan.path_skipped if w.startswith("batch_filling (c1) "))
+    assert "at 2 of its 5 N (10^2 to 10^4): heavy_traffic:" in why and "layer 2" in why
+
+
+def test_a_buffer_past_the_int64_column_is_still_a_buffer():
+    # c4_buffer's b = floor(min(N^0.3, N^0.2 / k)) passes 2^62 from about N = 10^120 on: still
+    # a buffer the heavy-traffic limit does not model, never taken for "no buffer"
+    plan = make_plan(to_plain(compose(SMALL + ["limit_path.n_servers_max=1e4", "policies=[batch_filling]",
+                                               "limit_path.heavy_traffic.n_servers_max=1e300",
+                                               "limit_path.heavy_traffic.every_decades=60"])))
+    assert not [t for t in plan.tasks if t["engine"] == "heavy_traffic"
+                and t["_meta"]["params"]["variant"] == "c4_buffer"]
+    assert any(w.startswith("batch_filling (c4_buffer) from N = 10^10 on") for w in plan.path_skipped)

@@ -41,6 +41,7 @@ from scipy.optimize import root
 
 from sim.core.jobdelay import GL_W, GL_X, expected_max_gamma, harmonic
 from sim.core.results import exact_row
+from sim.core.settings import RunSettings
 from sim.dispatch.policies import messages_per_job
 
 TAIL_EPS = 1e-15
@@ -326,8 +327,8 @@ def run_task(task: dict) -> dict:
     from sim.dispatch.meanfield import large_batch
 
     lam, k, d = float(task["lam"]), int(task.get("k", 1)), int(task["d"])
-    h = int(task.get("h", 1))
-    max_level = int(task.get("max_level", 64))
+    settings = RunSettings.from_task(task)
+    h, max_level = settings.h, settings.max_level
     if task.get("b") is not None:
         raise ValueError("b: the batch-filling mean field here has no finite buffer")
     _check(lam, k, d)

@@ -40,6 +40,7 @@ from scipy.optimize import brentq
 
 from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
+from sim.core.settings import DEFAULTS, RunSettings
 from sim.dispatch.meanfield._common import CI_METHOD
 from sim.dispatch.policies import messages_per_job
 
@@ -103,7 +104,7 @@ def buffer_positions(policy: str, lam: float, d: int | None, b: int) -> np.ndarr
     return w / w.sum()
 
 
-def buffer_values(policy: str, lam: float, d: int | None, b: int, h: int = 1) -> dict:
+def buffer_values(policy: str, lam: float, d: int | None, b: int, h: int = DEFAULTS.h) -> dict:
     """The mean-field estimates of a buffered single-task system (the row's keys)."""
     lam, d, b = _check(policy, lam, d, b)
     s = fixed_point(policy, lam, d, b)
@@ -138,10 +139,8 @@ def run_task(task: dict) -> dict:
     if (task.get("k") or 1) != 1:
         raise ValueError(f"k={task['k']!r} with b={task['b']!r}: the buffered mean field has "
                          "single-task jobs only")
-    h = int(task.get("h", 1))
-    if h < 1:
-        raise ValueError(f"h={h!r} must be an integer >= 1")
-    max_level = int(task.get("max_level", 64))
+    settings = RunSettings.from_task(task)
+    h, max_level = settings.h, settings.max_level
     d = task.get("d") if policy == "pod" else None
     v = buffer_values(policy, task["lam"], d, task["b"], h)
     tail = np.zeros(max_level)

@@ -49,6 +49,8 @@ import numpy as np
 from numba import njit
 from scipy import special
 
+from sim.core.settings import RunSettings
+
 LN10 = math.log(10.0)
 EULER_GAMMA = float(np.euler_gamma)
 POLICIES = ("batch_filling", "batch_sampling")
@@ -309,8 +311,8 @@ def run_task(task: dict) -> dict:
     fp = fixed_point(k, d, eps)
     p_wait = float(fp["pmf0"][fp["x0"] < k].sum())
     p_full = float(fp["pmf0"][fp["x0"] >= k].sum())  # not 1 - p_wait: it may be ~1e-300
-    h = int(task.get("h", 1))
-    max_level = int(task.get("max_level", 64))
+    settings = RunSettings.from_task(task)
+    h, max_level = settings.h, settings.max_level
     tail = np.zeros(max_level)
     tail[:2] = [res["s1"], res["s2"]][:max_level]
     return exact_row(

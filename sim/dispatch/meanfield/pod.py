@@ -39,6 +39,7 @@ from scipy.linalg import solve_banded
 
 from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
+from sim.core.settings import RunSettings
 from sim.dispatch.meanfield._common import CI_METHOD, _check_d, _check_lam, _check_level
 from sim.dispatch.policies import messages_per_job
 
@@ -413,11 +414,9 @@ def run_task(task: dict) -> dict:
     """
     policy = task["policy"]
     lam = _check_lam(task["lam"])
-    max_level = _check_level("max_level", task.get("max_level", 64))
+    settings = RunSettings.from_task(task)
+    max_level, h = settings.max_level, settings.h
     n_servers = int(task["n_servers"])
-    h = int(task.get("h", 1))
-    if h < 1:
-        raise ValueError(f"h={h!r} must be an integer >= 1")
     d_eff = 1
     if policy in ("pod", "random"):
         d = 1 if policy == "random" else _check_d(task["d"])
@@ -446,7 +445,7 @@ def run_task(task: dict) -> dict:
         # single-task jobs: H_1 = 1, no buffer; a job lands at position <= h unless the
         # server it joins has >= h tasks: all d sampled (pod), the one drawn (random), never (jsq)
         queueing_ratio=float(mean_response) - 1.0, drop_prob=0.0,
-        frac_within_h=1.0 - (0.0 if policy == "jsq" else tail_at(task.get("h", 1)) ** d_eff),
+        frac_within_h=1.0 - (0.0 if policy == "jsq" else tail_at(h) ** d_eff),
         messages_per_job=messages, ci_method=CI_METHOD,
     )
     if task.get("responses"):  # docs/responses.md: the exact law at N = infinity

@@ -52,6 +52,7 @@ from scipy.stats import binom
 
 from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
+from sim.core.settings import RunSettings
 from sim.dispatch.meanfield import large_sampling, pod
 from sim.dispatch.meanfield._common import CI_METHOD, _check_lam
 from sim.dispatch.policies import messages_per_job
@@ -467,10 +468,8 @@ def run_task(task: dict) -> dict:
     lam, k, d = _check(task["lam"], task.get("k") or 1, task.get("d") or 1)
     if task.get("b") is not None:
         raise ValueError("b: the mean field here has no finite buffer")
-    h = int(task.get("h", 1))
-    if h < 1:
-        raise ValueError(f"h={h!r} must be an integer >= 1")
-    max_level = int(task.get("max_level", 64))
+    settings = RunSettings.from_task(task)
+    h, max_level = settings.h, settings.max_level
     if policy == "pod_per_task":
         vals = _ppt_row(lam, k, d, max_level, h)
     elif policy == "random":  # each task to a uniform server: k independent M/M/1 responses
