@@ -136,6 +136,8 @@ def event_cost(task: dict) -> float:
     policy, d, k = task.get("policy"), task.get("d") or 1, task.get("k") or 1
     if task.get("engine") == "occupancy":
         return 1.0
+    if task.get("engine") == "population":
+        return 2.0  # benchmarks/bench_population.py: 36-48 ns an event for pod at N = 10^6
     if policy in ("batch_filling", "batch_sampling"):
         return 1.0 + d / 16.0
     if policy == "pod_per_task":
@@ -213,6 +215,20 @@ def memory_bytes(task: dict) -> float:
         return fixed
     if engine == "trajectory":
         return 4 * 8.0 * int(task.get("grid") or 200) * 64 + 8.0 * (k * d + k) + fixed
+    if engine in ("population", "population_meanfield", "population_refined"):
+        # the truncation L of sim.dispatch.population.pod_levels (the limits': s_L >= 1e-300,
+        # 1e-30 for d = 1);
+        # the simulation keeps an area per level and window (up to 2000 windows), the limits
+        # dense L x L matrices (the ODE's Jacobian, A, W, Q: about ten)
+        if b is not None:
+            levels = int(b)
+        elif engine == "population":
+            levels = longest_queue(n * 1e6, lam, d, None, run_time) + 2
+        else:
+            levels = longest_queue(1e300 if d > 1 else 1e30, lam, d) + 2
+        if engine == "population":
+            return 2000 * 8.0 * (levels + 2) + 8 * 8.0 * (levels + 2) + fixed
+        return 10 * 8.0 * (levels + 2) ** 2 + fixed
     return fixed  # refined: k*d <= 8, levels^2 tables
 
 
