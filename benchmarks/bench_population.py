@@ -19,25 +19,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.bench_occupancy import best_time  # noqa: E402  (a warm-up run, then the best)
 from benchmarks.common import cpu_model  # noqa: E402
 from sim.dispatch.occupancy import run_task as occupancy_task  # noqa: E402
 from sim.dispatch.population import run_task as population_task  # noqa: E402
-
-
-def best_time(fn, repeat: int):
-    fn()  # warm-up: compile / load the cache, the fixed point
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def main(argv=None):
