@@ -22,6 +22,9 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, MaxNLocator, NullFormatter
 
+from analysis.fmt import short
+from analysis.fmt import value as _value
+
 __all__ = ["LABELS", "SYMBOLS", "ENGINE_NAMES", "PALETTE", "MARKERS", "MAX_SERIES",
            "label", "gap_label", "symbol", "policy_name", "short", "with_d", "engine_name", "param_text", "time_unit",
            "color", "marker", "log_axis", "errorbar_log", "integer_axis", "is_integer_valued", "mark_ci_to_zero",
@@ -142,11 +145,6 @@ def policy_name(policy: str, model: str | None = None, engine: str | None = None
     return policy_label(policy, model, engine)
 
 
-def short(v) -> str:
-    """``0.9`` for a float (``%g``), ``str(v)`` otherwise: parameter values in console lines."""
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def with_d(name: str, d) -> str:
     """A label with its d filled in: ``power-of-d`` -> ``power-of-2``, ``JIQ-Po2`` and
     ``JIQ-SQ(2)`` -> ``JIQ-Po3`` and ``JIQ-SQ(3)`` for d = 3; other labels unchanged."""
@@ -157,12 +155,6 @@ def with_d(name: str, d) -> str:
 
 def engine_name(engine: str) -> str:
     return ENGINE_NAMES.get(engine, engine)
-
-
-def _value(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
 
 
 def param_text(row: dict, cols: Sequence[str], engines: Sequence[str] = ()) -> str:

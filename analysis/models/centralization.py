@@ -69,6 +69,7 @@ from scipy import stats
 
 from analysis import style
 from analysis.fit import point_significant, wls_loglog
+from analysis.fmt import num as _f
 from sim.centralization.meanfield import fixed_point as invariant_tail
 from sim.centralization.meanfield import invariant_mean_queue, predicted_slope, relaxation_time, top_level
 
@@ -610,14 +611,6 @@ def plot_istar(table: list[list], outdir: Path) -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # the report and the entry point
-
-
-def _f(v, digits=4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def analyze_centralization(frame, params, outdir, sweep_name: str) -> dict:

@@ -42,6 +42,8 @@ from scipy import stats
 from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import MIN_FIT_POINTS, SIGNIFICANT_Z, gap_rate_verdict
+from analysis.fmt import num as _fmt
+from analysis.fmt import pct as _pct
 
 __all__ = ["analyze_jiq", "PAPER_FIG4", "PAPER_TABLE2", "convergence_table", "q_table", "orderings",
            "crossovers", "SIGNIFICANT_Z", "MIN_FIT_POINTS"]
@@ -81,18 +83,6 @@ def _name(policy: str, row: dict | None = None) -> str:
     if row is not None and policy == "jiq_threshold" and row.get("z") is not None:
         name += f" (z={row['z']})"
     return name
-
-
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def _pct(v, sign: bool = True) -> str:
-    if v is None:
-        return "-"
-    return f"{100 * v:+.2f}%" if sign else f"{100 * v:.1f}%"
 
 
 def _tail_stats(ok: pl.DataFrame, keys: list[str], levels: int) -> dict:

@@ -53,6 +53,7 @@ from matplotlib.figure import Figure
 from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
+from analysis.fmt import num as _fmt
 
 __all__ = ["analyze_led", "heavy_traffic_table", "intercept_fit", "instability_evidence"]
 
@@ -127,12 +128,6 @@ def _series_label(row: dict, varying: list[str]) -> str:
     if not extra and "variant" in varying and row.get("variant"):
         extra = [str(row["variant"])]
     return _label(row) + (f" ({', '.join(extra)})" if extra else "")
-
-
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def intercept_fit(eps, ratio, se, n_rep) -> tuple[float, float, float, float]:

@@ -46,6 +46,8 @@ from scipy import optimize, stats
 from analysis import asymptotics, style
 from analysis.aggregate import LIMIT_ENGINES, aggregate, check_params
 from analysis.fit import arm_columns, gap_rate_verdict
+from analysis.fmt import num_nan as _num
+from analysis.fmt import sci as _sci
 from analysis.models import zero_queueing_limit as zql
 
 RATIO_ZERO = 1e-3
@@ -692,12 +694,6 @@ def _rule_labels(arms: dict, arm: list[str], verdicts: list[dict]) -> dict:
     return out
 
 
-def _sci(n) -> str:
-    """``10^6`` for a power of ten, else ``3.16e+06``-style ``3.2e6``."""
-    e = math.log10(n)
-    return f"10^{e:.0f}" if abs(e - round(e)) < 1e-9 else f"10^{e:.1f}"
-
-
 def _drops(pts: pl.DataFrame, x: str) -> dict:
     """The drop probability at the smallest and largest N of an arm with a finite buffer (its
     admitted jobs may all start at once, so its ratio alone says nothing of the jobs lost)."""
@@ -960,12 +956,6 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
     fig.savefig(p, dpi=110)
     paths.append(p)
     return paths
-
-
-def _num(v, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:.{digits}g}"
 
 
 def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None, heavies=None) -> Path:

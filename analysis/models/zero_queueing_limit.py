@@ -22,6 +22,8 @@ import math
 import numpy as np
 import polars as pl
 
+from analysis.fmt import pow10 as _sci10
+
 HEAVY_ENGINE = "heavy_traffic"
 #: the heavy-traffic rows' own coordinates (N, the load and d past the Int64 and float ranges):
 #: never arm parameters
@@ -135,10 +137,6 @@ def heavy_path_verdict(heavy: pl.DataFrame, exact: pl.DataFrame | None, top: flo
         f"which falls like ln ln k / ln k to 0; the path's ratio there is {ratio:.3g} = "
         f"{ratio / rate:.3g} x ln ln k / ln k")
     return out
-
-
-def _sci10(e: float) -> str:
-    return f"10^{e:.0f}" if abs(e - round(e)) < 1e-9 else f"10^{e:.1f}"
 
 
 def answer_line(v: dict, sim_text: str | None = None) -> str:
