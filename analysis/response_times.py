@@ -53,16 +53,9 @@ def meanfield_law(row: dict):
     """The N = infinity response-time law of a point, from its model's declared
     :attr:`~sim.core.declare.Model.response_law` (the model is the row's ``model``, or inferred
     from its engine and policy); None where the model has none."""
-    from sim import registry
+    from analysis.declared import response_law
 
-    try:
-        decl = (registry.model(row["model"]) if row.get("model")
-                else registry.model_of({"engine": row.get("engine"), "policy": row.get("policy")}))
-    except ValueError:
-        return None
-    if decl.response_law is None:
-        return None
-    return decl.response_law(row["policy"], row)
+    return response_law(row)
 
 
 class _RowLimit:

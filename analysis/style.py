@@ -138,9 +138,9 @@ def symbol(col: str, engines: Sequence[str] = ()) -> str:
 
 
 def policy_name(policy: str, model: str | None = None, engine: str | None = None) -> str:
-    """A policy's name in words, as its model declares it (:func:`sim.registry.policy_label`;
+    """A policy's name in words, as its model declares it (:func:`analysis.declared.policy_label`;
     ``model`` or ``engine`` settle a name two models share)."""
-    from sim.registry import policy_label
+    from analysis.declared import policy_label
 
     return policy_label(policy, model, engine)
 

@@ -67,11 +67,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy import stats
 
-from analysis import style
+from analysis import declared, style
 from analysis.fit import point_significant, wls_loglog
 from analysis.fmt import num as _f
-from sim.centralization.meanfield import fixed_point as invariant_tail
-from sim.centralization.meanfield import invariant_mean_queue, predicted_slope, relaxation_time, top_level
+
+# the closed forms of the invariant state the model declares for analysis (Model.theory)
+invariant_tail = declared.theory("centralization", "invariant_tail")
+invariant_mean_queue = declared.theory("centralization", "invariant_mean_queue")
+predicted_slope = declared.theory("centralization", "predicted_slope")
+relaxation_time = declared.theory("centralization", "relaxation_time")
+top_level = declared.theory("centralization", "top_level")
 
 __all__ = ["analyze_centralization", "point_table", "distance_table", "slope_table",
            "istar_table", "P_TABLE", "LAM_TABLE", "LAM_FIT_MIN"]

@@ -55,7 +55,7 @@ from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
 from analysis.fmt import num as _fmt
 
-__all__ = ["analyze_led", "heavy_traffic_table", "intercept_fit", "instability_evidence"]
+__all__ = ["analyze_led", "analyze_led_heavy_traffic", "heavy_traffic_table", "intercept_fit", "instability_evidence"]
 
 METRICS = ("mean_response", "mean_total_queue", "unused_service", "imbalance", "ht_ratio")
 APPROACHES, NOT_APPROACHING, INCONCLUSIVE, UNSTABLE = (
@@ -595,7 +595,10 @@ def analyze_led(frame, params, outdir, sweep_name: str = "", heavy_traffic: bool
             "verdict_lines": lines}
 
 
+def analyze_led_heavy_traffic(frame, params, outdir, sweep_name: str = "") -> dict:
+    """The ``led_heavy_traffic`` analysis: :func:`analyze_led` with its heavy-traffic part."""
+    return analyze_led(frame, params, outdir, sweep_name, heavy_traffic=True)
+
+
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
-ANALYSES = {"led": analyze_led,
-            "led_heavy_traffic": lambda frame, params, outdir, sweep_name="": analyze_led(
-                frame, params, outdir, sweep_name, heavy_traffic=True)}
+ANALYSES = {"led": analyze_led, "led_heavy_traffic": analyze_led_heavy_traffic}

@@ -1093,8 +1093,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
             lines += [f"### {v['label']}", "", f"{v.get('heavy_note') or ''}.{ov_text}", "",
                       "| N | k | d | 1 - lam | d (1 - lam) | queueing ratio | ratio / rate | E[T] |",
                       "|---|---|---|---|---|---|---|---|"]
-            from sim.dispatch.meanfield.heavy_traffic import leading_rate
-
+            leading_rate = zql._heavy_traffic()[1]
             for r in hv.iter_rows(named=True):
                 q = r["queueing_ratio"]
                 lines.append(f"| 10^{r['log10_n']:g} | {r['k']} | {r['d_real']:.6g} | {r['one_minus_lam']:.4g} "
