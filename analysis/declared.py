@@ -16,7 +16,7 @@ from typing import Callable
 
 from sim import registry as _registry
 
-__all__ = ["models", "model", "entry", "policy_label", "response_law", "theory"]
+__all__ = ["models", "model", "entry", "limit_engines", "policy_label", "response_law", "theory"]
 
 
 def models() -> dict:
@@ -32,6 +32,12 @@ def model(name: str):
 def entry(engine: str, policy: str, model: str | None = None):
     """The declared (engine, policy) entry (``model`` settles a name two models share)."""
     return _registry.entry(engine, policy, model)
+
+
+def limit_engines() -> tuple[str, ...]:
+    """The engines the registered models declare of kind ``limit`` (their rows are exact for
+    their parameters: no seed, no replications), in declaration order."""
+    return tuple(_registry.LIMIT_ENGINES)
 
 
 def policy_label(policy: str, model: str | None = None, engine: str | None = None) -> str:

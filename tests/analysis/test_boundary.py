@@ -70,3 +70,11 @@ def test_every_declared_theory_resolves_to_a_function():
     assert declared.theory("dispatch", "leading_rate")(1e6) == pytest.approx(math.log(math.log(1e6)) / math.log(1e6))
     with pytest.raises(KeyError, match="declares no theory 'nope'; it declares: limit_ratio, leading_rate"):
         declared.theory("dispatch", "nope")
+
+
+def test_limit_engines_are_the_declared_ones():
+    from analysis.aggregate import LIMIT_ENGINES
+
+    assert set(LIMIT_ENGINES) == {e.name for m in declared.models().values() for e in m.engine_decls
+                                  if e.kind == "limit"} >= {"meanfield", "refined", "heavy_traffic"}
+    assert "agent" not in LIMIT_ENGINES and "trajectory" not in LIMIT_ENGINES
