@@ -29,12 +29,14 @@ ANALYSES: dict = {**_response_times.ANALYSES, **_transients.ANALYSES, **_models.
 
 def model_analyses() -> dict:
     """:data:`ANALYSES` with the analyses the registered models declare
-    (:attr:`sim.core.declare.Model.analyses`, ``"module:function"``), imported here."""
+    (:attr:`sim.core.declare.Model.analyses`, ``"module:function"``, read through
+    :mod:`analysis.declared`), imported here. The plan checks the same names without importing
+    analysis (``pipeline/analyses.py``)."""
     import importlib
 
-    from sim.registry import MODELS
+    from analysis.declared import models
 
-    for decl in MODELS.values():
+    for decl in models().values():
         for name, ref in decl.analyses.items():
             if name not in ANALYSES:
                 module, _, func = ref.partition(":")

@@ -10,6 +10,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from analysis import declared
+
 __all__ = [
     "METRICS",
     "LIMIT_ENGINES",
@@ -26,8 +28,9 @@ __all__ = [
 #: estimates that are aggregated (each with ``<m>_se`` in the result rows)
 METRICS: tuple[str, ...] = ("mean_response", "mean_wait", "prob_wait", "mean_queue")
 
-#: engines whose rows are exact limits, not estimates: they pass through with zero-width intervals
-LIMIT_ENGINES: tuple[str, ...] = ("meanfield", "refined", "heavy_traffic")
+#: engines whose rows are exact limits, not estimates: they pass through with zero-width
+#: intervals (the engines the models declare of kind ``limit``)
+LIMIT_ENGINES: tuple[str, ...] = declared.limit_engines()
 #: limit engines whose value depends on N (the refined mean field x* + V/N): exact rows, but
 #: never the N = infinity counterpart of :func:`compare_to_meanfield` (docs/refined.md)
 N_DEPENDENT_LIMITS: tuple[str, ...] = ("refined",)

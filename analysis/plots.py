@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from analysis import style
 from analysis.aggregate import LIMIT_ENGINES, check_params
 from analysis.fit import arm_columns, point_significant
+from analysis.fmt import value as _fmt
 
 __all__ = ["make_plots", "plot_estimates", "plot_gaps", "plot_tails", "arm_label", "REFINED_ENGINES"]
 
@@ -54,12 +55,6 @@ def arm_label(row: dict, arm_params: Sequence[str]) -> str:
     """``"lam=0.9, d=2"`` for the arm parameters of ``row`` (``"all"`` without any)."""
     parts = [f"{p}={_fmt(row[p])}" for p in arm_params]
     return ", ".join(parts) if parts else "all"
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
 
 
 def _slug(s: str) -> str:

@@ -1,7 +1,6 @@
 """A short Markdown report of one sweep: counts, estimates vs mean field, fits, verdicts, figures."""
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis.aggregate import LIMIT_ENGINES
+from analysis.fmt import num as _num
 from analysis.plots import arm_label
 
 __all__ = ["count_tasks", "write_report"]
@@ -46,14 +46,6 @@ def count_tasks(df: pl.DataFrame) -> dict:
         )
         out["errors"] = [{"error": r["error"], "count": int(r["count"])} for r in errs.to_dicts()]
     return out
-
-
-def _num(v, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def _pm(v, hw) -> str:

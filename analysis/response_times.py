@@ -37,6 +37,7 @@ from matplotlib.ticker import NullFormatter
 from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
+from analysis.fmt import num_g as _num
 
 #: the quantile columns' names in words, for axis labels
 _QUANTILE_WORDS = {"p50": "median", "p90": "90th percentile", "p99": "99th percentile",
@@ -52,16 +53,9 @@ def meanfield_law(row: dict):
     """The N = infinity response-time law of a point, from its model's declared
     :attr:`~sim.core.declare.Model.response_law` (the model is the row's ``model``, or inferred
     from its engine and policy); None where the model has none."""
-    from sim import registry
+    from analysis.declared import response_law
 
-    try:
-        decl = (registry.model(row["model"]) if row.get("model")
-                else registry.model_of({"engine": row.get("engine"), "policy": row.get("policy")}))
-    except ValueError:
-        return None
-    if decl.response_law is None:
-        return None
-    return decl.response_law(row["policy"], row)
+    return response_law(row)
 
 
 class _RowLimit:
@@ -163,12 +157,6 @@ def _label(key: dict, arm: list[str]) -> str:
     parts = [f"{p}={key[p]:.4g}" if isinstance(key[p], float) else f"{p}={key[p]}"
              for p in arm if key.get(p) is not None]
     return f"{key['policy']} [{key['engine']}] " + ", ".join(parts)
-
-
-def _num(v, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:.{digits}g}"
 
 
 def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_servers") -> dict:

@@ -22,6 +22,9 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, MaxNLocator, NullFormatter
 
+from analysis.fmt import short
+from analysis.fmt import value as _value
+
 __all__ = ["LABELS", "SYMBOLS", "ENGINE_NAMES", "PALETTE", "MARKERS", "MAX_SERIES",
            "label", "gap_label", "symbol", "policy_name", "short", "with_d", "engine_name", "param_text", "time_unit",
            "color", "marker", "log_axis", "errorbar_log", "integer_axis", "is_integer_valued", "mark_ci_to_zero",
@@ -135,16 +138,11 @@ def symbol(col: str, engines: Sequence[str] = ()) -> str:
 
 
 def policy_name(policy: str, model: str | None = None, engine: str | None = None) -> str:
-    """A policy's name in words, as its model declares it (:func:`sim.registry.policy_label`;
+    """A policy's name in words, as its model declares it (:func:`analysis.declared.policy_label`;
     ``model`` or ``engine`` settle a name two models share)."""
-    from sim.registry import policy_label
+    from analysis.declared import policy_label
 
     return policy_label(policy, model, engine)
-
-
-def short(v) -> str:
-    """``0.9`` for a float (``%g``), ``str(v)`` otherwise: parameter values in console lines."""
-    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def with_d(name: str, d) -> str:
@@ -157,12 +155,6 @@ def with_d(name: str, d) -> str:
 
 def engine_name(engine: str) -> str:
     return ENGINE_NAMES.get(engine, engine)
-
-
-def _value(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
 
 
 def param_text(row: dict, cols: Sequence[str], engines: Sequence[str] = ()) -> str:

@@ -43,10 +43,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy import stats
 
-from analysis import style
+from analysis import declared, style
 from analysis.fit import MIN_FIT_POINTS, SIGNIFICANT_Z, gap_rate_verdict, wls_loglog
-from analysis.report import _num as _fmt
-from sim import registry
+from analysis.fmt import num as _fmt
 
 __all__ = ["analyze_transients", "arm_summaries", "SETTLE_TOL", "ARM_PARAMS"]
 
@@ -64,9 +63,9 @@ def _arm_keys(df: pl.DataFrame) -> list[str]:
 
 def _arm_label(arm: dict) -> str:
     """``power-of-d, λ = 0.9, d = 2, T = 40``: the parameters the trajectory entry of the arm's
-    policy uses (:mod:`sim.registry`), in a fixed order."""
+    policy uses (its declared entry, :mod:`analysis.declared`), in a fixed order."""
     parts = [style.policy_name(arm["policy"], engine="trajectory")]
-    used = registry.entry("trajectory", arm["policy"], arm.get("model")).params
+    used = declared.entry("trajectory", arm["policy"], arm.get("model")).params
     for k in ("lam", "r", "d", "k", "p", "time"):
         v = arm.get(k)
         if v is None or k not in used:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
+from pipeline.analyses import declared_analyses
 from pipeline.errors import ConfigError
 from pipeline.execute import AUTH_MODES
 from pipeline.formulas import brief, evaluate, evaluate_precise, evaluation_order, parse
@@ -263,9 +264,8 @@ def check_top_level(cfg: dict) -> None:
                 raise ConfigError(f"policies: {registry.ambiguous(e, p, serving, loaded[0])}")
     if len(set(engines)) != len(engines) or len(set(policies)) != len(policies):
         raise ConfigError(f"engines={engines!r} / policies={policies!r}: each may appear once")
-    from analysis import model_analyses
-
-    ANALYSES = model_analyses()
+    # the names the models and the general analyses declare: planning imports no analysis
+    ANALYSES = declared_analyses()
     for name in cfg.get("extra_analyses") or []:
         if name not in ANALYSES:
             raise ConfigError(f"extra_analyses: {name!r} is unknown; valid: {', '.join(ANALYSES) or '(none)'}")

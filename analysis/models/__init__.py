@@ -1,4 +1,4 @@
-"""One analysis module per model (or per question a model's sweeps ask), beside the general ones.
+"""One analysis module or package per model (or per question a model's sweeps ask), beside the general ones.
 
 Each module here exports ``ANALYSES``, a dict from the name a sweep's ``extra_analyses`` uses to
 a function ``(frame, params, outdir, sweep_name) -> dict`` (at least ``report``, ``plots``,

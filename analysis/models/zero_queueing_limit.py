@@ -22,6 +22,9 @@ import math
 import numpy as np
 import polars as pl
 
+from analysis import declared
+from analysis.fmt import pow10 as _sci10
+
 HEAVY_ENGINE = "heavy_traffic"
 #: the heavy-traffic rows' own coordinates (N, the load and d past the Int64 and float ranges):
 #: never arm parameters
@@ -73,11 +76,16 @@ def rule_text(variant, context: dict | None) -> str | None:
     return "d = " + ast.unparse(_Constants().visit(tree))
 
 
+def _heavy_traffic():
+    """The heavy-traffic form of the dispatch model's mean field, as the model declares it for
+    analysis (``Model.theory``): ``limit_ratio(k, mu)`` and ``leading_rate(k)``."""
+    return declared.theory("dispatch", "limit_ratio"), declared.theory("dispatch", "leading_rate")
+
+
 def _bound_and_rate(k: int) -> tuple[float, float]:
     """The ratio with all k tasks at position 2 (the heavy-traffic form's upper bound) and the
     leading rate ``ln ln k / ln k``."""
-    from sim.dispatch.meanfield.heavy_traffic import leading_rate, limit_ratio
-
+    limit_ratio, leading_rate = _heavy_traffic()
     return float(limit_ratio(k, 0.0)["queueing_ratio"]), float(leading_rate(k))
 
 
@@ -135,10 +143,6 @@ def heavy_path_verdict(heavy: pl.DataFrame, exact: pl.DataFrame | None, top: flo
         f"which falls like ln ln k / ln k to 0; the path's ratio there is {ratio:.3g} = "
         f"{ratio / rate:.3g} x ln ln k / ln k")
     return out
-
-
-def _sci10(e: float) -> str:
-    return f"10^{e:.0f}" if abs(e - round(e)) < 1e-9 else f"10^{e:.1f}"
 
 
 def answer_line(v: dict, sim_text: str | None = None) -> str:
@@ -210,7 +214,8 @@ def plot_limit_path(arms: dict, paths: dict, heavies: dict, verdicts: list[dict]
     from matplotlib.ticker import NullFormatter
 
     from analysis import style
-    from sim.dispatch.meanfield.heavy_traffic import leading_rate, limit_ratio
+
+    limit_ratio, leading_rate = _heavy_traffic()
 
     policies = [p for p in dict.fromkeys(k[0] for k in arms) if any(h[0] == p for h in heavies)]
     fig = Figure(figsize=(10.5, 4.8 * len(policies)), layout="constrained")

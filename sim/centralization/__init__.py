@@ -110,6 +110,14 @@ MODEL = Model(
     memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"central": "partial centralization"},
+    analyses={"centralization": "analysis.models.centralization:analyze_centralization"},
+    theory={  # closed forms of the invariant state at points no row has (docs/centralization.md)
+        "invariant_tail": f"{_C}.meanfield:fixed_point",
+        "invariant_mean_queue": f"{_C}.meanfield:invariant_mean_queue",
+        "predicted_slope": f"{_C}.meanfield:predicted_slope",
+        "relaxation_time": f"{_C}.meanfield:relaxation_time",
+        "top_level": f"{_C}.meanfield:top_level",
+    },
     engine_decls=(
         Engine("agent", "stochastic", "agent simulation", per_server=True),
         Engine("occupancy", "stochastic", "occupancy simulation"),

@@ -202,8 +202,14 @@ class Model:
     response_law: Callable[[str, dict], object] | None = None
     #: analyses a sweep of this model can ask for (``extra_analyses``): name -> ``"module:function"``
     #: taking ``(frame, params, outdir, sweep_name)``; each returns ``report``, ``plots`` and
-    #: its console lines ``verdict_lines``
+    #: its console lines ``verdict_lines``. The plan checks a sweep's names against these
+    #: declarations (``pipeline/analyses.py``) without importing them; the run imports them
     analyses: dict[str, str] = field(default_factory=dict)
+    #: theory the analyses need beyond the rows (closed forms at points no row has, the
+    #: headline's asymptotics): name -> ``"module:function"``, a pure numpy/scipy function
+    #: (no kernels, no simulation), imported only when an analysis asks for it through
+    #: ``analysis.declared.theory(model, name)``, so that analysis/ never imports a model
+    theory: dict[str, str] = field(default_factory=dict)
     #: the engines its entries run on (:class:`Engine`: name, kind, label). An engine another
     #: loaded model declares may be used without declaring it again; an entry on an engine no
     #: loaded model declares is refused when the model is registered
@@ -225,6 +231,9 @@ class Model:
         for kind in self.results.values():
             if kind not in RESULT_KINDS:
                 raise ValueError(f"model {self.name!r}: result kind {kind!r} is not one of {RESULT_KINDS}")
+        for name, ref in {**self.analyses, **self.theory}.items():
+            if not (isinstance(ref, str) and ref.count(":") == 1 and all(ref.split(":"))):
+                raise ValueError(f"model {self.name!r}: {name!r} -> {ref!r} must be 'module:function'")
         missing = sorted({e.policy for e in fixed} - set(self.labels))
         if missing:
             raise ValueError(f"model {self.name!r}: no label for policies {missing}")

@@ -254,6 +254,7 @@ MODEL = Model(
             "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"},
     responses=("agent", "occupancy", "meanfield"),
     response_law=response_law,
+    analyses={"jiq": "analysis.models.jiq:analyze_jiq"},
     engine_decls=(
         Engine("agent", "stochastic", "agent simulation", per_server=True),
         Engine("occupancy", "stochastic", "occupancy simulation"),

@@ -217,6 +217,8 @@ MODEL = Model(
             "weighted_random": "\u03bc-weighted random"},
     event_cost=event_cost,
     memory_bytes=memory_bytes,
+    analyses={"led": "analysis.models.led:analyze_led",
+              "led_heavy_traffic": "analysis.models.led:analyze_led_heavy_traffic"},
     engine_decls=(
         Engine("slotted", "stochastic", "slotted simulation", per_server=True),
     ),

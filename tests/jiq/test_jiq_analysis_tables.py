@@ -1,4 +1,4 @@
-"""The JIQ analysis' Table II (q_i) and ordering helpers (analysis/models/jiq.py) on small
+"""The JIQ analysis' Table II (q_i) and ordering helpers (analysis/models/jiq/) on small
 synthetic frames whose answers are known exactly."""
 from __future__ import annotations
 

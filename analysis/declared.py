@@ -1,0 +1,77 @@
+"""The one door from analysis/ to sim/: what the models declare, read for the analyses.
+
+Every other module of analysis/ reads rows (Polars frames) and asks this module what the
+models say about them: policy labels and entries (:mod:`sim.registry`, assembled from each
+model's :class:`~sim.core.declare.Model`), the N = infinity response law a model declares
+(``Model.response_law``), the analyses it declares (``Model.analyses``) and the theory it
+declares for analysis (``Model.theory``: closed forms and asymptotics, ``"module:function"``,
+imported here when first asked for). No other file of analysis/ imports ``sim``
+(``tests/analysis/test_boundary.py`` checks), so a model's internals can move without an
+analysis noticing, as long as its declaration names them.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from sim import registry as _registry
+
+__all__ = ["models", "model", "entry", "limit_engines", "policy_label", "response_law", "theory"]
+
+
+def models() -> dict:
+    """Every registered model's declaration, by name (an out-of-tree model once loaded)."""
+    return _registry.MODELS
+
+
+def model(name: str):
+    """The declaration of model ``name`` (``ValueError`` if none is registered)."""
+    return _registry.model(name)
+
+
+def entry(engine: str, policy: str, model: str | None = None):
+    """The declared (engine, policy) entry (``model`` settles a name two models share)."""
+    return _registry.entry(engine, policy, model)
+
+
+def limit_engines() -> tuple[str, ...]:
+    """The engines the registered models declare of kind ``limit`` (their rows are exact for
+    their parameters: no seed, no replications), in declaration order."""
+    return tuple(_registry.LIMIT_ENGINES)
+
+
+def policy_label(policy: str, model: str | None = None, engine: str | None = None) -> str:
+    """A policy's name in words, as its model declares it (``Model.labels``)."""
+    return _registry.policy_label(policy, model, engine)
+
+
+def response_law(row: dict):
+    """The N = infinity response-time law of a row's point, from its model's declared
+    ``response_law`` (the model is the row's ``model``, or inferred from its engine and
+    policy); None where the model declares none or no model serves the row."""
+    try:
+        decl = (_registry.model(row["model"]) if row.get("model")
+                else _registry.model_of({"engine": row.get("engine"), "policy": row.get("policy")}))
+    except ValueError:
+        return None
+    if decl.response_law is None:
+        return None
+    return decl.response_law(row["policy"], row)
+
+
+_THEORY: dict[tuple[str, str], Callable] = {}
+
+
+def theory(model: str, name: str) -> Callable:
+    """The theory function ``name`` that model ``model`` declares for analysis
+    (``Model.theory``), imported on first use. ``KeyError`` naming what the model declares
+    if it declares no such function."""
+    key = (model, name)
+    if key not in _THEORY:
+        refs = _registry.model(model).theory
+        if name not in refs:
+            raise KeyError(f"model {model!r} declares no theory {name!r}; it declares: "
+                           f"{', '.join(refs) or '(none)'}")
+        module, _, func = refs[name].partition(":")
+        _THEORY[key] = getattr(importlib.import_module(module), func)
+    return _THEORY[key]

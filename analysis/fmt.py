@@ -1,0 +1,83 @@
+"""Small number formatters of reports, tables and console lines: one module, so that a report
+and a console line written by different analyses print a number alike.
+
+They were copied into each analysis (issue 37); the copies that behaved the same are one
+function here, and where two behaved differently both behaviours are kept under their own
+names (the reports must not change by a byte):
+
+- :func:`num`: ``-`` for None or a non-finite float, ``%.{digits}g`` for a float, ``str``
+  otherwise (an int prints in full);
+- :func:`num_g`: ``-`` for None or a non-finite float, ``%.{digits}g`` for any number (an int
+  of more than ``digits`` digits prints in exponent form);
+- :func:`num_nan`: ``-`` for None or NaN only (an infinity prints ``inf``), ``%.{digits}g``
+  otherwise;
+- :func:`value`: ``%.4g`` for a float, ``str`` otherwise (None prints ``None``): parameter
+  values in labels;
+- :func:`short`: ``%g`` for a float, ``str`` otherwise: parameter values in console lines;
+- :func:`pct`: a fraction as a percentage, signed to 2 decimals or unsigned to 1;
+- :func:`pow10` and :func:`sci`: ``10^6`` / ``10^6.5`` for a decimal exponent or a number.
+"""
+from __future__ import annotations
+
+import math
+
+__all__ = ["num", "num_g", "num_nan", "value", "short", "pct", "pow10", "sci"]
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and not math.isfinite(v))
+
+
+def num(v, digits: int = 4) -> str:
+    """``-`` for None, NaN or an infinity; a float to ``digits`` significant digits
+    (``%g``); anything else (an int, a string) as ``str``."""
+    if _missing(v):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def num_g(v, digits: int = 4) -> str:
+    """``-`` for None, NaN or an infinity; any number to ``digits`` significant digits
+    (``%g``, ints included: ``123456`` -> ``1.235e+05``)."""
+    if _missing(v):
+        return "-"
+    return f"{v:.{digits}g}"
+
+
+def num_nan(v, digits: int = 4) -> str:
+    """``-`` for None or NaN; any other number to ``digits`` significant digits (``%g``: an
+    infinity prints ``inf``, an int of more than ``digits`` digits in exponent form)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.{digits}g}"
+
+
+def value(v) -> str:
+    """``0.9`` for a float (``%.4g``), ``str(v)`` otherwise: parameter values in labels."""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def short(v) -> str:
+    """``0.9`` for a float (``%g``), ``str(v)`` otherwise: parameter values in console lines."""
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def pct(v, sign: bool = True) -> str:
+    """A fraction as a percentage: ``+1.23%`` (signed, 2 decimals) or ``1.2%``; ``-`` for None."""
+    if v is None:
+        return "-"
+    return f"{100 * v:+.2f}%" if sign else f"{100 * v:.1f}%"
+
+
+def pow10(e: float) -> str:
+    """``10^6`` for a whole decimal exponent, else ``10^6.5`` (one decimal)."""
+    return f"10^{e:.0f}" if abs(e - round(e)) < 1e-9 else f"10^{e:.1f}"
+
+
+def sci(n) -> str:
+    """A positive number as a power of ten: ``10^6``, or ``10^6.5`` between powers."""
+    return pow10(math.log10(n))
