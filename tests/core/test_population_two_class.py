@@ -90,7 +90,7 @@ def test_unequal_rates_are_not_power_of_d(pod2):
     assert 1e-6 < abs(slight["mean_response"] - pod_mean_response(0.8, 2)) < 1e-3
 
 
-#: measured (docs/extending.md): N = 10, 2e7 events, seed 7: gap -0.0984, SE 0.0062
+#: measured (docs/extending.md, its table): N = 10, 2e7 events, seed 7: gap -0.0984, SE 0.0062
 MEASURED_GAP_N10, MEASURED_SE_N10 = -0.0984, 0.0062
 
 
