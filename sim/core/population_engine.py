@@ -345,6 +345,8 @@ def simulate(decl: Population, task: dict, *, n_windows: int = N_WINDOWS) -> Pop
     cut = est["warmup_windows"]
     ms = decl.mean_service
     resp, resp_se = est["mean_response"], est["mean_response_se"]
+    if not has_pos:  # no arrival says where its job lands: no waiting probability
+        est = {**est, "prob_wait": None}
     return PopulationResult(
         **est,
         mean_wait=resp - ms if ms is not None else None, mean_wait_se=resp_se if ms is not None else None,

@@ -149,6 +149,18 @@ def test_simulation_matches_mm1():
     assert out.n_jobs > 0 and out.events_run == 400_000
 
 
+def test_arrivals_without_a_position_report_no_waiting_probability():
+    """A declaration whose arrivals do not say where the job lands (position=None) runs:
+    Little's law still gives the mean response; prob_wait is None, not a made-up number."""
+    lam = 0.7
+    decl = toy(transitions=(
+        Transitions("arrive", _arr, (("s", 0, 1),), 1, -1, reads=(("s", -1), ("s", 0)), arrival=True),
+        Transitions("depart", _dep, (("s", 0, -1),), 1, -1, reads=(("s", 0), ("s", 1)))))
+    out = simulate(decl, _task(lam=lam))
+    assert_within_se(out.mean_response, 1.0 / (1.0 - lam), out.mean_response_se, "E[T]")
+    assert out.prob_wait is None and out.frac_within_h is None
+
+
 def test_stencils_agree_with_recomputing_every_rate():
     task = _task(lam=0.8, seed=11)
     a = simulate(toy(reads=True), task)
