@@ -456,18 +456,15 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
     return values
 
 
-def _heavy_traffic_points(cfg: dict, specs: dict, names: list[str], named: bool, pid: int,
-                          skipped: list[str], settings) -> list[tuple]:
+def _heavy_traffic_points(cfg: dict, specs: dict, xs: list[float], names: list[str], named: bool,
+                          pid: int, skipped: list[str], settings) -> list[tuple]:
     """``(Point, task)`` of ``limit_path.heavy_traffic`` (docs/sweeps.md): every policy the
     engine serves, every variant and combination of the other axes, at N = 10^x for the
-    exponents of :func:`heavy_exponents`, with the values of :func:`_heavy_values`; point ids
+    exponents ``xs`` (:func:`heavy_exponents`), with the values of :func:`_heavy_values`; point ids
     from ``pid`` on. A point where the form does not apply (what :func:`sim.check_task` refuses,
     or a parameter the simulations model that it does not, a buffer) is left out, and each arm
     with such points is named in ``skipped`` once: how many, from where, and the first reason.
     ``settings``: the sweep's run settings (:func:`run_settings`), as every task carries them."""
-    ht = cfg["limit_path"]["heavy_traffic"]
-    xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
-                         float(ht.get("every_decades", 5.0)))
     out = []
     for policy in cfg["policies"]:
         if not _serves(cfg, HEAVY_ENGINE, policy):
@@ -847,10 +844,11 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     n_points = len(policies) * sum(math.prod(len(a) for a in sp.axes.values()) for sp in specs.values())
     n_path = len(policies) * sum(math.prod(len(a) for a in ax.values()) for ax in path_axes.values())
     ht = lp.get("heavy_traffic") or {}
+    heavy_xs = []  # the exponents of the heavy-traffic points, N = 10^x
     if path_engine is not None and ht.get("n_servers_max") is not None:
-        n_x = len(heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
-                                  float(ht.get("every_decades", 5.0))))
-        n_path += len(policies) * n_x * sum(math.prod(len(v) for a, v in sp.axes.items() if a != "n_servers")
+        heavy_xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
+                                   float(ht.get("every_decades", 5.0)))
+        n_path += len(policies) * len(heavy_xs) * sum(math.prod(len(v) for a, v in sp.axes.items() if a != "n_servers")
                                             for sp in specs.values())
     if n_points * per_point + n_path > MAX_TASKS:
         shape = " x ".join(f"{a}[{len(v)}]" for a, v in next(iter(specs.values())).axes.items())
@@ -958,9 +956,10 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                                       "have at most that many (points x engines x replications)")
     # past the float range: the heavy-traffic limit along the same path (docs/sweeps.md), its
     # points after every other point so that the simulations' point ids and seeds stay as they are
-    if path_engine is not None and (lp.get("heavy_traffic") or {}).get("n_servers_max") is not None:
+    if heavy_xs:
         names += [n for n in ("log10_n", "one_minus_lam", "d_real") if n not in names]
-        for point, task in _heavy_traffic_points(cfg, specs, names, named, pid, path_skipped, settings):
+        for point, task in _heavy_traffic_points(cfg, specs, heavy_xs, names, named, pid, path_skipped,
+                                                 settings):
             points.append(point)
             tasks.append(task)
         pid = len(points)

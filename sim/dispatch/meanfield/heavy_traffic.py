@@ -213,7 +213,8 @@ def queueing_ratio(k, d, one_minus_lam, policy: str = "batch_filling") -> dict:
     1 - lam), all floats allowed (d may be ~1e88; ``one_minus_lam`` is taken as given, never
     as 1 - lam): ``{"queueing_ratio", "mean_response", "excess" (= E[T] - H_k), "h_k",
     "frac_position2" (E[r] / k), "mean_own_hits" (E[X]), "s1", "s2", "one_minus_s2", "q1",
-    "mu", "log_layer2_bound", ...}`` (module docstring: C_0 Binomial, X Binomial(r, pi))."""
+    "mu", "log_layer2_bound", "prob_short" (P(C_0 < k): some task waits), "prob_full", ...}``
+    (module docstring: C_0 Binomial, X Binomial(r, pi))."""
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} is not one of {POLICIES}")
     fp = fixed_point(k, d, one_minus_lam)
@@ -226,6 +227,9 @@ def queueing_ratio(k, d, one_minus_lam, policy: str = "batch_filling") -> dict:
             return np.zeros_like(c0)
     excess, mean_r, mean_x = _job_excess(k, fp["x0"], fp["pmf0"], pi_of_c0)
     extra = {key: v for key, v in fp.items() if key not in ("x0", "pmf0")}
+    # P(C_0 < k) and P(C_0 >= k), each summed on its own (the second may be ~1e-300)
+    extra["prob_short"] = float(fp["pmf0"][fp["x0"] < k].sum())
+    extra["prob_full"] = float(fp["pmf0"][fp["x0"] >= k].sum())
     return _result(k, excess, mean_r, mean_x, {**extra, "policy": policy})
 
 
@@ -277,6 +281,12 @@ def check_task(task: dict) -> None:
     one_minus_lam as :func:`fixed_point` takes them, ``log10_n`` in (0, 300], no buffer, and a
     point where the form holds (``log_layer2_bound <= ln 1e-12``: with a small ``k d (1 - lam)``,
     constant d for one, jobs reach layer 2 and this limit does not apply)."""
+    k, d, eps = _task_point(task)
+    _refuse_layer2(fixed_point(k, d, eps)["log_layer2_bound"], k, d, eps)
+
+
+def _task_point(task: dict) -> tuple[int, float, float]:
+    """``(k, d_real, one_minus_lam)`` of a task after the checks that need no fixed point."""
     x = float(task["log10_n"])
     if not 0.0 < x <= LOG10_N_MAX:
         raise ValueError(f"log10_n={task['log10_n']!r} must be in (0, {LOG10_N_MAX:g}]")
@@ -285,7 +295,11 @@ def check_task(task: dict) -> None:
     k, d, eps = _check(task["k"], task["d_real"], task["one_minus_lam"])
     if k * d > 10.0 ** x * (1.0 + 1e-9):
         raise ValueError(f"k*d_real={k * d:.6g} (k={k}, d_real={d:.6g}) must not exceed N = 10^{x:g}")
-    bound = fixed_point(k, d, eps)["log_layer2_bound"]
+    return k, d, eps
+
+
+def _refuse_layer2(bound: float, k: int, d: float, eps: float) -> None:
+    """``ValueError`` where jobs may reach layer 2 (the bound above ``LAYER2_LOG_MAX``)."""
     if bound > LAYER2_LOG_MAX:
         raise ValueError(
             f"d_real={d:.6g} at k={k}, one_minus_lam={eps:.4g}: jobs reach layer 2 with probability "
@@ -304,13 +318,11 @@ def run_task(task: dict) -> dict:
     from sim.core.results import exact_row
     from sim.dispatch.policies import messages_per_job
 
-    check_task(task)
     policy = task["policy"]
-    k, d, eps = _check(task["k"], task["d_real"], task["one_minus_lam"])
-    res = queueing_ratio(k, d, eps, policy)
-    fp = fixed_point(k, d, eps)
-    p_wait = float(fp["pmf0"][fp["x0"] < k].sum())
-    p_full = float(fp["pmf0"][fp["x0"] >= k].sum())  # not 1 - p_wait: it may be ~1e-300
+    k, d, eps = _task_point(task)
+    res = queueing_ratio(k, d, eps, policy)  # one fixed point serves the check and the row
+    _refuse_layer2(res["log_layer2_bound"], k, d, eps)
+    p_wait, p_full = res["prob_short"], res["prob_full"]
     settings = RunSettings.from_task(task)
     h, max_level = settings.h, settings.max_level
     tail = np.zeros(max_level)
