@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Engine, Entry, Model, Param
+from sim.core.declare import Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
+from sim.engines import AGENT, MEANFIELD, OCCUPANCY, TRAJECTORY
 
 __all__ = ["MODEL", "check_task", "events_per_time"]
 
@@ -119,9 +120,6 @@ MODEL = Model(
         "top_level": f"{_C}.meanfield:top_level",
     },
     engine_decls=(
-        Engine("agent", "stochastic", "agent simulation", per_server=True),
-        Engine("occupancy", "stochastic", "occupancy simulation"),
-        Engine("trajectory", "stochastic", "trajectory simulation"),
-        Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
+        AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD,
     ),
 )

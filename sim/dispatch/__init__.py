@@ -47,6 +47,7 @@ import math
 from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
+from sim.engines import AGENT, MEANFIELD, OCCUPANCY, REFINED, TRAJECTORY
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
 
@@ -366,11 +367,7 @@ MODEL = Model(
         "leading_rate": "sim.dispatch.meanfield.heavy_traffic:leading_rate",
     },
     engine_decls=(
-        Engine("agent", "stochastic", "agent simulation", per_server=True),
-        Engine("occupancy", "stochastic", "occupancy simulation"),
-        Engine("trajectory", "stochastic", "trajectory simulation"),
-        Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
-        Engine("refined", "limit", "refined mean field"),
+        AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
         Engine("population", "stochastic", "population simulation (declared transitions)"),
         Engine("population_meanfield", "limit", "mean field of the declared transitions"),
         Engine("population_refined", "limit", "refined mean field of the declared transitions"),

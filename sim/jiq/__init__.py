@@ -54,10 +54,11 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Engine, Entry, Model, Param
+from sim.core.declare import Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
+from sim.engines import AGENT, MEANFIELD, OCCUPANCY, REFINED, TRAJECTORY
 
 __all__ = ["MODEL", "POLICIES", "check_task", "n_schedulers", "events_per_time", "response_law"]
 
@@ -256,10 +257,6 @@ MODEL = Model(
     response_law=response_law,
     analyses={"jiq": "analysis.models.jiq:analyze_jiq"},
     engine_decls=(
-        Engine("agent", "stochastic", "agent simulation", per_server=True),
-        Engine("occupancy", "stochastic", "occupancy simulation"),
-        Engine("trajectory", "stochastic", "trajectory simulation"),
-        Engine("meanfield", "limit", "mean field (N \u2192 \u221e)"),
-        Engine("refined", "limit", "refined mean field"),
+        AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
     ),
 )
