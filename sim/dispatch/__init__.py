@@ -47,7 +47,8 @@ import math
 from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.engines import AGENT, MEANFIELD, OCCUPANCY, REFINED, TRAJECTORY
+from sim.engines import (AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD,
+                         POPULATION_REFINED, REFINED, TRAJECTORY)
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
 
@@ -368,9 +369,7 @@ MODEL = Model(
     },
     engine_decls=(
         AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
-        Engine("population", "stochastic", "population simulation (declared transitions)"),
-        Engine("population_meanfield", "limit", "mean field of the declared transitions"),
-        Engine("population_refined", "limit", "refined mean field of the declared transitions"),
+        POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED,
         Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
     ),
 )
