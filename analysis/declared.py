@@ -16,7 +16,8 @@ from typing import Callable
 
 from sim import registry as _registry
 
-__all__ = ["models", "model", "entry", "limit_engines", "policy_label", "response_law", "theory"]
+__all__ = ["models", "model", "entry", "limit_engines", "policy_label", "param_label", "param_symbol",
+           "engine_label", "response_law", "theory"]
 
 
 def models() -> dict:
@@ -43,6 +44,26 @@ def limit_engines() -> tuple[str, ...]:
 def policy_label(policy: str, model: str | None = None, engine: str | None = None) -> str:
     """A policy's name in words, as its model declares it (``Model.labels``)."""
     return _registry.policy_label(policy, model, engine)
+
+
+def param_label(name: str) -> str:
+    """Axis words of parameter ``name`` as its declaration gives them (``Param.label``; ``""``
+    for a column no loaded model declares or one declared without a label)."""
+    par = _registry.PARAMS.get(name)
+    return par.label if par is not None else ""
+
+
+def param_symbol(name: str) -> str:
+    """The short symbol of parameter ``name`` (``Param.symbol``; ``""`` where none is declared)."""
+    par = _registry.PARAMS.get(name)
+    return par.symbol if par is not None else ""
+
+
+def engine_label(engine: str) -> str:
+    """Engine ``engine`` in words, as its declaration gives it (``Engine.label``; ``""`` for an
+    engine no loaded model declares)."""
+    decl = _registry.DECLARED_ENGINES.get(engine)
+    return decl.label if decl is not None else ""
 
 
 def response_law(row: dict):

@@ -22,10 +22,11 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, MaxNLocator, NullFormatter
 
+from analysis import declared
 from analysis.fmt import short
 from analysis.fmt import value as _value
 
-__all__ = ["LABELS", "SYMBOLS", "ENGINE_NAMES", "PALETTE", "MARKERS", "MAX_SERIES",
+__all__ = ["LABELS", "SYMBOLS", "PALETTE", "MARKERS", "MAX_SERIES",
            "label", "gap_label", "symbol", "policy_name", "short", "with_d", "engine_name", "param_text", "time_unit",
            "color", "marker", "log_axis", "errorbar_log", "integer_axis", "is_integer_valued", "mark_ci_to_zero",
            "ci_zero_handle", "CI_ZERO_LABEL", "mark_max_level", "tail_is_cut", "split_series",
@@ -42,27 +43,16 @@ LIMIT_COLOR = "black"
 
 _TIME = "{unit}"
 
-#: axis words and units of every column a figure can show; ``{unit}`` is the time unit
+#: axis words and units of the columns that are not model parameters (estimates, and the
+#: variables of the sweeps' formulas); a parameter's words are its declaration's
+#: (``Param.label``, read through :mod:`analysis.declared`). ``{unit}`` is the time unit
 #: (:func:`time_unit`: mean service times, or slots for the slotted engine)
 LABELS: dict[str, str] = {
-    # parameters
-    "n_servers": "number of servers N",
-    "lam": "load \u03bb (arrival rate per server; service rate 1)",
-    "d": "d (servers probed per task)",
-    "k": "k (tasks per job)",
-    "p": "p (central fraction of the processing capacity)",
-    "p_hat": "update probability p\u0302 (per dispatcher and slot)",
-    "r": "r (servers per scheduler)",
-    "z": "threshold z (tasks)",
-    "b": "buffer b (tasks per server)",
+    # variables of the sweeps' formulas
     "alpha": "\u03b1 (exponent in \u03bb = 1 \u2212 \u03b2 N^\u2212\u03b1)",
     "beta": "\u03b2 (constant in \u03bb = 1 \u2212 \u03b2 N^\u2212\u03b1)",
     "c": "c (constant of the probe rule)",
-    "m_dispatchers": "number of dispatchers M",
-    "d_u": "servers per Push update d_u",
-    "events": "run length (events)",
     "T": "run length T ({unit})",
-    "time": "run length ({unit})",
     "eps": "\u03b5 = \u03bc\u03a3 \u2212 \u03bb\u03a3 (spare capacity, tasks per slot)",
     "one_over_1_minus_lam": "1/(1 \u2212 \u03bb) (log scale)",
     # estimates
@@ -83,16 +73,9 @@ LABELS: dict[str, str] = {
     "distance": "distance to the invariant tail (fraction of stations)",
 }
 
-#: short symbols for panel titles and legends (``\u03bb = 0.9``)
-SYMBOLS: dict[str, str] = {"n_servers": "N", "lam": "\u03bb", "p_hat": "p\u0302", "alpha": "\u03b1",
-                           "beta": "\u03b2", "m_dispatchers": "M", "eps": "\u03b5",
-                           "arrival_dist": "arrivals", "service_dist": "service", "update": "updates",
-                           "msg_budget_pod_d": "message budget of power-of-d with d"}
-
-ENGINE_NAMES: dict[str, str] = {"agent": "agent simulation", "occupancy": "occupancy simulation",
-                                "slotted": "slotted simulation", "meanfield": "mean field (N \u2192 \u221e)",
-                                "refined": "refined mean field"}
-
+#: short symbols for panel titles and legends (``\u03bb = 0.9``) of the columns that are not
+#: model parameters (a parameter's is its declaration's ``Param.symbol``)
+SYMBOLS: dict[str, str] = {"alpha": "\u03b1", "beta": "\u03b2", "eps": "\u03b5"}
 
 def time_unit(engines: Sequence[str] = ()) -> str:
     """``slots`` when every engine is the discrete-time one, else the mean service time."""
@@ -110,7 +93,7 @@ _SLOTTED_LABELS: dict[str, str] = {
 
 def label(col: str, engines: Sequence[str] = ()) -> str:
     """Axis words with units for column ``col`` (the column name itself only if unknown)."""
-    text = LABELS.get(col)
+    text = declared.param_label(col) or LABELS.get(col)
     if time_unit(engines) == "slots":
         text = _SLOTTED_LABELS.get(col, text)
     if text is None:
@@ -134,7 +117,7 @@ def symbol(col: str, engines: Sequence[str] = ()) -> str:
     """Short symbol of ``col`` (``\u03bb``; ``\u03c1`` for ``lam`` when every engine is the slotted one)."""
     if time_unit(engines) == "slots" and col in _SLOTTED_SYMBOLS:
         return _SLOTTED_SYMBOLS[col]
-    return SYMBOLS.get(col, col)
+    return declared.param_symbol(col) or SYMBOLS.get(col, col)
 
 
 def policy_name(policy: str, model: str | None = None, engine: str | None = None) -> str:
@@ -154,7 +137,9 @@ def with_d(name: str, d) -> str:
 
 
 def engine_name(engine: str) -> str:
-    return ENGINE_NAMES.get(engine, engine)
+    """An engine in words, as its declaration gives them (``Engine.label``; the name itself for
+    an engine no loaded model declares)."""
+    return declared.engine_label(engine) or engine
 
 
 def param_text(row: dict, cols: Sequence[str], engines: Sequence[str] = ()) -> str:

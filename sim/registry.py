@@ -31,6 +31,7 @@ imported them sees a model loaded later.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from types import MappingProxyType
@@ -61,11 +62,15 @@ SHIPPED = _shipped()
 
 #: parameters every model shares: the size, the load and the run length
 SHARED_PARAMS: dict[str, Param] = {
-    "n_servers": Param("int", "N, the number of servers (stations)"),
-    "lam": Param("float", "load: arrival rate per unit of total service rate"),
-    "events": Param("int", "run length of a simulation: events, warm-up included"),
+    "n_servers": Param("int", "N, the number of servers (stations)",
+                       label="number of servers N", symbol="N"),
+    "lam": Param("float", "load: arrival rate per unit of total service rate",
+                 label="load \u03bb (arrival rate per server; service rate 1)", symbol="\u03bb"),
+    "events": Param("int", "run length of a simulation: events, warm-up included",
+                    label="run length (events)"),
     "time": Param("float", "run length in simulated time (mean service time 1; slots for the "
-                  "slotted engine), warm-up included: the plan turns it into events"),
+                  "slotted engine), warm-up included: the plan turns it into events",
+                  label="run length ({unit})"),
 }
 
 #: result columns every engine may return, whatever the model: the rows the shared builders
@@ -122,6 +127,11 @@ def _add(decl: Model) -> None:
         if known is not None and known.kind != par.kind:
             raise ValueError(f"model {decl.name!r}: parameter {name!r} is a {par.kind} but "
                              f"another model declares it a {known.kind}")
+        for attr in ("label", "symbol"):
+            mine, theirs = getattr(par, attr), getattr(known, attr, "") if known else ""
+            if mine and theirs and mine != theirs:
+                raise ValueError(f"model {decl.name!r}: parameter {name!r} has {attr} {mine!r} but "
+                                 f"another model declares {theirs!r}")
     for name, kind in decl.results.items():
         if RESULTS.get(name, kind) != kind:
             raise ValueError(f"model {decl.name!r}: result {name!r} is a {kind} but another "
@@ -149,7 +159,10 @@ def _add(decl: Model) -> None:
     for eng in decl.engine_decls:
         DECLARED_ENGINES.setdefault(eng.name, eng)
     for name, par in decl.params.items():
-        PARAMS.setdefault(name, par)
+        known = PARAMS.setdefault(name, par)
+        if known is not par and ((par.label and not known.label) or (par.symbol and not known.symbol)):
+            PARAMS[name] = dataclasses.replace(known, label=known.label or par.label,
+                                               symbol=known.symbol or par.symbol)
     for name, kind in decl.results.items():
         RESULTS.setdefault(name, kind)
     MAIN_ESTIMATE[decl.name] = decl.main_estimate

@@ -99,7 +99,8 @@ MODEL = Model(
               ("init_tail",), example={"n_servers": 100, "lam": 0.7, "p": 0.2, "time": 5.0, "events": 100_000}),
     ),
     params={
-        "p": Param("float", "central fraction of the processing (partial centralization)"),
+        "p": Param("float", "central fraction of the processing (partial centralization)",
+                   label="p (central fraction of the processing capacity)", symbol="p"),
         "init_tail": INIT_TAIL,
     },
     results={

@@ -88,17 +88,24 @@ LIMIT_ENGINES = EngineNames("kind", "limit")
 
 @dataclass(frozen=True)
 class Param:
-    """A model parameter: its kind, a one-line meaning, and the choices of a ``choice``."""
+    """A model parameter: its kind, a one-line meaning, the choices of a ``choice``, and how
+    figures and reports name it: ``label``, axis words with units (``{unit}`` stands for the
+    time unit the analysis fills in), and ``symbol``, the short name of legends and panel
+    titles (``\u03bb = 0.9``). Without them a figure prints the column name."""
 
     kind: str
     doc: str
     choices: tuple[str, ...] = ()
+    label: str = ""
+    symbol: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
         if (self.kind == "choice") != bool(self.choices):
             raise ValueError("a choice parameter (and only one) lists its choices")
+        if not isinstance(self.label, str) or not isinstance(self.symbol, str):
+            raise ValueError(f"label={self.label!r} and symbol={self.symbol!r} must be strings")
 
 
 @dataclass(frozen=True)

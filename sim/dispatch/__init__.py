@@ -48,7 +48,7 @@ from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 from sim.engines import (AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD,
-                         POPULATION_REFINED, REFINED, TRAJECTORY)
+                         POPULATION_REFINED, PROBES, REFINED, TRAJECTORY)
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
 
@@ -335,9 +335,10 @@ MODEL = Model(
               ("log10_n", "one_minus_lam", "k", "d_real"), shared=(), example=_HEAVY),
     ),
     params={
-        "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
-        "k": Param("int", "tasks per job (default 1)"),
-        "b": Param("int", "buffer per server, the task in service included (absent: unbounded)"),
+        "d": PROBES,
+        "k": Param("int", "tasks per job (default 1)", label="k (tasks per job)", symbol="k"),
+        "b": Param("int", "buffer per server, the task in service included (absent: unbounded)",
+                   label="buffer b (tasks per server)", symbol="b"),
         "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
         "replacement": Param("bool", "refined mean field and population engine: the d probes "
                              "drawn with replacement (default false, as the simulators)"),

@@ -58,7 +58,7 @@ from sim.core.declare import Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.engines import AGENT, MEANFIELD, OCCUPANCY, REFINED, TRAJECTORY
+from sim.engines import AGENT, MEANFIELD, OCCUPANCY, PROBES, REFINED, TRAJECTORY
 
 __all__ = ["MODEL", "POLICIES", "check_task", "n_schedulers", "events_per_time", "response_law"]
 
@@ -230,9 +230,11 @@ MODEL = Model(
                         ("init_tail",) if engine == "trajectory" else (), example=_example(engine, policy))
                   for engine, policies in _SERVED.items() for policy in policies),
     params={
-        "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)"),
-        "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
-        "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks"),
+        "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)",
+                   label="r (servers per scheduler)", symbol="r"),
+        "d": PROBES,
+        "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks",
+                   label="threshold z (tasks)", symbol="z"),
         "init_tail": INIT_TAIL,
     },
     results={

@@ -80,6 +80,7 @@ from __future__ import annotations
 from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES
 from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
+from sim.engines import PROBES
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "POLICIES", "LED_POLICIES",
            "UPDATES", "DEFAULTS"]
@@ -169,26 +170,29 @@ MODEL = Model(
               example={**_EX, "service_rates": [0.5, 1.5] * 10}),
     ),
     params={
-        "d": Param("int", "queues probed per job (pod) or per task (batch policies)"),
+        "d": PROBES,
         "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
-        "m_dispatchers": Param("int", "dispatchers M, each with its own estimates (default 1)"),
-        "update": Param("choice", "how LED estimates are refreshed", UPDATES),
-        "p_hat": Param("float", "LED update probability in [0, 1]"),
-        "d_u": Param("int", "Push: servers sampled per update"),
+        "m_dispatchers": Param("int", "dispatchers M, each with its own estimates (default 1)",
+                               label="number of dispatchers M", symbol="M"),
+        "update": Param("choice", "how LED estimates are refreshed", UPDATES, symbol="updates"),
+        "p_hat": Param("float", "LED update probability in [0, 1]",
+                       label="update probability p\u0302 (per dispatcher and slot)", symbol="p\u0302"),
+        "d_u": Param("int", "Push: servers sampled per update", label="servers per Push update d_u"),
         "count_own": Param("bool", "a dispatcher adds its own dispatches to its estimates "
                            "(default false)"),
         "arrival_dist": Param("choice", "law of arrivals per dispatcher per slot",
-                              ("poisson", "bernoulli", "binomial")),
+                              ("poisson", "bernoulli", "binomial"), symbol="arrivals"),
         "arrival_n": Param("int", "trials of binomial arrivals"),
         "service_dist": Param("choice", "law of service offered per server per slot",
-                              ("bernoulli", "binomial", "poisson", "geometric")),
+                              ("bernoulli", "binomial", "poisson", "geometric"), symbol="service"),
         "service_n": Param("int", "trials of binomial services"),
         "dispatch_weights": Param("floats", "split of the arrivals over the dispatchers "
                                   "(default equal)"),
         "msg_budget": Param("float", "LED: one-way messages per arriving task that set p_hat "
                             "(Push exact, Pull calibrated by pilot runs); not with p_hat"),
         "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
-                                  "(instead of msg_budget); not with p_hat"),
+                                  "(instead of msg_budget); not with p_hat",
+                                  symbol="message budget of power-of-d with d"),
         "queue_cap": Param("int", "stop a run (status unstable, unstable_by cap) when sum Q exceeds "
                            "this (default 100 N (1 + zeta/eps), a hundred times mu-weighted random "
                            "routing's level; a stable policy far worse than random, e.g. L-JSQ-Push "

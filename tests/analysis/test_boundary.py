@@ -4,6 +4,7 @@ neither analysis nor pipeline."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import math
 from pathlib import Path
@@ -80,12 +81,32 @@ def test_limit_engines_are_the_declared_ones():
     assert "agent" not in LIMIT_ENGINES and "trajectory" not in LIMIT_ENGINES
 
 
-def test_engine_words_agree_with_the_declared_labels():
-    """style.ENGINE_NAMES is still a table of analysis (the trajectory and heavy-traffic engines
-    print their bare names in today's figures; their declared labels would change the bytes):
-    where it names an engine, it must say what the engine's declaration says."""
+def test_figures_take_engine_and_parameter_words_from_the_declarations():
     from analysis import style
+    from sim import registry
 
-    labels = {e.name: e.label for m in declared.models().values() for e in m.engine_decls}
-    assert style.ENGINE_NAMES and set(style.ENGINE_NAMES) <= set(labels)
-    assert {e: labels[e] for e in style.ENGINE_NAMES} == style.ENGINE_NAMES
+    for m in declared.models().values():
+        for e in m.engine_decls:
+            assert style.engine_name(e.name) == e.label
+    assert style.engine_name("no_such_engine") == "no_such_engine"
+    assert style.engine_name("trajectory") == "trajectory simulation"
+    for name, par in registry.PARAMS.items():
+        if par.label:
+            assert style.label(name) == par.label.replace("{unit}", "mean service times")
+        assert style.symbol(name) == (par.symbol or style.SYMBOLS.get(name, name))
+    assert style.label("lam") == "load \u03bb (arrival rate per server; service rate 1)"
+    assert style.label("lam", ["slotted"]).startswith("load \u03c1")  # the slotted model's load
+    assert style.symbol("m_dispatchers") == "M" and style.symbol("alpha") == "\u03b1"
+    assert not set(style.LABELS) & {n for n, p in registry.PARAMS.items() if p.label}
+    assert style.label("undeclared_column") == "undeclared column"
+
+
+def test_a_parameter_two_models_name_differently_is_refused():
+    from sim import registry
+    from sim.core.declare import Param
+
+    clash = Param("int", "queues probed", label="probes", symbol="d")
+    with pytest.raises(ValueError, match="parameter 'd' has label 'probes' but another model declares"):
+        registry._add(dataclasses.replace(registry.model("dispatch"), name="clash",
+                                          params={**registry.model("dispatch").params, "d": clash}))
+    assert "clash" not in registry.MODELS
