@@ -1,38 +1,17 @@
 """Issue 38, item 5: power-of-d on two classes of servers, declared only by its transitions, out
 of tree (the second worked example of docs/extending.md, written from the page into a temporary
 package). Its mean field is power-of-d's closed form when mu1 = mu2; its simulation is off the
-mean field by a gap measured at small N (docs/extending.md has the gap at N = 10..10^5); it runs
-in a sweep (serial backend) whose archive reproduces."""
+mean field by a gap measured at small N (docs/extending.md has the gap at N = 10..10^5). The
+package is shipped as docs/examples/pod2; its sweep through a Ray cluster, MLflow and the archive
+is tests/integration/test_extending.py."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from sim.dispatch.meanfield.pod import pod_mean_response
 from tests.helpers import REPO, registry_restored, write_package
-
-SWEEP = """\
-# @package _global_
-name: pod2
-model: pod2
-models: [pod2]
-policies: [pod2]
-engines: [population, population_meanfield]
-replications: 1
-axes:
-  n_servers: [20, 40]
-params:
-  lam: 0.8
-  d: 2
-  gamma: 0.5
-  mu1: 1.5
-  mu2: 0.5
-  events: 20000
-"""
 
 BASE = {"model": "pod2", "policy": "pod2", "lam": 0.8, "d": 2, "gamma": 0.5, "mu1": 1.5, "mu2": 0.5}
 
@@ -42,6 +21,12 @@ def _example_files() -> dict[str, str]:
     found = re.findall(r"<!-- population example: pod2/(\S+) -->\n```python\n(.*?)```", text, re.S)
     assert [name for name, _ in found] == ["transitions.py", "__init__.py"], found
     return dict(found)
+
+
+def test_the_shipped_package_is_the_page_s_example():
+    # docs/examples/pod2 is what the convergence sweep runs (tests/integration/test_extending.py)
+    for name, text in _example_files().items():
+        assert (REPO / "docs" / "examples" / "pod2" / name).read_text() == text, name
 
 
 @pytest.fixture(scope="module")
@@ -104,28 +89,3 @@ def test_simulation_gap_to_the_mean_field_at_small_n(pod2):
     assert gap < -4.0 * se, (gap, se)  # a real gap, below the mean field, at N = 10
     allowance = 4.0 * (se ** 2 + MEASURED_SE_N10 ** 2) ** 0.5
     assert abs(gap - MEASURED_GAP_N10) <= allowance, (gap, se, allowance)
-
-
-@pytest.mark.integration
-def test_runs_in_a_sweep_and_its_archive_reproduces(ext, tmp_path):
-    (tmp_path / "conf" / "sweep").mkdir(parents=True)
-    (tmp_path / "conf" / "sweep" / "pod2.yaml").write_text(SWEEP)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ext), str(REPO)])
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "pipeline", "--config-dir", str(tmp_path / "conf"),
-                           "+sweep=pod2", f"output_dir={out}", "mlflow.enabled=false",
-                           "execution.backend=serial", "execution.progress=false"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    import polars as pl
-
-    frame = pl.read_parquet(out / "results.parquet")
-    assert frame.height == 4 and set(frame["status"]) == {"ok"}
-    assert set(frame["engine"]) == {"population", "population_meanfield"}
-    proc = subprocess.run([sys.executable, "-m", "pipeline.reproduce", str(out / "archive.tar.gz"),
-                           "--backend", "serial", "--no-progress", "--out", str(tmp_path / "re")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("REPRODUCED"), \
-        proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "4/4 bitwise identical" in proc.stdout
