@@ -47,8 +47,7 @@ import math
 from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.engines import (AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD,
-                         POPULATION_REFINED, PROBES, REFINED, TRAJECTORY)
+from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
 

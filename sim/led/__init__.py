@@ -79,8 +79,8 @@ from __future__ import annotations
 
 from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES
-from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
 from sim.engines import PROBES
+from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "POLICIES", "LED_POLICIES",
            "UPDATES", "DEFAULTS"]

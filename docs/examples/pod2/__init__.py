@@ -3,9 +3,9 @@ from sim.core.declare import Entry, Model, Param
 
 
 def run_sim(task: dict) -> dict:
+    from pod2.transitions import POD2
     from sim.core.population_engine import simulate
     from sim.core.results import simulation_row
-    from pod2.transitions import POD2
     fast = task["n_servers"] * task["gamma"]
     if abs(fast - round(fast)) > 1e-9:
         raise ValueError(f"n_servers * gamma = {fast!r} must be a whole number of servers")
@@ -13,8 +13,8 @@ def run_sim(task: dict) -> dict:
 
 
 def run_limit(task: dict) -> dict:
-    from sim.core.population_limit import limit_row
     from pod2.transitions import POD2
+    from sim.core.population_limit import limit_row
     return limit_row(POD2, task)
 
 
