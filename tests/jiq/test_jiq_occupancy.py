@@ -6,6 +6,7 @@ use a chi-square p-value threshold with the same two-sided tail (``ALPHA``). See
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -16,11 +17,8 @@ from scipy import stats as sps
 from sim.core.results import RESULT_KEYS
 from sim.jiq import _occupancy_kernel as K
 from sim.jiq.occupancy import EXTRA_KEYS, run_task, simulate
+from tests.checks import assert_plain_row, assert_seed_decides, new_state, task_factory
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
-
-
-def new_state(seed):
-    return np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
 
 
 def trim(c):
@@ -136,24 +134,20 @@ STATES = [
 ]
 
 
-@pytest.mark.parametrize("policy, d", [("jiq", 1), ("jiq_pod", 2), ("jiq_pod", 3),
-                                       ("jiq_sqd", 2)])
-@pytest.mark.parametrize("si", range(len(STATES)))
-def test_arrival_transition_probabilities(policy, d, si):
-    x, y = STATES[si]
-    law = arrival_law(policy, x, y, d)
-    observed = sample_steps(policy, K.ARRIVAL, x, y, d, 12_000, seed=100 + si)
-    assert_frequencies(observed, law)
+#: event -> (its exact law, the kernel's event code, the first seed)
+EVENTS = {"arrival": (arrival_law, K.ARRIVAL, 100), "completion": (completion_law, K.COMPLETION, 200)}
 
 
-@pytest.mark.parametrize("policy, d", [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2),
-                                       ("jiq_sqd", 3)])
+@pytest.mark.parametrize("event, policy, d", [
+    *(("arrival", p, d) for p, d in [("jiq", 1), ("jiq_pod", 2), ("jiq_pod", 3), ("jiq_sqd", 2)]),
+    *(("completion", p, d) for p, d in [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2), ("jiq_sqd", 3)]),
+])
 @pytest.mark.parametrize("si", range(len(STATES)))
-def test_completion_transition_probabilities(policy, d, si):
+def test_transition_probabilities(event, policy, d, si):
     x, y = STATES[si]
-    law = completion_law(policy, x, y, d)
-    observed = sample_steps(policy, K.COMPLETION, x, y, d, 12_000, seed=200 + si)
-    assert_frequencies(observed, law)
+    law, code, seed = EVENTS[event]
+    observed = sample_steps(policy, code, x, y, d, 12_000, seed=seed + si)
+    assert_frequencies(observed, law(policy, x, y, d))
 
 
 def test_blind_task_to_an_idle_server_deletes_it_from_a_size_biased_iqueue():
@@ -470,26 +464,14 @@ def test_agrees_with_agent_engine(policy, d):
 # ------------------------------------------------------------------------------------------
 # API
 # ------------------------------------------------------------------------------------------
-def task(**kw):
-    t = dict(engine="occupancy", policy="jiq_pod", n_servers=200, lam=0.8, r=10, d=2,
-             events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
-    t.update(kw)
-    return t
+task = task_factory(engine="occupancy", policy="jiq_pod", n_servers=200, lam=0.8, r=10, d=2,
+                   events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
 
 
 def test_run_task_returns_the_schema_keys_as_plain_values():
     out = run_task(task())
-    assert tuple(out) == RESULT_KEYS + tuple(k for k in EXTRA_KEYS if k not in RESULT_KEYS)
-    for key, value in out.items():
-        if key in ("tail", "tail_se"):
-            assert type(value) is list and len(value) == 16
-            assert all(type(v) is float for v in value)
-        elif key in ("n_jobs", "events_run"):
-            assert type(value) is int
-        elif key == "ci_method":
-            assert value.startswith("batch means, 20 batches after MSER-5 cut")
-        else:
-            assert type(value) is float, key
+    assert_plain_row(out, RESULT_KEYS + tuple(k for k in EXTRA_KEYS if k not in RESULT_KEYS),
+                     ci_method="batch means, 20 batches after MSER-5 cut")
     assert out["events_run"] == 200_000 and out["n_jobs"] > 0
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["drop_prob"] == 0.0
@@ -501,11 +483,7 @@ def test_run_task_returns_the_schema_keys_as_plain_values():
 
 def test_reproducible_for_a_seed_and_different_across_seeds():
     for policy in ("jiq", "jiq_pod", "jiq_sqd"):
-        a = run_task(task(policy=policy, seed=7))
-        b = run_task(task(policy=policy, seed=7))
-        c = run_task(task(policy=policy, seed=8))
-        assert a == b  # bitwise
-        assert a["mean_response"] != c["mean_response"] and a["tail"] != c["tail"]
+        assert_seed_decides(run_task, functools.partial(task, policy=policy))
 
 
 @pytest.mark.parametrize("key, value", [
