@@ -160,6 +160,27 @@ def _positive_spread(values) -> bool:
     return bool(v.size) and v.min() > 0 and v.max() / v.min() > 30
 
 
+def _policies(agg: pl.DataFrame, data: pl.DataFrame, params, x: str, arm_params):
+    """The policies of ``data`` (the rows of ``agg`` with the estimate drawn) that get figures,
+    in order: yields ``(policy, its rows, xp, arm columns, arms, varying, fixed)``, where ``xp``
+    is the x-axis drawn (``x``, or the arm parameter with the most values where ``x`` has a
+    single one; the panels are then by the other arm parameters, one curve per value of
+    ``xp``). A policy with limits only is passed over where the sweep simulates (a trajectory
+    sweep simulates no such estimate: no figure of limits alone)."""
+    simulated = agg.filter((pl.col("n_rep") >= 1) & ~pl.col("engine").is_in(list(LIMIT_ENGINES))).height > 0
+    if arm_params is None:
+        arm_params = arm_columns(data, params, x)
+    xp = _plot_x(data, params, x, arm_params)
+    if xp != x:
+        arm_params = [p for p in arm_columns(data, params, xp) if p != x]
+    for policy in sorted(data["policy"].unique().to_list()):
+        pol = data.filter(pl.col("policy") == policy)
+        if simulated and pol.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))).height == 0:
+            continue
+        all_arms = _arms(pol, arm_params)
+        yield (policy, pol, xp, arm_params, all_arms, *_split_params(all_arms, arm_params))
+
+
 def plot_estimates(
     agg: pl.DataFrame,
     params: Sequence[str],
@@ -174,23 +195,12 @@ def plot_estimates(
     against the arm parameter with the most values instead (see the module docstring).
     """
     outdir = Path(outdir)
-    simulated = agg.filter((pl.col("n_rep") >= 1) & ~pl.col("engine").is_in(list(LIMIT_ENGINES))).height > 0
     data = agg.filter(pl.col("n_rep") >= 1).filter(pl.col(metric).is_not_null())
     if data.height == 0:
         return []
-    if arm_params is None:
-        arm_params = arm_columns(data, params, x)
-    xp = _plot_x(data, params, x, arm_params)
-    if xp != x:
-        arm_params = [p for p in arm_columns(data, params, xp) if p != x]
     engines_all = data["engine"].unique().to_list()
     paths = []
-    for policy in sorted(data["policy"].unique().to_list()):
-        pol = data.filter(pl.col("policy") == policy)
-        if simulated and pol.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))).height == 0:
-            continue  # simulations without this estimate (a trajectory sweep): no figure of limits alone
-        all_arms = _arms(pol, arm_params)
-        varying, fixed = _split_params(all_arms, arm_params)
+    for policy, pol, xp, arm_params, all_arms, varying, fixed in _policies(agg, data, params, x, arm_params):
         # one y scale for every panel of the policy: log when a load sweep spans decades
         log_y = xp != x and _positive_spread(pol[metric].to_numpy())
         for part, arms in _chunks(all_arms, _PANELS_PER_FIGURE):
@@ -400,23 +410,12 @@ def plot_tails(
     ``style.MAX_SERIES`` of them.
     """
     outdir = Path(outdir)
-    simulated = agg.filter((pl.col("n_rep") >= 1) & ~pl.col("engine").is_in(list(LIMIT_ENGINES))).height > 0
     data = agg.filter((pl.col("n_rep") >= 1) & pl.col("tail").is_not_null())
     engines_all = data["engine"].unique().to_list()
     if data.height == 0:
         return []
-    if arm_params is None:
-        arm_params = arm_columns(data, params, x)
-    xp = _plot_x(data, params, x, arm_params)
-    if xp != x:  # panels by the other arm parameters, one curve per value of xp
-        arm_params = [p for p in arm_columns(data, params, xp) if p != x]
     paths = []
-    for policy in sorted(data["policy"].unique().to_list()):
-        pol = data.filter(pl.col("policy") == policy)
-        if simulated and pol.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))).height == 0:
-            continue  # simulations without a tail (a trajectory sweep): no figure of limits alone
-        all_arms = _arms(pol, arm_params)
-        varying, fixed = _split_params(all_arms, arm_params)
+    for policy, pol, xp, arm_params, all_arms, varying, fixed in _policies(agg, data, params, x, arm_params):
         if xp != x:  # arms x chunks of at most MAX_SERIES values of xp
             values = sorted(pol[xp].drop_nulls().unique().to_list())
             n_chunks = -(-len(values) // style.MAX_SERIES)  # balanced: 9 values -> 5 + 4

@@ -18,7 +18,6 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time
@@ -29,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import cpu_model  # noqa: E402
+from benchmarks.common import cpu_model, engine_arguments  # noqa: E402
 from sim.core.windows import window_bounds  # noqa: E402
 from sim.jiq import _occupancy_kernel as K  # noqa: E402
 from sim.jiq.occupancy import _padded, initial_counts, simulate  # noqa: E402
@@ -70,12 +69,9 @@ def simulate_ns(n, lam, policy, r, d, events, repeat):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--events", type=int, default=10_000_000)
-    p.add_argument("--lam", type=float, default=0.9)
+    p = engine_arguments(__doc__, events=10_000_000)
     p.add_argument("--r", type=int, default=10)
     p.add_argument("--d", type=int, default=2, help="jiq_pod probes")
-    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--max-exp", type=int, default=9, help="largest N = 10**max_exp")
     a = p.parse_args(argv)
     print(f"CPU: {cpu_model()} ({platform.machine()}, {__import__('os').cpu_count()} logical)")

@@ -29,7 +29,6 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import sys
 import time
@@ -38,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import cpu_model  # noqa: E402
+from benchmarks.common import cpu_model, engine_arguments  # noqa: E402
 from sim.dispatch.occupancy import simulate  # noqa: E402
 
 
@@ -88,13 +87,10 @@ def show(label, m):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--events", type=int, default=20_000_000)
-    p.add_argument("--lam", type=float, default=0.9)
+    p = engine_arguments(__doc__, events=20_000_000)
     p.add_argument("--k", type=int, default=16)
     p.add_argument("--d", type=int, default=4, help="batch-filling probes per task")
     p.add_argument("--pod-d", type=int, default=2)
-    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--skip-agent", action="store_true")
     a = p.parse_args(argv)
     ev, lam = a.events, a.lam

@@ -17,7 +17,6 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -25,18 +24,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_occupancy import best_time  # noqa: E402  (a warm-up run, then the best)
-from benchmarks.common import cpu_model  # noqa: E402
+from benchmarks.common import cpu_model, engine_arguments  # noqa: E402
 from sim.dispatch.occupancy import run_task as occupancy_task  # noqa: E402
 from sim.dispatch.population import run_task as population_task  # noqa: E402
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = engine_arguments(__doc__, events=20_000_000)
     ap.add_argument("--n", type=int, default=10**6)
-    ap.add_argument("--lam", type=float, default=0.9)
     ap.add_argument("--d", type=int, default=2)
-    ap.add_argument("--events", type=int, default=20_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     task = {"policy": "pod", "n_servers": args.n, "lam": args.lam, "d": args.d,
             "events": args.events, "seed": 1, "init": "meanfield", "n_batches": 20,

@@ -27,7 +27,6 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import cpu_model  # noqa: E402
+from benchmarks.common import cpu_model, engine_arguments  # noqa: E402
 
 
 def timed(fn):
@@ -90,11 +89,8 @@ def compare(label, fn, events, repeat):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=10**7)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap = engine_arguments(__doc__, events=10**7)
     ap.add_argument("--n", type=int, default=10**4)
-    ap.add_argument("--lam", type=float, default=0.9)
     ap.add_argument("--case", action="append", default=None,
                     help="run only the cases whose label contains this text (repeatable)")
     args = ap.parse_args(argv)
@@ -109,28 +105,18 @@ def main(argv=None):
     print(f"{'case':44s} {'Mev/s':>7s} {'Mev/s':>7s} {'slow-':>8s} {'loop':>7s} {'root':>8s}")
     print(f"{'':44s} {'off':>7s} {'on':>7s} {'down':>8s} {'alone':>7s} {'finding':>8s}")
 
-    def case(label, fn):
+    # (label, engine's simulate, policy, its parameters): each run at N, lam, ev events, seed 1
+    cases = [("pod d=2, agent (single-task engine)", agent.simulate, "pod", {"d": 2}),
+             ("pod d=2, agent (k-task engine, k=1)", agent_jobs.simulate, "batch_filling", {"k": 1, "d": 2}),
+             ("pod d=2, occupancy", occupancy.simulate, "pod", {"d": 2}),
+             ("batch_filling k=16 d=2, agent", agent_jobs.simulate, "batch_filling", {"k": 16, "d": 2}),
+             ("batch_filling k=16 d=2, occupancy", occupancy.simulate, "batch_filling", {"k": 16, "d": 2}),
+             ("jiq r=10, JIQ agent", jiq_agent.simulate, "jiq", {"r": 10}),
+             ("jiq r=10, JIQ occupancy", jiq_occupancy.simulate, "jiq", {"r": 10})]
+    for label, simulate, policy, kw in cases:
         if args.case is None or any(c in label for c in args.case):
-            compare(label, fn, ev, rep)
-
-    case("pod d=2, agent (single-task engine)",
-         lambda r: agent.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r))
-    case("pod d=2, agent (k-task engine, k=1)",
-         lambda r: agent_jobs.simulate(n, lam, "batch_filling", k=1, d=2, events=ev, seed=1,
-                                     responses=r))
-    case("pod d=2, occupancy",
-         lambda r: occupancy.simulate(n, lam, "pod", d=2, events=ev, seed=1, responses=r))
-    case("batch_filling k=16 d=2, agent",
-         lambda r: agent_jobs.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
-                                     responses=r))
-    case("batch_filling k=16 d=2, occupancy",
-         lambda r: occupancy.simulate(n, lam, "batch_filling", k=16, d=2, events=ev, seed=1,
-                                      responses=r))
-    case("jiq r=10, JIQ agent",
-         lambda r: jiq_agent.simulate(n, lam, "jiq", r=10, events=ev, seed=1, responses=r))
-    case("jiq r=10, JIQ occupancy",
-         lambda r: jiq_occupancy.simulate(n, lam, "jiq", r=10, events=ev, seed=1,
-                                          responses=r))
+            compare(label, lambda r, simulate=simulate, policy=policy, kw=kw:
+                    simulate(n, lam, policy, **kw, events=ev, seed=1, responses=r), ev, rep)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""What every benchmark prints beside its figures: the machine it measured them on."""
+"""What every benchmark prints beside its figures (the machine it measured them on), and the
+command-line options the engines' benchmarks share."""
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 from pathlib import Path
@@ -22,3 +24,14 @@ def cpu_model() -> str:
     except AttributeError:
         cores = os.cpu_count()
     return f"{name}, {cores} core(s) usable"
+
+
+def engine_arguments(doc: str, events: int, lam: float = 0.9) -> argparse.ArgumentParser:
+    """A benchmark's command line, described by the first line of ``doc``, with the options of an
+    engine's timing: ``--events`` per run, the load ``--lam`` and ``--repeat`` (the best of 3 by
+    default); the benchmark adds its own."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--events", type=int, default=events)
+    p.add_argument("--lam", type=float, default=lam)
+    p.add_argument("--repeat", type=int, default=3)
+    return p

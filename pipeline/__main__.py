@@ -41,26 +41,22 @@ def run_cli(run) -> int:
     from pipeline.run import EXIT_CLUSTER, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_TASKS_FAILED, EXIT_TRACKING, Interrupted
     from pipeline.runfolder import close_log
 
+    # the refusals and failures that end a run with one line: (error, its line, exit code), the
+    # first that matches
+    outcomes = ((ConfigError, "configuration error: %s", EXIT_CONFIG),
+                (ClusterError, "cluster error: %s", EXIT_CLUSTER),
+                (TrackingError, "tracking error: %s (or run without it: mlflow.enabled=false)", EXIT_TRACKING),
+                (OutputError, "output error: %s", EXIT_OUTPUT),
+                (Interrupted, "%s", EXIT_INTERRUPTED))
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if main_thread else None
     try:
         try:
             out = run()
-        except ConfigError as exc:
-            log.error("configuration error: %s", exc)
-            return EXIT_CONFIG
-        except ClusterError as exc:
-            log.error("cluster error: %s", exc)
-            return EXIT_CLUSTER
-        except TrackingError as exc:
-            log.error("tracking error: %s (or run without it: mlflow.enabled=false)", exc)
-            return EXIT_TRACKING
-        except OutputError as exc:
-            log.error("output error: %s", exc)
-            return EXIT_OUTPUT
-        except Interrupted as exc:
-            log.error("%s", exc)
-            return EXIT_INTERRUPTED
+        except tuple(error for error, _, _ in outcomes) as exc:
+            _, line, code = next(o for o in outcomes if isinstance(exc, o[0]))
+            log.error(line, exc)
+            return code
         except KeyboardInterrupt:  # before any task started: nothing to resume
             log.error("interrupted before the sweep started")
             return EXIT_INTERRUPTED

@@ -100,6 +100,7 @@ import polars as pl
 from pipeline.archive import MAX_BYTES, MAX_MEMBERS, PREFIX, environment, safe_extract
 from pipeline.errors import ConfigError, OutputError
 from pipeline.store import read_results
+from pipeline.tracking import environ_restored
 
 log = logging.getLogger("pipeline.reproduce")
 
@@ -501,21 +502,14 @@ def local_execution(archived: dict, backend: str | None, address: str | None,
 def _ray_environment(address: str | None) -> Iterator[None]:
     """Hide ``RAY_ADDRESS`` for the rerun (an explicit ``address`` goes through the config), and
     set Ray's auth mode for a local cluster as :mod:`pipeline` does when Ray is not imported yet."""
-    saved = {k: os.environ.get(k) for k in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    if saved["RAY_ADDRESS"] is not None:
-        log.info("RAY_ADDRESS=%s is ignored by reproduce (use --address to join a cluster)",
-                 saved["RAY_ADDRESS"])
-    os.environ.pop("RAY_ADDRESS", None)
-    if address is None and "ray" not in sys.modules:
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-    try:
+    with environ_restored("RAY_ADDRESS", "RAY_AUTH_MODE") as saved:
+        if saved["RAY_ADDRESS"] is not None:
+            log.info("RAY_ADDRESS=%s is ignored by reproduce (use --address to join a cluster)",
+                     saved["RAY_ADDRESS"])
+        os.environ.pop("RAY_ADDRESS", None)
+        if address is None and "ray" not in sys.modules:
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = None,

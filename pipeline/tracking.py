@@ -20,12 +20,14 @@ in batches (``log_batch``): one ``log_metric`` call costs about 8 ms.
 """
 from __future__ import annotations
 
+import contextlib
 import getpass
 import logging
 import math
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -391,22 +393,31 @@ def check_store(tracking_uri: str | None, experiment: str, project_root: Path,
         return uri
     if "://" in uri:
         _check_reachable(uri, timeout)
-    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
-    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
-    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(max(1, math.ceil(timeout)))
-    try:
-        from mlflow.tracking import MlflowClient
+    with environ_restored("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(max(1, math.ceil(timeout)))
+        try:
+            from mlflow.tracking import MlflowClient
 
-        MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
-    except Exception as exc:  # noqa: BLE001  (MLflow's, SQLAlchemy's, requests' errors alike)
-        raise TrackingError(f"mlflow.tracking_uri={uri!r}: {_one_line(exc)}") from None
+            MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
+        except Exception as exc:  # noqa: BLE001  (MLflow's, SQLAlchemy's, requests' errors alike)
+            raise TrackingError(f"mlflow.tracking_uri={uri!r}: {_one_line(exc)}") from None
+    return uri
+
+
+@contextlib.contextmanager
+def environ_restored(*keys: str) -> Iterator[dict]:
+    """Yield ``{key: its value in os.environ, or None}``; on exit each key is set back to that
+    value (removed where it was unset), whatever the block changed."""
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        yield saved
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return uri
 
 
 class TrackingGuard:

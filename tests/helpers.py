@@ -56,15 +56,30 @@ def assert_engines_agree(a, se_a, b, se_b, what: str = "estimates", *, z: float 
     return assert_within_se(a, b, se, what, z=z)
 
 
-def compose(overrides: list[str]):
-    """The config as ``python -m pipeline`` would compose it (Hydra's compose API)."""
+def compose(overrides: list[str], *, return_hydra_config: bool = False):
+    """The config as ``python -m pipeline`` would compose it (Hydra's compose API); with
+    ``return_hydra_config`` Hydra's own section too, as the Hydra app sees it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     import pipeline.config  # noqa: F401
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
+        return hydra_compose("config", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+def run_sweep_as_the_app(overrides: list[str]) -> dict:
+    """``run_sweep`` of the composed config with Hydra's config set, as ``python -m pipeline``
+    runs it (so that the overrides are recorded, in MLflow too); quiet."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from pipeline.run import run_sweep, to_plain
+
+    HydraConfig.instance().set_config(compose(overrides, return_hydra_config=True))
+    try:
+        return run_sweep(to_plain(compose(overrides)), quiet=True)
+    finally:
+        HydraConfig.instance().cfg = None
 
 
 def sweep_names() -> list[str]:
@@ -138,6 +153,22 @@ def write_package(root: Path, name: str, files: dict[str, str]) -> Path:
     for fname, text in files.items():
         (pkg / fname).write_text(textwrap.dedent(text).lstrip())
     return pkg
+
+
+def smoke_sweeps_in_one_store(tmp: Path, lams, extra: list[str]) -> tuple[dict, str]:
+    """The smoke sweep at each lam of ``lams`` (20000 events, serial, no progress bar, plus the
+    ``extra`` overrides) run as ``python -m pipeline`` runs it into one fresh SQLite MLflow
+    store in ``tmp`` (the output folders there too): ``({lam: run_sweep's result, with the
+    sweep's "overrides"}, the store's URI)``."""
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    outs = {}
+    for lam in lams:
+        overrides = ["+sweep=smoke", f"params.lam={lam}", "params.events=20000", *extra,
+                     "execution.backend=serial", "execution.progress=false",
+                     f"mlflow.tracking_uri={uri}", f"output_dir={tmp / f'out{lam}'}"]
+        outs[lam] = run_sweep_as_the_app(overrides)
+        outs[lam]["overrides"] = overrides
+    return outs, uri
 
 
 def plan_digests(names: list[str] | None = None) -> dict[str, str]:

@@ -36,6 +36,18 @@ def is_number(x) -> bool:
             and not isinstance(x, (bool, np.bool_)))
 
 
+def check_real(name: str, v, ok, must: str, *, not_number: str | None = None) -> float:
+    """``float(v)`` for a finite real number ``v`` (not a bool) with ``ok(float(v))``; else
+    ``ValueError`` "``name=v`` must be ``must``" (``not_number`` in place of ``must`` where
+    ``v`` is not a number, if given)."""
+    if not is_number(v):
+        raise ValueError(f"{name}={v!r} must be {not_number or must}")
+    f = float(v)
+    if not (math.isfinite(f) and ok(f)):
+        raise ValueError(f"{name}={v!r} must be {must}")
+    return f
+
+
 def is_integral(x) -> bool:
     """An integer, or a finite integer-valued float (YAML formulas give floats)."""
     return is_int(x) or (is_number(x) and math.isfinite(float(x)) and float(x).is_integer())

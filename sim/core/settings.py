@@ -192,9 +192,14 @@ SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(RunSettings))
 DEFAULTS = RunSettings()
 
 
-def check_run_args(*, events, seed, init, n_batches, max_level, n_windows) -> None:
+_NOT_GIVEN = object()
+
+
+def check_run_args(*, events, seed, init, n_batches, max_level, n_windows,
+                   responses=_NOT_GIVEN) -> None:
     """The checks a simulator's public ``simulate`` makes of its run arguments (integers
-    strictly: no floats), with the run settings' own checks; ``ValueError`` names the key."""
+    strictly: no floats), with the run settings' own checks; ``ValueError`` names the key.
+    ``responses`` is checked (true or false) where given."""
     if not is_int(n_windows) or n_windows < 10:
         raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
     if not is_int(events) or events < n_windows:
@@ -204,3 +209,5 @@ def check_run_args(*, events, seed, init, n_batches, max_level, n_windows) -> No
     if not is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
         raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
     _CHECKS["max_level"](max_level, strict=True)
+    if responses is not _NOT_GIVEN:
+        _CHECKS["responses"](responses)

@@ -47,6 +47,7 @@ import math
 from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
+from sim.dispatch.policies import BATCH_POLICIES
 from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
@@ -273,44 +274,33 @@ _BATCH = {**_EX, "d": 2, "k": 2}
 _TRAJ = {"n_servers": 100, "lam": 0.7, "d": 2, "time": 5.0, "events": 100_000}
 #: the heavy-traffic engine's example: the sub_halfin_whitt path at N = 10^20, c = 1 (k = ceil(ln^2 N))
 _HEAVY = {"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0}
+def _simulation_entries(engine: str, single_task_optional: tuple[str, ...] = ()) -> tuple[Entry, ...]:
+    """The six policies of a simulation engine (``run_task`` of ``sim.dispatch.<engine>``), with
+    their examples; ``single_task_optional``: the optional parameters random, jsq and pod add."""
+    run = f"{_D}.{engine}:run_task"
+    return (Entry(engine, "random", run, (), ("k", "b", *single_task_optional), example={**_EX, "events": _EV}),
+            Entry(engine, "jsq", run, (), ("k", "b", *single_task_optional), example={**_JSQ, "events": _EV},
+                  example_allowance=_JSQ_GAP),
+            Entry(engine, "pod", run, ("d",), ("b", *single_task_optional), example={**_POD, "events": _EV}),
+            *(Entry(engine, policy, run, ("d", "k"), ("b",), example={**_BATCH, "events": _EV})
+              for policy in BATCH_POLICIES))
+
+
 MODEL = Model(
     name="dispatch",
     title="N FIFO servers, Poisson jobs of k tasks, one dispatching policy",
     entries=(
-        Entry("agent", "random", f"{_D}.agent:run_task", (), ("k", "b", "service_rates"),
-              example={**_EX, "events": _EV}),
-        Entry("agent", "jsq", f"{_D}.agent:run_task", (), ("k", "b", "service_rates"),
-              example={**_JSQ, "events": _EV}, example_allowance=_JSQ_GAP),
-        Entry("agent", "pod", f"{_D}.agent:run_task", ("d",), ("b", "service_rates"),
-              example={**_POD, "events": _EV}),
-        Entry("agent", "batch_filling", f"{_D}.agent:run_task", ("d", "k"), ("b",),
-              example={**_BATCH, "events": _EV}),
-        Entry("agent", "batch_sampling", f"{_D}.agent:run_task", ("d", "k"), ("b",),
-              example={**_BATCH, "events": _EV}),
-        Entry("agent", "pod_per_task", f"{_D}.agent:run_task", ("d", "k"), ("b",),
-              example={**_BATCH, "events": _EV}),
+        *_simulation_entries("agent", ("service_rates",)),
         # k-task jobs (random, jsq) and a finite buffer b (single-task jobs) in the mean field
         Entry("meanfield", "random", f"{_D}.meanfield:run_task", (), ("k", "b"), example=_EX),
         Entry("meanfield", "jsq", f"{_D}.meanfield:run_task", (), ("k", "b"), example=_JSQ),
         Entry("meanfield", "pod", f"{_D}.meanfield:run_task", ("d",), ("b",), example=_POD),
-        Entry("meanfield", "batch_filling", f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH),
-        Entry("meanfield", "batch_sampling", f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH),
-        Entry("meanfield", "pod_per_task", f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH),
+        *(Entry("meanfield", policy, f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH)
+          for policy in BATCH_POLICIES),
         # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
         Entry("refined", "pod", f"{_D}.refined:run_task", ("d",), ("replacement",), example=_POD),
         Entry("refined", "batch_filling", f"{_D}.refined_batch:run_task", ("d", "k"), example=_BATCH),
-        Entry("occupancy", "random", f"{_D}.occupancy:run_task", (), ("k", "b"),
-              example={**_EX, "events": _EV}),
-        Entry("occupancy", "jsq", f"{_D}.occupancy:run_task", (), ("k", "b"),
-              example={**_JSQ, "events": _EV}, example_allowance=_JSQ_GAP),
-        Entry("occupancy", "pod", f"{_D}.occupancy:run_task", ("d",), ("b",),
-              example={**_POD, "events": _EV}),
-        Entry("occupancy", "batch_filling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",),
-              example={**_BATCH, "events": _EV}),
-        Entry("occupancy", "batch_sampling", f"{_D}.occupancy:run_task", ("d", "k"), ("b",),
-              example={**_BATCH, "events": _EV}),
-        Entry("occupancy", "pod_per_task", f"{_D}.occupancy:run_task", ("d", "k"), ("b",),
-              example={**_BATCH, "events": _EV}),
+        *_simulation_entries("occupancy"),
         # power-of-d declared by its transitions (issue 38; sim.dispatch.population): the
         # generic population engine and the mean field of the same declaration
         Entry("population", "pod", f"{_D}.population:run_task", ("d",), ("b", "replacement"),

@@ -101,9 +101,8 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         Sample size of ``pod`` (1 <= d <= N); ignored by the other policies.
     events : int
         Uniformized events to simulate, warm-up included (>= n_windows).
-    seed, n_batches, max_level : int
-        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
-        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
+    seed, n_batches, max_level, n_windows : int
+        Run settings (:mod:`sim.core.settings`; ``n_windows``, keyword only, >= ``2 * n_batches``).
     init : str
         ``"meanfield"``: queue lengths i.i.d. from the mean-field fixed point of the policy
         (``P(Q >= i) = s_i``); with unequal service rates there is no such point here and the
@@ -113,8 +112,6 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         compare queue lengths. Stability is not checked (random routing needs
         ``lam * mean(mu) < min(mu)``).
 
-    n_windows : int
-        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each arrival's
         queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
@@ -128,7 +125,8 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     Raises
     ------
     ValueError
-        On bad input, naming the offending parameter.
+        On bad input, naming the offending parameter; with ``responses`` and a service rate
+        other than 1.
 
     Notes
     -----

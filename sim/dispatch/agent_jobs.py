@@ -208,14 +208,11 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Position threshold of ``frac_within_h`` (>= 1).
     events : int
         Uniformized events, warm-up included (>= n_windows).
-    seed, n_batches, max_level : int
-        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
-        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
+    seed, n_batches, max_level, n_windows : int
+        Run settings (:mod:`sim.core.settings`; ``n_windows``, keyword only, >= ``2 * n_batches``).
     init : str
         ``"meanfield"`` (only with k = 1 and no buffer; otherwise the system starts empty) or
         ``"empty"``.
-    n_windows : int
-        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each admitted
         job's signature (the positions of its last task in each of its distinct queues) per
@@ -258,9 +255,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     if not is_int(h) or h < 1:
         raise ValueError(f"h={h!r} must be an integer >= 1")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows)
-    if not isinstance(responses, (bool, np.bool_)):
-        raise ValueError(f"responses={responses!r} must be true or false")
+                   n_windows=n_windows, responses=responses)
     n_servers, k, d, h, events = int(n_servers), int(k), int(d), int(h), int(events)
     n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
     code = POLICY_CODES[policy]

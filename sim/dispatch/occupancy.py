@@ -244,15 +244,12 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Buffer per server, task in service included (None: unbounded).
     events : int
         Jump-chain events (arrivals and service completions), warm-up included, >= n_windows.
-    seed, n_batches, max_level : int
-        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
-        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
+    seed, n_batches, max_level, n_windows : int
+        Run settings (:mod:`sim.core.settings`; ``n_windows``, keyword only, >= ``2 * n_batches``).
     init : str
         ``meanfield`` (counts of :func:`meanfield_tail`) or ``empty``.
     h : int
         Position threshold of ``frac_within_h`` (>= 1).
-    n_windows : int
-        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each admitted
         job's signature (``tcnt``: its queues per position of their job-last task) per window,

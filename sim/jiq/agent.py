@@ -205,6 +205,9 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
              responses: bool = DEFAULTS.responses) -> JiqAgentResult:
     """Simulate the JIQ agent engine; batch-means estimates after the warm-up cut.
 
+    The state is every server's queue and every scheduler's I-queue of idle servers, in
+    uniformized time (see the module docstring; any number M = N / r of schedulers).
+
     Parameters
     ----------
     n_servers : int
@@ -223,14 +226,11 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
         jiq_threshold: servers with at most ``z`` tasks are listed (z >= 0); ignored otherwise.
     events : int
         Uniformized events to simulate, warm-up included (>= n_windows).
-    seed, n_batches, max_level : int
-        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
-        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
+    seed, n_batches, max_level, n_windows : int
+        Run settings (:mod:`sim.core.settings`; ``n_windows``, keyword only, >= ``2 * n_batches``).
     init : str
         ``"meanfield"`` (warm start at the mean-field fixed point, see the module docstring) or
         ``"empty"``.
-    n_windows : int
-        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each task's
         queue position, per window, by a separately compiled loop; the quantiles and CCDF are in
@@ -262,9 +262,7 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
         task["z"] = z
     check_task(task)
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows)
-    if not isinstance(responses, (bool, np.bool_)):
-        raise ValueError(f"responses={responses!r} must be true or false")
+                   n_windows=n_windows, responses=responses)
     responses = bool(responses)
     n_servers, lam, r = int(n_servers), float(lam), float(r)
     n_sched = n_schedulers(n_servers, r)

@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 from scipy.optimize import brentq
 
-from sim.core.results import is_number
+from sim.core.results import check_real, is_number
 
 __all__ = ["LuApproximation", "lu_approximation", "lu_occupied_fraction", "lu_mean_response",
            "lu_mean_wait", "lu_occupancy_sum"]
@@ -67,21 +67,11 @@ class LuApproximation(NamedTuple):
 
 
 def _check_lam(lam) -> float:
-    if not is_number(lam):
-        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
-    v = float(lam)
-    if not (math.isfinite(v) and 0.0 <= v < 1.0):
-        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
-    return v
+    return check_real("lam", lam, lambda v: 0.0 <= v < 1.0, "a number with 0 <= lam < 1")
 
 
 def _check_r(r) -> float:
-    if not is_number(r):
-        raise ValueError(f"r={r!r} must be a finite number > 0 (servers per dispatcher)")
-    v = float(r)
-    if not (math.isfinite(v) and v > 0.0):
-        raise ValueError(f"r={r!r} must be a finite number > 0 (servers per dispatcher)")
-    return v
+    return check_real("r", r, lambda v: v > 0.0, "a finite number > 0 (servers per dispatcher)")
 
 
 def _check_d(d) -> int:

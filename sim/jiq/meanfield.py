@@ -167,7 +167,7 @@ from scipy.sparse.linalg import spsolve
 from scipy.special import erfcx, gammainc, logsumexp
 
 from sim.core.responses import exact_response_columns
-from sim.core.results import is_number
+from sim.core.results import check_real, is_number
 from sim.core.settings import DEFAULTS, RunSettings
 from sim.jiq.lu import lu_approximation
 
@@ -260,12 +260,7 @@ def _check_policy(policy) -> str:
 
 
 def _check_lam(lam) -> float:
-    if not is_number(lam):
-        raise ValueError(f"lam={lam!r} must be a number in (0, 1)")
-    v = float(lam)
-    if not (math.isfinite(v) and 0.0 < v < 1.0):
-        raise ValueError(f"lam={lam!r} must be in (0, 1)")
-    return v
+    return check_real("lam", lam, lambda v: 0.0 < v < 1.0, "in (0, 1)", not_number="a number in (0, 1)")
 
 
 def _check_r(r) -> float:
@@ -502,20 +497,30 @@ def _split(x, levels, iqueue_levels):
     return x[:levels], x[levels:]
 
 
-def drift(x, policy: str, lam: float, r: float, d: int, levels: int, iqueue_levels: int) -> np.ndarray:
-    """Mean-field drift ``dx/dt`` at ``x = (s_1..s_L, P_1..P_K)`` (see the module docstring)."""
-    policy, lam, r, d = _check(policy, lam, r, d)
-    L = _check_int("levels", levels, 2)
-    K = _check_int("iqueue_levels", iqueue_levels)
-    return _drift(x, policy, lam, r, d, L, K)
+def _check_state_args(policy, lam, r, d, levels, iqueue_levels):
+    """The checked arguments of :func:`drift` and :func:`drift_jacobian`: policy, lam, r, d,
+    L, K."""
+    return (*_check(policy, lam, r, d), _check_int("levels", levels, 2),
+            _check_int("iqueue_levels", iqueue_levels))
 
 
-def _drift(x, policy, lam, r, d, L, K):
+def _extended(x, policy, d, L, K):
+    """What the drift and its Jacobian read at ``x``: the choice exponents (d', d''), the tails
+    ``s`` and ``P``, the same with 1 before and 0 after (``se``, ``Pe``), and ``p0 = 1 - P_1``."""
     dp, dq = _choice_exponents(policy, d)
     s, P = _split(x, L, K)
     se = np.concatenate(([1.0], s, [0.0]))
     Pe = np.concatenate(([1.0], P, [0.0]))
-    p0 = 1.0 - P[0]
+    return dp, dq, s, P, se, Pe, 1.0 - P[0]
+
+
+def drift(x, policy: str, lam: float, r: float, d: int, levels: int, iqueue_levels: int) -> np.ndarray:
+    """Mean-field drift ``dx/dt`` at ``x = (s_1..s_L, P_1..P_K)`` (see the module docstring)."""
+    return _drift(x, *_check_state_args(policy, lam, r, d, levels, iqueue_levels))
+
+
+def _drift(x, policy, lam, r, d, L, K):
+    dp, dq, s, P, se, Pe, p0 = _extended(x, policy, d, L, K)
     sd = se**dp
     fs = lam * p0 * (sd[:L] - sd[1 : L + 1]) - (se[1 : L + 1] - se[2:])
     fs[0] += lam * (1.0 - p0)
@@ -529,18 +534,11 @@ def _drift(x, policy, lam, r, d, L, K):
 
 def drift_jacobian(x, policy: str, lam: float, r: float, d: int, levels: int, iqueue_levels: int):
     """Sparse (CSC) Jacobian of :func:`drift`."""
-    policy, lam, r, d = _check(policy, lam, r, d)
-    L = _check_int("levels", levels, 2)
-    K = _check_int("iqueue_levels", iqueue_levels)
-    return _jacobian(x, policy, lam, r, d, L, K)
+    return _jacobian(x, *_check_state_args(policy, lam, r, d, levels, iqueue_levels))
 
 
 def _jacobian(x, policy, lam, r, d, L, K):
-    dp, dq = _choice_exponents(policy, d)
-    s, P = _split(x, L, K)
-    se = np.concatenate(([1.0], s, [0.0]))
-    Pe = np.concatenate(([1.0], P, [0.0]))
-    p0 = 1.0 - P[0]
+    dp, dq, s, P, se, Pe, p0 = _extended(x, policy, d, L, K)
     iP1 = L  # column of P_1
     rows, cols, vals = [], [], []
 

@@ -91,6 +91,7 @@ from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, 
 from sim.core.windows import window_bounds
 from sim.jiq import SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
+from sim.jiq._trajectory_kernel import _padded  # counts in a power-of-two array, room above the top
 
 __all__ = ["JiqOccupancyResult", "simulate", "run_task", "initial_counts", "OCCUPANCY_POLICIES",
            "AGENT_ONLY_POLICIES", "EXTRA_KEYS"]
@@ -171,16 +172,6 @@ def initial_counts(policy: str, lam: float, r: float, d: int, n_servers: int, n_
     return (*_empty_counts(n_servers, n_iq), "empty")
 
 
-def _padded(c: np.ndarray) -> np.ndarray:
-    """Counts in an array of a power-of-two length (>= 16) with room above the top."""
-    cap = 16
-    while cap < c.size + 2:
-        cap *= 2
-    out = np.zeros(cap, dtype=np.int64)
-    out[: c.size] = c
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # public API
 # --------------------------------------------------------------------------------------------
@@ -205,13 +196,10 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         sampled by a server becoming idle, 1 <= d <= M; ignored by ``jiq``.
     events : int
         Jump-chain events (arrivals and completions), warm-up included, >= n_windows.
-    seed, n_batches, max_level : int
-        Run settings, as :class:`sim.core.settings.RunSettings` defines them (seed of
-        ``numpy.random.SeedSequence``; batches after the warm-up cut; length of the tail).
+    seed, n_batches, max_level, n_windows : int
+        Run settings (:mod:`sim.core.settings`; ``n_windows``, keyword only, >= ``2 * n_batches``).
     init : str
         ``meanfield`` (counts drawn from the mean-field fixed point) or ``empty``.
-    n_windows : int
-        Fine windows for the warm-up cut and batching, at least ``2 * n_batches`` (keyword only).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): the
         position histogram of the tasks per window, by a separately compiled loop; a task at
@@ -245,9 +233,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {limit} "
                              f"(policy {policy})")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows)
-    if not isinstance(responses, (bool, np.bool_)):
-        raise ValueError(f"responses={responses!r} must be true or false")
+                   n_windows=n_windows, responses=responses)
     lam, r, d, events, seed = float(lam), float(r), int(d), int(events), int(seed)
     n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
 

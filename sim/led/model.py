@@ -95,6 +95,31 @@ def _float_list(name: str, values, length: int, length_what: str) -> np.ndarray:
     return np.array([float(v) for v in vals], dtype=np.float64)
 
 
+def _positive_list(name: str, values, length: int, length_what: str, why: str = "") -> np.ndarray:
+    """:func:`_float_list` (or ones where ``values`` is None), every entry > 0; else
+    ``ValueError`` naming the first other entry (and ``why``)."""
+    if values is None:
+        return np.ones(length)
+    vals = _float_list(name, values, length, length_what)
+    bad = np.nonzero(vals <= 0)[0]
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{name}[{i}]={float(vals[i])!r} must be > 0{why}")
+    return vals
+
+
+def _laws(dist: str, means, n, role: str, what) -> list[Law]:
+    """One validated law of ``dist`` per mean (laws of equal means shared); ``what(i)`` names the
+    i-th mean in an error."""
+    made: dict[float, Law] = {}
+    laws = []
+    for i, v in enumerate(means):
+        if v not in made:
+            made[v] = make_law(dist, v, n, role=role, what=what(i))
+        laws.append(made[v])
+    return laws
+
+
 def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=None, d_u=None,
                d=None, count_own=None, arrival_dist=None, arrival_n=None, service_dist=None,
                service_n=None, service_rates=None, dispatch_weights=None, msg_budget=None,
@@ -184,43 +209,18 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         tie = ties
 
     # service means
-    if service_rates is None:
-        mu = np.ones(n)
-    else:
-        mu = _float_list("service_rates", service_rates, n, "server (n_servers)")
-        bad = np.nonzero(mu <= 0)[0]
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"service_rates[{i}]={float(mu[i])!r} must be > 0 (a service mean per "
-                             "slot; negative or zero means cannot serve)")
-    sdist = DEFAULTS["service_dist"] if service_dist is None else service_dist
-    slaws: dict[float, Law] = {}
-    service_laws = []
-    for i, v in enumerate(mu):
-        if v not in slaws:
-            slaws[v] = make_law(sdist, v, service_n, role="service", what=f"service_rates[{i}]")
-        service_laws.append(slaws[v])
+    mu = _positive_list("service_rates", service_rates, n, "server (n_servers)",
+                        " (a service mean per slot; negative or zero means cannot serve)")
+    service_laws = _laws(DEFAULTS["service_dist"] if service_dist is None else service_dist, mu,
+                         service_n, "service", lambda i: f"service_rates[{i}]")
     mu_sigma = float(mu.sum())
     lam_sigma = rho * mu_sigma
 
     # dispatcher weights and arrival means
-    if dispatch_weights is None:
-        w = np.ones(m)
-    else:
-        w = _float_list("dispatch_weights", dispatch_weights, m, "dispatcher (m_dispatchers)")
-        bad = np.nonzero(w <= 0)[0]
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"dispatch_weights[{i}]={float(w[i])!r} must be > 0")
+    w = _positive_list("dispatch_weights", dispatch_weights, m, "dispatcher (m_dispatchers)")
     lam_m = lam_sigma * w / w.sum()
-    adist = DEFAULTS["arrival_dist"] if arrival_dist is None else arrival_dist
-    alaws: dict[float, Law] = {}
-    arrival_laws = []
-    for j, v in enumerate(lam_m):
-        if v not in alaws:
-            alaws[v] = make_law(adist, v, arrival_n, role="arrival",
-                                what=f"lam_m[{j}] = lam * mu_Sigma * w[{j}] / sum(w)")
-        arrival_laws.append(alaws[v])
+    arrival_laws = _laws(DEFAULTS["arrival_dist"] if arrival_dist is None else arrival_dist, lam_m,
+                         arrival_n, "arrival", lambda j: f"lam_m[{j}] = lam * mu_Sigma * w[{j}] / sum(w)")
     sigma2 = float(sum(law.variance for law in arrival_laws))
     nu2 = float(sum(law.variance for law in service_laws))
     spec = ModelSpec(

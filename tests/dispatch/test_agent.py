@@ -17,11 +17,16 @@ from sim.core.results import RESULT_KEYS
 from sim.dispatch import _agent_kernel as K
 from sim.dispatch.agent import run_task, simulate
 from sim.dispatch.meanfield.pod import initial_tail, pod_mean_response
-from tests.helpers import ALPHA, Z, assert_within_se
-
-
-def new_state(seed):
-    return np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
+from tests.checks import (
+    assert_distribution,
+    assert_mm1,
+    assert_plain_row,
+    assert_refused_naming_the_key,
+    assert_seed_decides,
+    new_state,
+    task_factory,
+)
+from tests.helpers import Z, assert_within_se
 
 
 def draw_counts(q, policy, d, n_draws, seed):
@@ -31,17 +36,6 @@ def draw_counts(q, policy, d, n_draws, seed):
     for _ in range(n_draws):
         counts[K.choose_server(q, policy, d, state)] += 1
     return counts
-
-
-def assert_distribution(counts, probs):
-    """Chi-square goodness of fit on the cells with positive probability; zero-probability
-    cells must be empty."""
-    probs = np.asarray(probs, dtype=np.float64)
-    assert np.all(counts[probs == 0] == 0), counts
-    pos = probs > 0
-    expected = counts.sum() * probs[pos] / probs[pos].sum()
-    p = sps.chisquare(counts[pos], expected).pvalue
-    assert p > ALPHA, (counts, expected, p)
 
 
 # ------------------------------------------------------------------------------------------
@@ -129,13 +123,7 @@ def test_jsq_buckets_stay_consistent_under_random_moves():
 def test_random_routing_is_independent_mm1(init):
     lam = 0.7
     r = simulate(10, lam, "random", events=30_000_000, seed=11, init=init)
-    assert_within_se(r.mean_response, 1 / (1 - lam), r.mean_response_se, what="mean_response")
-    assert_within_se(r.mean_wait, lam / (1 - lam), r.mean_wait_se, what="mean_wait")
-    assert_within_se(r.prob_wait, lam, r.prob_wait_se, what="prob_wait")
-    assert_within_se(r.mean_queue, lam / (1 - lam), r.mean_queue_se, what="mean_queue")
-    for i in range(1, 7):
-        assert_within_se(r.tail[i - 1], lam**i, r.tail_se[i - 1], what=f"s_{i}")
-    assert r.messages_per_job == 0.0
+    assert_mm1(r, lam)
 
 
 def test_pod_large_n_matches_mean_field():
@@ -236,26 +224,14 @@ def test_ring_growth_gives_identical_results():
 # ------------------------------------------------------------------------------------------
 # API
 # ------------------------------------------------------------------------------------------
-def task(**kw):
-    t = dict(engine="agent", policy="pod", n_servers=30, lam=0.8, d=2, events=200_000,
-             seed=2024, init="meanfield", n_batches=20, max_level=16, service_rates=None)
-    t.update(kw)
-    return t
+task = task_factory(engine="agent", policy="pod", n_servers=30, lam=0.8, d=2, events=200_000,
+                   seed=2024, init="meanfield", n_batches=20, max_level=16, service_rates=None)
 
 
 def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task())
-    assert tuple(out) == RESULT_KEYS
-    for key, value in out.items():
-        if key in ("tail", "tail_se"):
-            assert type(value) is list and len(value) == 16
-            assert all(type(x) is float for x in value)
-        elif key in ("n_jobs", "events_run"):
-            assert type(value) is int
-        elif key == "ci_method":
-            assert value == "batch means, 20 batches after MSER-5 cut"
-        else:
-            assert type(value) is float, key
+    assert_plain_row(out, RESULT_KEYS)
+    assert out["ci_method"] == "batch means, 20 batches after MSER-5 cut"
     assert out["events_run"] == 200_000
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["n_jobs"] > 0
@@ -270,11 +246,7 @@ def test_sim_run_dispatch():
 
 
 def test_reproducible_for_a_seed_and_different_across_seeds():
-    a = run_task(task(seed=7))
-    b = run_task(task(seed=7))
-    c = run_task(task(seed=8))
-    assert a == b  # bitwise: floats compared exactly
-    assert a["mean_response"] != c["mean_response"] and a["tail"] != c["tail"]
+    assert_seed_decides(run_task, task)
 
 
 @pytest.mark.parametrize("key, value", [
@@ -285,9 +257,7 @@ def test_reproducible_for_a_seed_and_different_across_seeds():
 ])
 def test_bad_input_raises_value_error_naming_the_key(key, value):
     kw = dict(n_servers=30, lam=0.8, policy="pod", d=2, events=10_000, seed=1)
-    kw[key] = value
-    with pytest.raises(ValueError, match=key):
-        simulate(**kw)
+    assert_refused_naming_the_key(simulate, kw, key, value)
 
 
 # ------------------------------------------------------------------------------------------

@@ -21,23 +21,8 @@ from sim.dispatch.agent import run_task
 from sim.dispatch.agent import simulate as agent_simulate
 from sim.dispatch.agent_jobs import assign_tasks, place_job, simulate
 from sim.dispatch.meanfield.pod import pod_mean_response
+from tests.checks import assert_distribution, assert_plain_row, assert_refused_naming_the_key, assert_seed_decides, new_state, task_factory
 from tests.helpers import ALPHA, Z, assert_within_se
-
-
-def assert_distribution(counts, probs):
-    """Chi-square goodness of fit on the cells with positive probability; zero-probability
-    cells must be empty."""
-    counts = np.asarray(counts)
-    probs = np.asarray(probs, dtype=np.float64)
-    assert np.all(counts[probs == 0] == 0), counts
-    pos = probs > 0
-    expected = counts.sum() * probs[pos] / probs[pos].sum()
-    p = sps.chisquare(counts[pos], expected).pvalue
-    assert p > ALPHA, (counts, expected, p)
-
-
-def new_state(seed):
-    return np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
 
 
 # ------------------------------------------------------------------------------------------
@@ -381,26 +366,13 @@ def test_growth_of_rings_and_job_table_gives_identical_results(policy, m):
     assert np.array_equal(st_small, st_big)
 
 
-def task(**kw):
-    t = dict(engine="agent", policy="batch_filling", n_servers=40, lam=0.8, k=4, d=2,
-             events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
-    t.update(kw)
-    return t
+task = task_factory(engine="agent", policy="batch_filling", n_servers=40, lam=0.8, k=4, d=2,
+                   events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
 
 
 def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task())
-    assert tuple(out) == RESULT_KEYS
-    for key, value in out.items():
-        if key in ("tail", "tail_se"):
-            assert type(value) is list and len(value) == 16
-            assert all(type(x) is float for x in value)
-        elif key in ("n_jobs", "events_run"):
-            assert type(value) is int
-        elif key == "ci_method":
-            assert value.startswith("batch means, 20 batches after MSER-5 cut")
-        else:
-            assert type(value) is float, key
+    assert_plain_row(out, RESULT_KEYS, ci_method="batch means, 20 batches after MSER-5 cut")
     assert out["events_run"] == 200_000 and out["n_jobs"] > 0
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["messages_per_job"] == 16.0 and out["drop_prob"] == 0.0
@@ -429,11 +401,7 @@ def test_sim_run_dispatch():
 
 
 def test_reproducible_for_a_seed_and_different_across_seeds():
-    a = run_task(task(seed=7))
-    b = run_task(task(seed=7))
-    c = run_task(task(seed=8))
-    assert a == b  # bitwise: floats compared exactly
-    assert a["mean_response"] != c["mean_response"] and a["tail"] != c["tail"]
+    assert_seed_decides(run_task, task)
 
 
 @pytest.mark.parametrize("key, value", [
@@ -444,9 +412,7 @@ def test_reproducible_for_a_seed_and_different_across_seeds():
 ])
 def test_bad_input_raises_value_error_naming_the_key(key, value):
     kw = dict(n_servers=30, lam=0.8, policy="batch_filling", k=4, d=2, events=10_000, seed=1)
-    kw[key] = value
-    with pytest.raises(ValueError, match=key):
-        simulate(**kw)
+    assert_refused_naming_the_key(simulate, kw, key, value)
 
 
 def test_lam_above_one_needs_a_buffer():

@@ -13,6 +13,7 @@ from sim.dispatch.meanfield import batch_filling as bm
 from sim.dispatch.meanfield import large_batch as lb
 from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
 from sim.dispatch.meanfield.pod import pod_mean_response
+from tests.checks import assert_refused
 from tests.helpers import assert_within_se
 
 SMALL = [(0.5, 2, 1), (0.7, 2, 3), (0.9, 4, 2), (0.95, 3, 3), (0.8, 8, 1), (0.6, 5, 4)]
@@ -77,12 +78,9 @@ def test_a_point_of_the_headline_path_runs():
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="lam"):
-        lb.fixed_point_large(1.0, 2, 2)
-    with pytest.raises(ValueError, match="k="):
-        lb.fixed_point_large(0.5, 0, 2)
-    with pytest.raises(ValueError, match="decreasing"):
-        lb.job_delay_exact(np.array([0.5, 0.6]), 2, 2)
+    assert_refused((lambda: lb.fixed_point_large(1.0, 2, 2), "lam"),
+                   (lambda: lb.fixed_point_large(0.5, 0, 2), "k="),
+                   (lambda: lb.job_delay_exact(np.array([0.5, 0.6]), 2, 2), "decreasing"))
 
 
 @pytest.mark.parametrize("n,q,k", [(5000, 0.3, 40), (200, 0.02, 30), (90, 1.0 - 1e-9, 12)])

@@ -7,8 +7,7 @@ mean field of p99 = 0.1211 +- 0.0021 at N = 100, 0.0102 +- 0.0022 at N = 10^3, -
 """
 from __future__ import annotations
 
-import sim
-from tests.helpers import assert_within_se
+from tests.checks import assert_p99_approaches_the_mean_field
 
 POD = {"policy": "pod", "lam": 0.9, "d": 2}
 #: N -> (measured gap, its SE), p99
@@ -16,16 +15,6 @@ GAPS = {100: (0.1211, 0.0021), 1000: (0.0102, 0.0022)}
 
 
 def test_pod_p99_approaches_the_mean_field():
-    mf = sim.run({"engine": "meanfield", "n_servers": 1000, **POD, "responses": True})
-    truth = mf["response_p99"]
-    gaps = {}
-    for n, events in ((100, 20_000_000), (1000, 2_000_000)):
-        run = sim.run({"engine": "occupancy", "n_servers": n, **POD, "events": events,
-                       "seed": 11, "responses": True})
-        gap, gap_se = GAPS[n]
-        assert_within_se(run["response_p99"], truth, run["response_p99_se"], f"p99 at N={n}",
-                         allowance=abs(gap) + 2 * gap_se)
-        gaps[n] = (run["response_p99"] - truth, run["response_p99_se"])
     # at N = 100 the finite-N gap is resolved (more than 4 SE above the limit); at N = 10^3 it
-    # is within the (ten times smaller) measured allowance checked above
-    assert gaps[100][0] > 4 * gaps[100][1], gaps
+    # is within the (ten times smaller) measured allowance
+    assert_p99_approaches_the_mean_field(POD, {100: 20_000_000, 1000: 2_000_000}, GAPS)

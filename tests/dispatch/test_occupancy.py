@@ -21,6 +21,7 @@ from sim.dispatch import _occupancy_kernel as K
 from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
 from sim.dispatch.meanfield.pod import pod_mean_response
 from sim.dispatch.occupancy import meanfield_tail, run_task, simulate
+from tests.checks import assert_mm1, assert_plain_row, assert_refused_naming_the_key, assert_seed_decides, task_factory
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
 
 UNB = 2**62  # "no buffer" for the kernel helpers
@@ -323,13 +324,8 @@ def test_jsq_drop_after_a_partial_placement_is_undone():
 def test_random_routing_single_task_is_mm1():
     lam = 0.7
     r = simulate(10, lam, "random", events=20_000_000, seed=21)
-    assert_within_se(r.mean_response, 1 / (1 - lam), r.mean_response_se, what="mean_response")
-    assert_within_se(r.mean_wait, lam / (1 - lam), r.mean_wait_se, what="mean_wait")
-    assert_within_se(r.prob_wait, lam, r.prob_wait_se, what="prob_wait")
-    assert_within_se(r.mean_queue, lam / (1 - lam), r.mean_queue_se, what="mean_queue")
-    for i in range(1, 7):
-        assert_within_se(r.tail[i - 1], lam**i, r.tail_se[i - 1], what=f"s_{i}")
-    assert r.messages_per_job == 0.0 and r.drop_prob == 0.0
+    assert_mm1(r, lam)
+    assert r.drop_prob == 0.0
 
 
 def test_random_routing_with_buffer_is_mm1b():
@@ -493,26 +489,13 @@ def test_meanfield_tail_reduces_to_known_fixed_points():
 # ------------------------------------------------------------------------------------------
 # API
 # ------------------------------------------------------------------------------------------
-def task(**kw):
-    t = dict(engine="occupancy", policy="batch_filling", n_servers=200, lam=0.8, k=4, d=2,
-             events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
-    t.update(kw)
-    return t
+task = task_factory(engine="occupancy", policy="batch_filling", n_servers=200, lam=0.8, k=4, d=2,
+                   events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
 
 
 def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task(b=6, h=2))
-    assert tuple(out) == RESULT_KEYS
-    for key, value in out.items():
-        if key in ("tail", "tail_se"):
-            assert type(value) is list and len(value) == 16
-            assert all(type(v) is float for v in value)
-        elif key in ("n_jobs", "events_run"):
-            assert type(value) is int
-        elif key == "ci_method":
-            assert value.startswith("batch means, 20 batches after MSER-5 cut")
-        else:
-            assert type(value) is float, key
+    assert_plain_row(out, RESULT_KEYS, ci_method="batch means, 20 batches after MSER-5 cut")
     assert out["events_run"] == 200_000
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["n_jobs"] > 0
@@ -533,11 +516,7 @@ def test_sim_run_dispatch_and_messages(policy, k, messages):
 
 
 def test_reproducible_for_a_seed_and_different_across_seeds():
-    a = run_task(task(seed=7))
-    b = run_task(task(seed=7))
-    c = run_task(task(seed=8))
-    assert a == b  # bitwise: floats compared exactly
-    assert a["mean_response"] != c["mean_response"] and a["tail"] != c["tail"]
+    assert_seed_decides(run_task, task)
 
 
 def test_array_growth_gives_identical_results():
@@ -573,9 +552,7 @@ def test_array_growth_gives_identical_results():
 ])
 def test_bad_input_raises_value_error_naming_the_key(key, value):
     kw = dict(n_servers=200, lam=0.8, policy="batch_filling", k=4, d=2, events=10_000, seed=1)
-    kw[key] = value
-    with pytest.raises(ValueError, match=key):
-        simulate(**kw)
+    assert_refused_naming_the_key(simulate, kw, key, value)
 
 
 def test_pod_needs_single_task_jobs():

@@ -22,6 +22,7 @@ from scipy.sparse.linalg import LinearOperator, gmres
 import sim
 from sim.core.refined import refined_expansion
 from sim.dispatch import refined as rf
+from tests.checks import fd_hessian_contract, fd_jacobian
 from tests.helpers import assert_within_se
 
 # measured second-order coefficient at lam = 0.9, d = 2 (without replacement, the simulators):
@@ -68,25 +69,6 @@ def test_s1_is_exact_and_truncation_is_stable():
 # route 1: finite differences of the drift
 
 
-def _fd_jacobian(f, x, h=1e-6):
-    cols = []
-    for j in range(x.size):
-        e = np.zeros_like(x)
-        e[j] = h
-        cols.append((f(x + e) - f(x - e)) / (2 * h))
-    return np.array(cols).T
-
-
-def _fd_hessian_contract(f, x, w, h=1e-4):
-    # B : W = sum_m mu_m D^2 f[u_m, u_m] over the eigenpairs (mu_m, u_m) of W
-    mu, u = np.linalg.eigh(w)
-    out = np.zeros_like(x)
-    f0 = f(x)
-    for m in range(mu.size):
-        out += mu[m] * (f(x + h * u[:, m]) - 2 * f0 + f(x - h * u[:, m])) / h**2
-    return out
-
-
 def _noise_from_transitions(x, lam, d):
     # Q = sum_l l l^T beta_l: jump +e_i at rate lam (x_{i-1}^d - x_i^d), -e_i at rate x_i - x_{i+1}
     prev = np.concatenate(([1.0], x[:-1]))
@@ -105,7 +87,7 @@ def test_coefficient_against_finite_differences(lam, d):
     def f(s):
         return rf.pod_drift(s, lam, d)
 
-    a = _fd_jacobian(f, x)
+    a = fd_jacobian(f, x)
     assert np.max(np.abs(a - rf.pod_jacobian(x, lam, d))) < 1e-8
     # the 1/N part of the exact drift without replacement, by a central difference in eps = 1/N
     # (the finite-N drift is a rational function of eps, defined for eps < 0 as well)
@@ -114,7 +96,7 @@ def test_coefficient_against_finite_differences(lam, d):
           - rf.pod_drift(x, lam, d, n=-1 / eps, replacement=False)) / (2 * eps)
     assert np.max(np.abs(f1 - rf.pod_drift_1n(x, lam, d, False))) < 1e-7
     q = _noise_from_transitions(x, lam, d)
-    v_fd, _ = refined_expansion(x, a, lambda w: _fd_hessian_contract(f, x, w), q, f1)
+    v_fd, _ = refined_expansion(x, a, lambda w: fd_hessian_contract(f, x, w), q, f1)
     # steps h = 1e-6 (Jacobian), 1e-4 (Hessian), eps = 1e-5 (f1): measured, halving or doubling
     # all three keeps V within 5e-7 relative of the analytic V at these three points; 1e-5
     # leaves room and still rejects a wrong term (dropping f1 moves V by about 30%)

@@ -140,14 +140,9 @@ def test_single_task_agent_and_occupancy_agree():
                              o.responses.ccdf_se[i], f"pod d=2 P(T > {t:g}): agent vs occupancy")
 
 
-# one policy in the fast suite; each further one compiles its own recording loop (2-3 s each
-# with an empty numba cache), so they run with -m slow
-@pytest.mark.parametrize("policy,d,lam", [("pod", 2, 0.9), pytest.param("jsq", 1, 0.9, marks=pytest.mark.slow),
-                                          pytest.param("random", 1, 0.9, marks=pytest.mark.slow)])
-def test_single_task_recording_changes_no_other_estimate(policy, d, lam):
-    # random at lam = 0.9 grows the rings (queues beyond 8 tasks) during the run
-    off = agent.simulate(40, lam, policy, d=d, events=100_000, seed=2)
-    on = agent.simulate(40, lam, policy, d=d, events=100_000, seed=2, responses=True)
+def assert_recording_changes_nothing(off, on):
+    """``on`` (a run recording responses) has them, ``off`` (the same run without) not, and
+    every other field is bitwise the same (``ci_method`` may add to its text)."""
     assert off.responses is None and on.responses is not None
     assert on.responses.n_jobs == on.n_jobs
     for field in off._fields:
@@ -155,6 +150,17 @@ def test_single_task_recording_changes_no_other_estimate(policy, d, lam):
             continue
         assert np.array_equal(np.asarray(getattr(off, field)), np.asarray(getattr(on, field))), field
     assert on.ci_method.startswith(off.ci_method)
+
+
+# one policy in the fast suite; each further one compiles its own recording loop (2-3 s each
+# with an empty numba cache), so they run with -m slow
+@pytest.mark.parametrize("policy,d,lam", [("pod", 2, 0.9), pytest.param("jsq", 1, 0.9, marks=pytest.mark.slow),
+                                          pytest.param("random", 1, 0.9, marks=pytest.mark.slow)])
+def test_single_task_recording_changes_no_other_estimate(policy, d, lam):
+    # random at lam = 0.9 grows the rings (queues beyond 8 tasks) during the run
+    assert_recording_changes_nothing(
+        agent.simulate(40, lam, policy, d=d, events=100_000, seed=2),
+        agent.simulate(40, lam, policy, d=d, events=100_000, seed=2, responses=True))
     with pytest.raises(ValueError, match="responses"):
         agent.simulate(40, lam, policy, d=d, events=10_000, seed=2, responses=True,
                        service_rates=[1.0] * 20 + [2.0] * 20)
@@ -208,15 +214,8 @@ def test_recording_changes_no_other_estimate(engine, policy, lam):
     # random at lam = 0.9 grows the agent engine's rings mid-commit (queues beyond 12 tasks)
     # and puts jobs on the grid-only path (positions beyond 32)
     f = occupancy.simulate if engine == "occupancy" else agent_jobs.simulate
-    off = f(40, lam, policy, k=3, d=2, events=100_000, seed=2)
-    on = f(40, lam, policy, k=3, d=2, events=100_000, seed=2, responses=True)
-    assert off.responses is None and on.responses is not None
-    assert on.responses.n_jobs == on.n_jobs
-    for field in off._fields:
-        if field in ("responses", "ci_method"):
-            continue
-        assert np.array_equal(np.asarray(getattr(off, field)), np.asarray(getattr(on, field))), field
-    assert on.ci_method.startswith(off.ci_method)
+    assert_recording_changes_nothing(f(40, lam, policy, k=3, d=2, events=100_000, seed=2),
+                                     f(40, lam, policy, k=3, d=2, events=100_000, seed=2, responses=True))
 
 
 def test_quantiles_of_summary_are_roots_of_its_mixture():

@@ -127,6 +127,17 @@ BATCH_ALLOWANCE = 0.0039
 BATCH_K1_ALLOWANCE = 0.0027
 
 
+def assert_mean_path_near(res, ode, allowance):
+    """The mean over the paths ``res`` of s_1..s_3 at grid points 2, 4, 10 and 20 is ``ode``'s
+    within 4 SE (the spread of the paths) plus ``allowance``."""
+    tail = np.array([r.tail for r in res])
+    for j in (2, 4, 10, 20):
+        for i in range(3):
+            x = tail[:, j, i]
+            assert_within_se(x.mean(), ode[j, i], x.std(ddof=1) / math.sqrt(len(res)),
+                             f"s_{i + 1}(t={res[0].t[j]:g})", allowance=allowance)
+
+
 def test_batch_filling_k1_is_pod():
     """k = 1: batch-filling samples d queues and puts its one task in the shortest, which is
     power-of-d. The kernels share the sampling and, with one task, the placement uses no other
@@ -140,13 +151,8 @@ def test_batch_filling_k1_is_pod():
     n, reps = 2000, 30
     res = [simulate(n, 0.9, 2, 10.0, grid=21, seed=3000 + s, policy="batch_filling", k=1)
            for s in range(reps)]
-    tail = np.array([r.tail for r in res])
     pod_ode = ode_tail(0.9, 2, 10.0, 21)  # the supermarket ODE on this grid
-    for j in (2, 4, 10, 20):
-        for i in range(3):
-            x = tail[:, j, i]
-            assert_within_se(x.mean(), pod_ode[j, i], x.std(ddof=1) / math.sqrt(reps),
-                             f"s_{i + 1}(t={res[0].t[j]:g})", allowance=BATCH_K1_ALLOWANCE)
+    assert_mean_path_near(res, pod_ode, BATCH_K1_ALLOWANCE)
 
 
 def test_batch_filling_mean_path_matches_its_ode():
@@ -157,11 +163,7 @@ def test_batch_filling_mean_path_matches_its_ode():
            for s in range(reps)]
     tail, ode = np.array([r.tail for r in res]), res[0].ode
     assert tail[:, 0, :].max() == 0.0 and np.all(ode[0] == 0.0)
-    for j in (2, 4, 10, 20):
-        for i in range(3):
-            x = tail[:, j, i]
-            assert_within_se(x.mean(), ode[j, i], x.std(ddof=1) / math.sqrt(reps),
-                             f"s_{i + 1}(t={res[0].t[j]:g})", allowance=BATCH_ALLOWANCE)
+    assert_mean_path_near(res, ode, BATCH_ALLOWANCE)
 
 
 def test_batch_ode_settles_to_its_fixed_point():

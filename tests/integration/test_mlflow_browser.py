@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CONF
+from tests.helpers import smoke_sweeps_in_one_store
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: the flags this machine's Chromium needs (the machine's notes): no sandbox as root, no GPU, and
@@ -51,38 +51,14 @@ pytestmark = [
 ]
 
 
-def _compose_with_hydra(overrides: list[str]):
-    """The config with Hydra's own section, as ``python -m pipeline`` sees it."""
-    from hydra import compose, initialize_config_dir
-
-    import pipeline.config  # noqa: F401
-
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=overrides, return_hydra_config=True)
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """Two sweeps in one fresh store: {lam: run_sweep's result}, the URI, the tmp folder."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from pipeline.run import run_sweep, to_plain
-    from tests.helpers import compose
-
     tmp = tmp_path_factory.mktemp("mlflow_browser")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    outs = {}
-    for lam in LAMS:
-        overrides = ["+sweep=smoke", f"params.lam={lam}", "params.events=20000", "replications=2",
-                     f"axes.n_servers=[{','.join(map(str, NS))}]", "axes.d=[2]", "engines=[agent,meanfield]",
-                     "execution.backend=serial", "execution.progress=false", f"mlflow.tracking_uri={uri}",
-                     f"mlflow.experiment={EXPERIMENT}", f"output_dir={tmp / f'out{lam}'}"]
-        HydraConfig.instance().set_config(_compose_with_hydra(overrides))  # as in the Hydra app
-        try:
-            outs[lam] = run_sweep(to_plain(compose(overrides)), quiet=True)
-        finally:
-            HydraConfig.instance().cfg = None
-        assert outs[lam]["errors"] == 0
+    outs, uri = smoke_sweeps_in_one_store(tmp, LAMS, [
+        "replications=2", f"axes.n_servers=[{','.join(map(str, NS))}]", "axes.d=[2]",
+        "engines=[agent,meanfield]", f"mlflow.experiment={EXPERIMENT}"])
+    assert all(out["errors"] == 0 for out in outs.values())
     return {"outs": outs, "uri": uri, "tmp": tmp}
 
 

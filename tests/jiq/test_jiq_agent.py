@@ -14,32 +14,14 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from sim.core.results import RESULT_KEYS
 from sim.jiq import _agent_kernel as K
 from sim.jiq import check_task
 from sim.jiq import meanfield as mf
 from sim.jiq.agent import EXTRA_KEYS, _simulate, run_task, simulate
-from tests.helpers import ALPHA, assert_engines_agree, assert_within_se
-
-
-def new_state(seed):
-    return np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
-
-
-def assert_distribution(counts, probs):
-    """Chi-square goodness of fit on the cells with positive probability; zero-probability
-    cells must be empty."""
-    counts = np.asarray(counts)
-    probs = np.asarray(probs, dtype=np.float64)
-    assert np.all(counts[probs == 0] == 0), counts
-    pos = probs > 0
-    if pos.sum() < 2:
-        return
-    expected = counts.sum() * probs[pos] / probs[pos].sum()
-    p = sps.chisquare(counts[pos], expected).pvalue
-    assert p > ALPHA, (counts, expected, p)
+from tests.checks import assert_distribution, assert_plain_row, new_state
+from tests.helpers import assert_engines_agree, assert_within_se
 
 
 class State:
@@ -561,17 +543,7 @@ def test_run_task_returns_the_schema_keys_and_extras_as_plain_values():
     task = {"engine": "agent", "policy": "jiq_pod", "n_servers": 40, "lam": 0.8, "r": 10, "d": 2,
                 "events": 200_000, "seed": 32, "max_level": 16}
     out = run_task(task)
-    assert tuple(out) == RESULT_KEYS + tuple(k for k in EXTRA_KEYS if k not in RESULT_KEYS)
-    for key, value in out.items():
-        if key in ("tail", "tail_se"):
-            assert type(value) is list and len(value) == 16
-            assert all(type(x) is float for x in value)
-        elif key in ("n_jobs", "events_run"):
-            assert type(value) is int
-        elif key == "ci_method":
-            assert type(value) is str and value.startswith("batch means")
-        else:
-            assert type(value) is float, key
+    assert_plain_row(out, RESULT_KEYS + tuple(k for k in EXTRA_KEYS if k not in RESULT_KEYS))
     assert out["drop_prob"] == 0.0
     assert out["queueing_ratio"] == pytest.approx(out["mean_response"] - 1.0)
     assert out["frac_within_h"] == pytest.approx(1.0 - out["prob_wait"])

@@ -35,20 +35,11 @@ def _dprime(policy: str, d: int) -> int:
 # the two routes agree
 
 
-@pytest.mark.parametrize(
-    "policy, lam, r, d",
-    [
-        ("jiq", 0.98, 10, 1),
-        ("jiq_pod", 0.98, 10, 2),
-        ("jiq_sqd", 0.98, 10, 2),
-        ("jiq", 0.9, 1, 1),
-        ("jiq_pod", 0.5, 1, 3),
-        ("jiq_sqd", 0.9, 1, 3),
-        ("jiq_pod", 0.7, 0.3, 2),
-        ("jiq", 0.9, 50, 1),
-        ("jiq_sqd", 0.5, 10, 2),
-    ],
-)
+@pytest.mark.parametrize("policy, lam, r, d", [
+    ("jiq", 0.98, 10, 1), ("jiq_pod", 0.98, 10, 2), ("jiq_sqd", 0.98, 10, 2),
+    ("jiq", 0.9, 1, 1), ("jiq_pod", 0.5, 1, 3), ("jiq_sqd", 0.9, 1, 3),
+    ("jiq_pod", 0.7, 0.3, 2), ("jiq", 0.9, 50, 1), ("jiq_sqd", 0.5, 10, 2),
+])
 def test_root_and_ode_routes_agree(policy, lam, r, d):
     a = fixed_point(policy, lam, r, d)
     o = fixed_point_ode(policy, lam, r, d)

@@ -11,7 +11,7 @@ import pytest
 
 import sim
 from sim.jiq.meanfield import response_law
-from tests.helpers import assert_within_se
+from tests.checks import assert_p99_approaches_the_mean_field
 
 JIQ = {"policy": "jiq", "lam": 0.9, "r": 10.0}
 GAPS = {100: (0.4054, 0.0059), 1000: (0.0375, 0.0028)}
@@ -31,14 +31,4 @@ def test_meanfield_row_quantiles_are_the_law(policy, d):
 
 
 def test_jiq_p99_approaches_the_mean_field():
-    mf = sim.run({"engine": "meanfield", "n_servers": 1000, **JIQ, "responses": True})
-    truth = mf["response_p99"]
-    gaps = {}
-    for n, events in ((100, 20_000_000), (1000, 4_000_000)):
-        run = sim.run({"engine": "occupancy", "n_servers": n, **JIQ, "events": events,
-                       "seed": 11, "responses": True})
-        gap, gap_se = GAPS[n]
-        assert_within_se(run["response_p99"], truth, run["response_p99_se"], f"p99 at N={n}",
-                         allowance=abs(gap) + 2 * gap_se)
-        gaps[n] = (run["response_p99"] - truth, run["response_p99_se"])
-    assert gaps[100][0] > 4 * gaps[100][1], gaps
+    assert_p99_approaches_the_mean_field(JIQ, {100: 20_000_000, 1000: 4_000_000}, GAPS)

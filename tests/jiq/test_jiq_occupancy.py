@@ -6,6 +6,7 @@ use a chi-square p-value threshold with the same two-sided tail (``ALPHA``). See
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -16,11 +17,8 @@ from scipy import stats as sps
 from sim.core.results import RESULT_KEYS
 from sim.jiq import _occupancy_kernel as K
 from sim.jiq.occupancy import EXTRA_KEYS, run_task, simulate
+from tests.checks import assert_plain_row, assert_seed_decides, new_state, task_factory
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
-
-
-def new_state(seed):
-    return np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
 
 
 def trim(c):
@@ -136,24 +134,20 @@ STATES = [
 ]
 
 
-@pytest.mark.parametrize("policy, d", [("jiq", 1), ("jiq_pod", 2), ("jiq_pod", 3),
-                                       ("jiq_sqd", 2)])
-@pytest.mark.parametrize("si", range(len(STATES)))
-def test_arrival_transition_probabilities(policy, d, si):
-    x, y = STATES[si]
-    law = arrival_law(policy, x, y, d)
-    observed = sample_steps(policy, K.ARRIVAL, x, y, d, 12_000, seed=100 + si)
-    assert_frequencies(observed, law)
+#: event -> (its exact law, the kernel's event code, the first seed)
+EVENTS = {"arrival": (arrival_law, K.ARRIVAL, 100), "completion": (completion_law, K.COMPLETION, 200)}
 
 
-@pytest.mark.parametrize("policy, d", [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2),
-                                       ("jiq_sqd", 3)])
+@pytest.mark.parametrize("event, policy, d", [
+    *(("arrival", p, d) for p, d in [("jiq", 1), ("jiq_pod", 2), ("jiq_pod", 3), ("jiq_sqd", 2)]),
+    *(("completion", p, d) for p, d in [("jiq", 1), ("jiq_pod", 2), ("jiq_sqd", 2), ("jiq_sqd", 3)]),
+])
 @pytest.mark.parametrize("si", range(len(STATES)))
-def test_completion_transition_probabilities(policy, d, si):
+def test_transition_probabilities(event, policy, d, si):
     x, y = STATES[si]
-    law = completion_law(policy, x, y, d)
-    observed = sample_steps(policy, K.COMPLETION, x, y, d, 12_000, seed=200 + si)
-    assert_frequencies(observed, law)
+    law, code, seed = EVENTS[event]
+    observed = sample_steps(policy, code, x, y, d, 12_000, seed=seed + si)
+    assert_frequencies(observed, law(policy, x, y, d))
 
 
 def test_blind_task_to_an_idle_server_deletes_it_from_a_size_biased_iqueue():
@@ -325,39 +319,23 @@ def test_single_scheduler_response_falls_to_one_as_n_grows():
 # jiq_pod r=10 lam=0.9: mean_response +5.18 (0.39), p0 +1.16 (0.20), s_3 +2.21 (0.13);
 # jiq r=10 lam=0.5: p0 -1.01 (0.07); jiq_pod r=10 lam=0.98: mean_response +29.9 (3.1).
 # The table holds |c| + 2 SE(c), rounded up; the allowance at N is that over N.
-FINITE_N_C = {
-    ("jiq", 1, 0.5): dict(mean_response=0.83, mean_queue=0.66, p0=0.21, s1=0.18, s2=0.22,
-                          s3=0.14, mean_iqueue=0.18, join_rate=0.13, delete_rate=0.16),
-    ("jiq", 1, 0.9): dict(mean_response=13.7, mean_queue=13.0, p0=0.19, s1=0.21, s2=0.57,
-                          s3=0.75, mean_iqueue=0.21, join_rate=0.39, delete_rate=0.24),
-    ("jiq", 1, 0.98): dict(mean_response=218.0, mean_queue=218.0, p0=0.063, s1=0.064,
-                           s2=0.19, s3=0.34, mean_iqueue=0.064, join_rate=0.13,
-                           delete_rate=0.067),
-    ("jiq", 10, 0.5): dict(mean_response=0.36, mean_queue=0.37, p0=1.16, s1=0.23, s2=0.20,
-                           s3=0.016, mean_iqueue=2.3, join_rate=0.23, delete_rate=0.38),
-    ("jiq", 10, 0.9): dict(mean_response=7.0, mean_queue=6.4, p0=0.80, s1=0.17, s2=1.3,
-                           s3=1.6, mean_iqueue=1.7, join_rate=1.2, delete_rate=0.51),
-    ("jiq", 10, 0.98): dict(mean_response=72.0, mean_queue=71.0, p0=1.2, s1=0.14, s2=1.5,
-                            s3=2.6, mean_iqueue=1.4, join_rate=1.5, delete_rate=0.28),
-    ("jiq_pod", 1, 0.5): dict(mean_response=0.45, mean_queue=0.38, p0=0.21, s1=0.25, s2=0.27,
-                              s3=0.042, mean_iqueue=0.25, join_rate=0.20, delete_rate=0.23,
-                              probe_rate=0.59),
-    ("jiq_pod", 1, 0.9): dict(mean_response=5.1, mean_queue=4.7, p0=0.16, s1=0.22, s2=0.52,
-                              s3=1.4, mean_iqueue=0.22, join_rate=0.46, delete_rate=0.37,
-                              probe_rate=0.89),
-    ("jiq_pod", 1, 0.98): dict(mean_response=34.0, mean_queue=34.0, p0=0.15, s1=0.15,
-                               s2=0.62, s3=1.6, mean_iqueue=0.15, join_rate=0.47,
-                               delete_rate=0.34, probe_rate=0.86),
-    ("jiq_pod", 10, 0.5): dict(mean_response=0.092, mean_queue=0.21, p0=1.0, s1=0.21,
-                               s2=0.039, s3=0.0016, mean_iqueue=2.1, join_rate=0.14,
-                               delete_rate=0.48, probe_rate=2.0),
-    ("jiq_pod", 10, 0.9): dict(mean_response=6.0, mean_queue=5.6, p0=1.6, s1=0.20, s2=2.6,
-                               s3=2.5, mean_iqueue=2.0, join_rate=2.6, delete_rate=1.07,
-                               probe_rate=6.0),
-    ("jiq_pod", 10, 0.98): dict(mean_response=37.0, mean_queue=36.0, p0=1.8, s1=0.11, s2=2.5,
-                                s3=7.3, mean_iqueue=1.2, join_rate=2.4, delete_rate=0.67,
-                                probe_rate=7.0),
-}
+#: the columns of FINITE_N_C's rows (probe_rate for jiq_pod only)
+_C_COLUMNS = ("mean_response", "mean_queue", "p0", "s1", "s2", "s3", "mean_iqueue", "join_rate", "delete_rate",
+              "probe_rate")
+FINITE_N_C = {key: dict(zip(_C_COLUMNS, row)) for key, row in {
+    ("jiq", 1, 0.5): (0.83, 0.66, 0.21, 0.18, 0.22, 0.14, 0.18, 0.13, 0.16),
+    ("jiq", 1, 0.9): (13.7, 13.0, 0.19, 0.21, 0.57, 0.75, 0.21, 0.39, 0.24),
+    ("jiq", 1, 0.98): (218.0, 218.0, 0.063, 0.064, 0.19, 0.34, 0.064, 0.13, 0.067),
+    ("jiq", 10, 0.5): (0.36, 0.37, 1.16, 0.23, 0.2, 0.016, 2.3, 0.23, 0.38),
+    ("jiq", 10, 0.9): (7.0, 6.4, 0.8, 0.17, 1.3, 1.6, 1.7, 1.2, 0.51),
+    ("jiq", 10, 0.98): (72.0, 71.0, 1.2, 0.14, 1.5, 2.6, 1.4, 1.5, 0.28),
+    ("jiq_pod", 1, 0.5): (0.45, 0.38, 0.21, 0.25, 0.27, 0.042, 0.25, 0.2, 0.23, 0.59),
+    ("jiq_pod", 1, 0.9): (5.1, 4.7, 0.16, 0.22, 0.52, 1.4, 0.22, 0.46, 0.37, 0.89),
+    ("jiq_pod", 1, 0.98): (34.0, 34.0, 0.15, 0.15, 0.62, 1.6, 0.15, 0.47, 0.34, 0.86),
+    ("jiq_pod", 10, 0.5): (0.092, 0.21, 1.0, 0.21, 0.039, 0.0016, 2.1, 0.14, 0.48, 2.0),
+    ("jiq_pod", 10, 0.9): (6.0, 5.6, 1.6, 0.2, 2.6, 2.5, 2.0, 2.6, 1.07, 6.0),
+    ("jiq_pod", 10, 0.98): (37.0, 36.0, 1.8, 0.11, 2.5, 7.3, 1.2, 2.4, 0.67, 7.0),
+}.items()}
 
 #: slowest mode of the linearised mean-field ODE (time units; sim.jiq.meanfield
 #: drift_jacobian at fixed_point_ode), which sets the run lengths below: each run covers at
@@ -470,26 +448,14 @@ def test_agrees_with_agent_engine(policy, d):
 # ------------------------------------------------------------------------------------------
 # API
 # ------------------------------------------------------------------------------------------
-def task(**kw):
-    t = dict(engine="occupancy", policy="jiq_pod", n_servers=200, lam=0.8, r=10, d=2,
-             events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
-    t.update(kw)
-    return t
+task = task_factory(engine="occupancy", policy="jiq_pod", n_servers=200, lam=0.8, r=10, d=2,
+                   events=200_000, seed=2024, init="meanfield", n_batches=20, max_level=16)
 
 
 def test_run_task_returns_the_schema_keys_as_plain_values():
     out = run_task(task())
-    assert tuple(out) == RESULT_KEYS + tuple(k for k in EXTRA_KEYS if k not in RESULT_KEYS)
-    for key, value in out.items():
-        if key in ("tail", "tail_se"):
-            assert type(value) is list and len(value) == 16
-            assert all(type(v) is float for v in value)
-        elif key in ("n_jobs", "events_run"):
-            assert type(value) is int
-        elif key == "ci_method":
-            assert value.startswith("batch means, 20 batches after MSER-5 cut")
-        else:
-            assert type(value) is float, key
+    assert_plain_row(out, RESULT_KEYS + tuple(k for k in EXTRA_KEYS if k not in RESULT_KEYS),
+                     ci_method="batch means, 20 batches after MSER-5 cut")
     assert out["events_run"] == 200_000 and out["n_jobs"] > 0
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["drop_prob"] == 0.0
@@ -501,11 +467,7 @@ def test_run_task_returns_the_schema_keys_as_plain_values():
 
 def test_reproducible_for_a_seed_and_different_across_seeds():
     for policy in ("jiq", "jiq_pod", "jiq_sqd"):
-        a = run_task(task(policy=policy, seed=7))
-        b = run_task(task(policy=policy, seed=7))
-        c = run_task(task(policy=policy, seed=8))
-        assert a == b  # bitwise
-        assert a["mean_response"] != c["mean_response"] and a["tail"] != c["tail"]
+        assert_seed_decides(run_task, functools.partial(task, policy=policy))
 
 
 @pytest.mark.parametrize("key, value", [

@@ -22,6 +22,7 @@ import sim
 from sim.core.refined import refined_expansion
 from sim.jiq import meanfield as mf
 from sim.jiq import refined as jr
+from tests.checks import fd_hessian_contract, fd_jacobian
 from tests.helpers import assert_within_se
 
 CASES = [("jiq", 0.9, 2.0, 1), ("jiq", 0.5, 5.0, 1), ("jiq_pod", 0.9, 2.0, 2), ("jiq_pod", 0.8, 5.0, 3),
@@ -69,24 +70,6 @@ def test_transitions_rebuild_the_drift(policy, lam, r, d):
 # route 1: finite differences
 
 
-def _fd_jacobian(f, x, h=1e-6):
-    cols = []
-    for j in range(x.size):
-        e = np.zeros_like(x)
-        e[j] = h
-        cols.append((f(x + e) - f(x - e)) / (2 * h))
-    return np.array(cols).T
-
-
-def _fd_hessian_contract(f, x, w, h):
-    mu, u = np.linalg.eigh(w)
-    out = np.zeros_like(x)
-    f0 = f(x)
-    for m in range(mu.size):
-        out += mu[m] * (f(x + h * u[:, m]) - 2 * f0 + f(x - h * u[:, m])) / h**2
-    return out
-
-
 @pytest.mark.parametrize("policy,lam,r,d", CASES)
 def test_coefficient_against_finite_differences(policy, lam, r, d):
     e = jr.jiq_refined(policy, lam, r, d, check_truncation=False)
@@ -95,7 +78,7 @@ def test_coefficient_against_finite_differences(policy, lam, r, d):
     def f(z):
         return mf.drift(z, policy, lam, r, d, L, K)
 
-    a = _fd_jacobian(f, x)
+    a = fd_jacobian(f, x)
     assert np.max(np.abs(a - e.a)) < 1e-7 * max(1.0, r)
     eps = 1e-5
     f1 = (jr.drift_exact(x, policy, lam, r, d, L, K, n=1 / eps)
@@ -105,10 +88,10 @@ def test_coefficient_against_finite_differences(policy, lam, r, d):
     h = 1e-3
 
     def hess_fd(w):  # Richardson on steps h, 2h: exact for the drift's degree (<= 4 here)
-        return (4 * _fd_hessian_contract(f, x, w, h) - _fd_hessian_contract(f, x, w, 2 * h)) / 3
+        return (4 * fd_hessian_contract(f, x, w, h) - fd_hessian_contract(f, x, w, 2 * h)) / 3
 
     vs = [refined_expansion(x, a, hess_fd, q, f1)[0],
-          refined_expansion(x, a, lambda w: _fd_hessian_contract(f, x, w, h / 2), q, f1)[0]]
+          refined_expansion(x, a, lambda w: fd_hessian_contract(f, x, w, h / 2), q, f1)[0]]
     # measured: the FD coefficient is within 6.1e-9 (Richardson) and 9.6e-8 (step h/2 alone)
     # relative of the analytic one at these points; f1 within 3.6e-8 (jiq_sqd, r = 5, d = 3).
     # 1e-6 leaves room and still rejects a wrong term: dropping the Hessian's cross terms in
@@ -152,18 +135,20 @@ def exact_jiq(n, r, lam, b, policy="jiq", d=1):
         x, y = states[k]
         out = {}
 
-        def add(nx, ny, rate, out=out):
+        def add(rate, xmove, ymove=None, out=out, x=x, y=y):
+            """A transition of ``rate``: one server from level ``xmove[0]`` to ``xmove[1]`` and
+            one I-queue from size ``ymove[0]`` to ``ymove[1]`` (where given)."""
+            nx, ny = list(x), list(y)
+            for v, mv in ((nx, xmove), (ny, ymove)):
+                if mv is not None:
+                    v[mv[0]] -= 1
+                    v[mv[1]] += 1
             key = (tuple(nx), tuple(ny))
             out[key] = out.get(key, 0.0) + rate
 
         for j in range(1, len(y)):  # direct: a listed server takes the task
             if y[j]:
-                nx, ny = list(x), list(y)
-                ny[j] -= 1
-                ny[j - 1] += 1
-                nx[0] -= 1
-                nx[1] += 1
-                add(nx, ny, lam * n * y[j] / m)
+                add(lam * n * y[j] / m, (0, 1), (j, j - 1))
         if y[0]:  # blind
             blind = lam * n * y[0] / m
             tails = [sum(x[lv:]) for lv in range(b + 2)]
@@ -174,35 +159,19 @@ def exact_jiq(n, r, lam, b, policy="jiq", d=1):
                 if lv == 0:  # idle: the delete goes to a size-biased I-queue
                     for jj in range(1, len(y)):
                         if y[jj]:
-                            nx, ny = list(x), list(y)
-                            ny[jj] -= 1
-                            ny[jj - 1] += 1
-                            nx[0] -= 1
-                            nx[1] += 1
-                            add(nx, ny, blind * pl * jj * y[jj] / x[0])
+                            add(blind * pl * jj * y[jj] / x[0], (0, 1), (jj, jj - 1))
                 else:
-                    nx, ny = list(x), list(y)
-                    nx[lv] -= 1
-                    nx[lv + 1] += 1
-                    add(nx, ny, blind * pl)
+                    add(blind * pl, (lv, lv + 1))
         for lv in range(1, b + 1):  # services
             if x[lv]:
                 if lv >= 2:
-                    nx, ny = list(x), list(y)
-                    nx[lv] -= 1
-                    nx[lv - 1] += 1
-                    add(nx, ny, float(x[lv]))
+                    add(float(x[lv]), (lv, lv - 1))
                 else:  # becomes idle and joins an I-queue (a uniform one, or sqd)
                     qt = [sum(y[j:]) for j in range(len(y) + 1)]
                     for j in range(len(y) - 1):
                         pj = hq[qt[j]] - hq[qt[j + 1]]
                         if pj > 0:
-                            nx, ny = list(x), list(y)
-                            nx[1] -= 1
-                            nx[0] += 1
-                            ny[j] -= 1
-                            ny[j + 1] += 1
-                            add(nx, ny, x[1] * pj)
+                            add(x[1] * pj, (1, 0), (j, j + 1))
         for key, rate in out.items():
             t = index.get(key)
             if t is None:

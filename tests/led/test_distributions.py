@@ -36,16 +36,19 @@ def draws(law: Law, size: int, seed: int) -> np.ndarray:
     return K.sample_many(tb.thr, tb.off, tb.guide, tb.goff, tb.gshift, tb.pieces, 0, size, state)
 
 
+#: each law by name in scipy, whole (no pieces), from its mean ``m`` and trials ``n``; written
+#: here independently of Law.scipy, which the sampler's tables use
+EXACT_LAWS = {
+    "poisson": lambda m, n: sps.poisson(m),
+    "bernoulli": lambda m, n: sps.bernoulli(m),
+    "binomial": lambda m, n: sps.binom(n, m / n),
+    "geometric": lambda m, n: sps.geom(1.0 / (1.0 + m), loc=-1),  # on 0, 1, 2, ...
+}
+
+
 def exact_law(law: Law):
     """The whole law in scipy (no pieces)."""
-    m = law.mean
-    if law.name == "poisson":
-        return sps.poisson(m)
-    if law.name == "bernoulli":
-        return sps.bernoulli(m)
-    if law.name == "binomial":
-        return sps.binom(law.n, m / law.n)
-    return sps.geom(1.0 / (1.0 + m), loc=-1)
+    return EXACT_LAWS[law.name](law.mean, law.n)
 
 
 def exact_pmf(law: Law, k: np.ndarray) -> np.ndarray:

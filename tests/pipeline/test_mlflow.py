@@ -11,42 +11,17 @@ import time
 
 import pytest
 
-from pipeline.run import run_sweep, to_plain
-from tests.helpers import CONF, REPO, compose
+from pipeline.run import to_plain
+from tests.helpers import REPO, compose, smoke_sweeps_in_one_store
 
 LAMS = (0.8, 0.9)
-
-
-def _compose_with_hydra(overrides: list[str]):
-    """The config with Hydra's own section, as ``python -m pipeline`` sees it."""
-    from hydra import compose, initialize_config_dir
-
-    import pipeline.config  # noqa: F401
-
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=overrides, return_hydra_config=True)
 
 
 @pytest.fixture(scope="module")
 def two_sweeps(tmp_path_factory):
     """The smoke sweep (agent, occupancy and mean field) at lam = 0.8 and 0.9, one store."""
-    from hydra.core.hydra_config import HydraConfig
-
-    tmp = tmp_path_factory.mktemp("mlf")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    outs = {}
-    for lam in LAMS:
-        overrides = ["+sweep=smoke", f"params.lam={lam}", "params.events=20000",
-                     "engines=[agent,occupancy,meanfield]", "execution.backend=serial",
-                     "execution.progress=false", f"mlflow.tracking_uri={uri}",
-                     f"output_dir={tmp / f'out{lam}'}"]
-        HydraConfig.instance().set_config(_compose_with_hydra(overrides))  # as in the Hydra app
-        try:
-            outs[lam] = run_sweep(to_plain(compose(overrides)), quiet=True)
-        finally:
-            HydraConfig.instance().cfg = None
-        outs[lam]["overrides"] = overrides
-    return outs, uri
+    return smoke_sweeps_in_one_store(tmp_path_factory.mktemp("mlf"), LAMS,
+                                     ["engines=[agent,occupancy,meanfield]"])
 
 
 @pytest.fixture(scope="module")

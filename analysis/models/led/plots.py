@@ -55,27 +55,58 @@ def _one_baseline_run(agg: pl.DataFrame) -> pl.DataFrame:
             .drop("_first"))
 
 
-def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
+def _arm_figure(agg, arm, x, min_x: int):
+    """The figure of a plot of one curve per arm against ``x``: ``(agg with one baseline run,
+    the varying arm columns, the panels, the figure, its axes)``, or None without rows or with
+    fewer than ``min_x`` values of ``x``."""
     agg = _one_baseline_run(agg)
-    if agg.height == 0 or agg[x].n_unique() < 3:
+    if agg.height == 0 or agg[x].n_unique() < min_x:
         return None
     all_keys = agg.select(arm).unique(maintain_order=True).rows(named=True)
-    varying = _varying(all_keys)
     panels = _panels(all_keys, arm)
-    fig, axes = _axes(len(panels))
+    return (agg, _varying(all_keys), panels, *_axes(len(panels)))
+
+
+def _of_arm(frame, key: dict, *conditions) -> pl.DataFrame:
+    """The rows of ``frame`` of the arm ``key`` (nulls matching nulls) that meet ``conditions``."""
+    return frame.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()], *conditions)
+
+
+def _finish(ax, agg, x, xlabel: str, ylabel: str, title: str) -> None:
+    """A panel's log x-axis (against ``p_hat``), labels, title, grid and legend."""
+    if x == "p_hat":
+        style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    style.legend_outside(ax)
+
+
+def _save(fig, outdir, name: str) -> Path:
+    path = outdir / name
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
+    made = _arm_figure(agg, arm, x, 3)
+    if made is None:
+        return None
+    agg, varying, panels, fig, axes = made
     top = float(agg["mean_response"].max()) * 2
     for ax, (fixed, keys) in zip(axes, panels):
         zero, crosses = False, False
         for j, key in enumerate(keys):
             c = _COLORS[j]
-            s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()]).sort(x)
+            s = _of_arm(agg, key).sort(x)
             zero |= style.errorbar_log(ax, s[x].to_numpy(), s["mean_response"].to_numpy(),
                                        np.asarray(s["mean_response_hw"].to_list(), float), color_=c,
                                        fmt=style.marker(j) + "-", ms=4, capsize=2,
                                        label=_series_label({**s.row(0, named=True), **key},
                                                            varying))
             if unstable.height:
-                u = unstable.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
+                u = _of_arm(unstable, key)
                 if u.height:
                     crosses = True
                     ax.plot(u[x].unique().to_list(), [top] * u[x].n_unique(), "x", color=c, ms=8)
@@ -84,16 +115,9 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
         if zero:
             ax.add_line(style.ci_zero_handle())
         style.log_axis(ax, "y", agg["mean_response"].drop_nulls().to_list() + ([top] if unstable.height else []))
-        if x == "p_hat":
-            style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
-        ax.set_xlabel(_X_LABELS[x])
-        ax.set_ylabel("mean response time (slots)")
-        ax.set_title(_title("mean response time (95% CI over replications)", fixed), fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        style.legend_outside(ax)
-    path = outdir / f"response_vs_{x}.png"
-    fig.savefig(path, dpi=120)
-    return path
+        _finish(ax, agg, x, _X_LABELS[x], "mean response time (slots)",
+                _title("mean response time (95% CI over replications)", fixed))
+    return _save(fig, outdir, f"response_vs_{x}.png")
 
 
 def _plot_ratio(table: list[dict], outdir) -> Path | None:
@@ -114,29 +138,21 @@ def _plot_ratio(table: list[dict], outdir) -> Path | None:
             ax.add_line(style.ci_zero_handle())
         style.log_axis(ax, "x", [e for t in group for e in t["eps"]])
         style.log_axis(ax, "y", [r for t in group for r in t["ratio"] if r is not None and r > 0] + [1.0])
-        ax.set_xlabel("$\\epsilon = \\mu_\\Sigma - \\lambda_\\Sigma$ (spare capacity, tasks per slot)")
-        ax.set_ylabel("heavy-traffic ratio $\\epsilon\\, E[\\sum_n Q_n] / \\zeta$")
-        ax.set_title("heavy-traffic ratio against $\\epsilon$ (95% CI over replications)", fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        style.legend_outside(ax)
-    path = outdir / "ht_ratio_vs_eps.png"
-    fig.savefig(path, dpi=120)
-    return path
+        _finish(ax, None, "eps", "$\\epsilon = \\mu_\\Sigma - \\lambda_\\Sigma$ (spare capacity, tasks per slot)",
+                "heavy-traffic ratio $\\epsilon\\, E[\\sum_n Q_n] / \\zeta$",
+                "heavy-traffic ratio against $\\epsilon$ (95% CI over replications)")
+    return _save(fig, outdir, "ht_ratio_vs_eps.png")
 
 
 def _plot_messages(agg, arm, x, outdir) -> Path | None:
-    agg = _one_baseline_run(agg)
-    if agg.height == 0 or agg[x].n_unique() < 2:
+    made = _arm_figure(agg, arm, x, 2)
+    if made is None:
         return None
-    all_keys = agg.select(arm).unique(maintain_order=True).rows(named=True)
-    varying = _varying(all_keys)
-    panels = _panels(all_keys, arm)
-    fig, axes = _axes(len(panels))
+    agg, varying, panels, fig, axes = made
     for ax, (fixed, keys) in zip(axes, panels):
         vals = []
         for j, key in enumerate(keys):
-            s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
-                           pl.col("messages_per_job") > 0).sort(x)
+            s = _of_arm(agg, key, pl.col("messages_per_job") > 0).sort(x)
             if s.height:
                 ax.plot(s[x], s["messages_per_job"], style.marker(j) + "-", ms=4, color=_COLORS[j],
                         label=_series_label({**s.row(0, named=True), **key}, varying) + " (spent)")
@@ -148,32 +164,20 @@ def _plot_messages(agg, arm, x, outdir) -> Path | None:
                             + " budget")
                     vals += b["msg_budget_per_job"].to_list()
         style.log_axis(ax, "y", vals or None)
-        if x == "p_hat":
-            style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
-        ax.set_xlabel(_X_LABELS.get(x, style.label(x, ["slotted"])))
-        ax.set_ylabel("one-way messages per arriving task")
-        ax.set_title(_title("messages per arrival: spent (solid), budget (dashed); 0 not shown",
-                            fixed), fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        style.legend_outside(ax)
-    path = outdir / "messages.png"
-    fig.savefig(path, dpi=120)
-    return path
+        _finish(ax, agg, x, _X_LABELS.get(x, style.label(x, ["slotted"])), "one-way messages per arriving task",
+                _title("messages per arrival: spent (solid), budget (dashed); 0 not shown", fixed))
+    return _save(fig, outdir, "messages.png")
 
 
 def _plot_imbalance(agg, arm, x, outdir) -> Path | None:
-    agg = _one_baseline_run(agg)
-    if "imbalance" not in agg.columns or agg.height == 0 or agg[x].n_unique() < 3:
+    made = _arm_figure(agg, arm, x, 3) if "imbalance" in agg.columns else None
+    if made is None:
         return None
-    all_keys = agg.select(arm).unique(maintain_order=True).rows(named=True)
-    varying = _varying(all_keys)
-    panels = _panels(all_keys, arm)
-    fig, axes = _axes(len(panels))
+    agg, varying, panels, fig, axes = made
     for ax, (fixed, keys) in zip(axes, panels):
         zero = False
         for j, key in enumerate(keys):
-            s = agg.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()],
-                           pl.col("imbalance").is_not_null()).sort(x)
+            s = _of_arm(agg, key, pl.col("imbalance").is_not_null()).sort(x)
             if not s.height:
                 continue
             zero |= style.errorbar_log(ax, s[x].to_numpy(), s["imbalance"].to_numpy(),
@@ -185,14 +189,6 @@ def _plot_imbalance(agg, arm, x, outdir) -> Path | None:
         if zero:
             ax.add_line(style.ci_zero_handle())
         style.log_axis(ax, "y", agg["imbalance"].drop_nulls().to_list())
-        if x == "p_hat":
-            style.log_axis(ax, "x", agg[x].drop_nulls().to_list())
-        ax.set_xlabel(_X_LABELS[x])
-        ax.set_ylabel("imbalance $E\\,\\|Q - \\bar Q\\,\\mathbf{1}\\|_2$ (tasks)")
-        ax.set_title(_title("queue imbalance at slot starts (95% CI over replications)", fixed),
-                     fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        style.legend_outside(ax)
-    path = outdir / f"imbalance_vs_{x}.png"
-    fig.savefig(path, dpi=120)
-    return path
+        _finish(ax, agg, x, _X_LABELS[x], "imbalance $E\\,\\|Q - \\bar Q\\,\\mathbf{1}\\|_2$ (tasks)",
+                _title("queue imbalance at slot starts (95% CI over replications)", fixed))
+    return _save(fig, outdir, f"imbalance_vs_{x}.png")

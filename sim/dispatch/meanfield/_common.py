@@ -2,20 +2,16 @@
 (``ValueError`` naming the parameter) and the ``ci_method`` of a closed-form row."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from sim.core.results import check_real
 
 CI_METHOD = "closed form (mean field, N = infinity)"
 
 
 def _check_lam(lam) -> float:
-    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
-        raise ValueError(f"lam={lam!r} must be a number")
-    lam = float(lam)
-    if not (math.isfinite(lam) and 0.0 <= lam < 1.0):
-        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1")
-    return lam
+    return check_real("lam", lam, lambda v: 0.0 <= v < 1.0, "satisfy 0 <= lam < 1",
+                      not_number="a number")
 
 
 def _check_d(d) -> int:
