@@ -23,7 +23,10 @@ from tests.helpers import REPO
 
 DIST = "lbsweep"
 EXTRAS = ("test",)
-FIRST_PARTY = {"sim", "pipeline", "analysis", "tests", "benchmarks"}
+#: the project's packages, and the example model packages of docs/examples (out-of-tree models
+#: that import themselves)
+FIRST_PARTY = {"sim", "pipeline", "analysis", "tests", "benchmarks"} | {
+    init.parent.name for init in (REPO / "docs" / "examples").glob("*/__init__.py")}
 #: the folders whose Python files are read (the packages, their tests, the benchmarks, the docs' figure scripts)
 PY_ROOTS = ("sim", "pipeline", "analysis", "tests", "benchmarks", "docs")
 #: where an address could hide: code, configs and the CI script
