@@ -188,3 +188,33 @@ def test_paths_approach_the_fluid_model_as_n_grows():
                 continue
             assert_within_se(x.mean(), ode[j, i], x.std(ddof=1) / math.sqrt(x.size),
                              f"s_{i + 1}(t={j})", allowance=PATH_ALLOWANCE)
+
+
+def test_a_sweep_of_central_runs_on_the_population_engines():
+    """``engines: [population, population_trajectory, meanfield]`` in the centralization sweep
+    (its grid cut to two points): the plan gives the simulations seeds and events (the path its
+    ``time``, its cap and grid), the limit none, and every task runs through ``sim.run``."""
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+    from tests.helpers import compose
+
+    cfg = to_plain(compose(["+sweep=centralization", "output_dir=/nonexistent"]))
+    cfg["engines"] = ["population", "population_trajectory", "meanfield"]
+    cfg["axes"] = {"n_servers": [100, 1000], "p": [0.2]}
+    cfg["params"] = {**cfg["params"], "lam": 0.9, "time": 20.0}  # time gives the events
+    cfg["replications"] = 2
+    plan = make_plan(cfg)
+    by = {}
+    for t in plan.tasks:
+        by.setdefault(t["engine"], []).append(t)
+    assert len(by["population"]) == len(by["population_trajectory"]) == 4 and len(by["meanfield"]) == 2
+    # time -> events: 2 lam N real transitions per unit of time (sim.centralization.events_per_time)
+    assert all(t["seed"] > 0 and t["events"] == round(2 * 0.9 * t["n_servers"] * 20.0) for t in by["population"])
+    assert all(t["grid"] == cfg["run"]["grid"] and t["events"] > 1.9 * t["n_servers"] * 20.0
+               for t in by["population_trajectory"])
+    for t in plan.tasks:
+        row = sim.run({k: v for k, v in t.items() if k != "_meta"})
+        if t["engine"] == "population":
+            assert row["drop_prob"] == 0.0 and row["mean_wait"] == row["mean_response"] > 1.0
+        elif t["engine"] == "population_trajectory":
+            assert row["traj_sup_dist"] is not None and len(row["traj_top"]) == t["grid"]
