@@ -190,11 +190,11 @@ def _start(decl: Population, p: np.ndarray, lay, init: str, init_tail) -> np.nda
         first = int(lay.offsets[j]) + tlo
         x[first: first + init_tail.size] = init_tail
         return x
-    if init == "meanfield":
-        from sim.core.population_limit import fixed_point
+    if init == "empty":
+        return decl.start_state(p, lay)
+    from sim.core.population_limit import fixed_point  # init: the fixed point
 
-        return fixed_point(decl, p).x.copy()
-    return decl.start_state(p, lay)
+    return fixed_point(decl, p).x.copy()
 
 
 def simulate_path(decl: Population, task: dict, params=None) -> PathResult:
