@@ -41,6 +41,12 @@ def limit_engines() -> tuple[str, ...]:
     return tuple(_registry.LIMIT_ENGINES)
 
 
+def path_engines() -> tuple[str, ...]:
+    """The engines that record a path to a horizon (``Engine.path``: ``trajectory``,
+    ``population_trajectory``), in declaration order."""
+    return tuple(_registry.PATH_ENGINES)
+
+
 def policy_label(policy: str, model: str | None = None, engine: str | None = None) -> str:
     """A policy's name in words, as its model declares it (``Model.labels``)."""
     return _registry.policy_label(policy, model, engine)

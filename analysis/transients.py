@@ -58,14 +58,23 @@ READ_FRACTIONS = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 def _arm_keys(df: pl.DataFrame) -> list[str]:
-    return ["policy"] + [k for k in ARM_PARAMS if k in df.columns]
+    """The columns of an arm; the engine among them where the rows come from more than the
+    ``trajectory`` engine (a ``population_trajectory`` arm is its own arm)."""
+    keys = ["policy"] + [k for k in ARM_PARAMS if k in df.columns]
+    return (["engine"] + keys) if set(df["engine"].unique().to_list()) != {"trajectory"} else keys
+
+
+def _engine(arm: dict) -> str:
+    return arm.get("engine") or "trajectory"
 
 
 def _arm_label(arm: dict) -> str:
     """``power-of-d, λ = 0.9, d = 2, T = 40``: the parameters the trajectory entry of the arm's
     policy uses (its declared entry, :mod:`analysis.declared`), in a fixed order."""
     parts = [style.policy_name(arm["policy"], engine="trajectory")]
-    used = declared.entry("trajectory", arm["policy"], arm.get("model")).params
+    if _engine(arm) != "trajectory":
+        parts[0] += f" ({_engine(arm)})"
+    used = declared.entry(_engine(arm), arm["policy"], arm.get("model")).params
     for k in ("lam", "r", "d", "k", "p", "time"):
         v = arm.get(k)
         if v is None or k not in used:
@@ -122,7 +131,7 @@ def _point(rows: pl.DataFrame) -> dict:
 
 def arm_summaries(df: pl.DataFrame) -> list[dict]:
     """Per arm: its parameters, its points by N (see :func:`_point`) and the fitted rates."""
-    traj = df.filter((pl.col("engine") == "trajectory") & pl.col("traj_sup_dist").is_not_null())
+    traj = df.filter(pl.col("engine").is_in(list(declared.path_engines())) & pl.col("traj_sup_dist").is_not_null())
     if traj.height == 0:
         return []
     keys = _arm_keys(traj)
@@ -143,7 +152,7 @@ def arm_summaries(df: pl.DataFrame) -> list[dict]:
         bias_se = np.array([pts[int(n)]["bias_se"] for n in ns])
         res["bias_verdict"] = gap_rate_verdict(ns, bias, bias_se)
         # the fixed point of the arm (meanfield rows carry no `time`)
-        mkeys = [k for k in keys if k not in ("time", "init")]
+        mkeys = [k for k in keys if k not in ("time", "init", "engine")]
         m = mf.filter(*[pl.col(k).eq_missing(arm[k]) for k in mkeys if k in mf.columns]) if mf.height else mf
         if m.height:
             r0 = m.row(0, named=True)
@@ -373,7 +382,7 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
             lines.append(f"- (a) sup-distance ~ N^{fit['slope']:.3f}, 95% CI [{fit['slope_lo']:.3f}, "
                          f"{fit['slope_hi']:.3f}] (reduced chi2 {fit['red_chi2']:.2f}): "
                          + ("consistent with N^-1/2." if has else "the interval excludes -1/2."))
-            verdicts.append(f"{_arm_label(arm['arm'])} [trajectory]: sup distance of a path to the ODE "
+            verdicts.append(f"{_arm_label(arm['arm'])} [{_engine(arm['arm'])}]: sup distance of a path to the ODE "
                             f"as N grows: N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}], "
                             + ("consistent with N^-1/2" if has else "the interval excludes -1/2"))
             metrics.append((f"transients_sup_slope_{k}", fit["slope"], 0))
@@ -387,7 +396,7 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
             metrics.append((f"transients_bias_slope_{k}", v["slope"], 0))
         else:
             lines.append(f"- (b) mean-path distance: {v['verdict']} -- {v['note']}.")
-        verdicts.append(f"{_arm_label(arm['arm'])} [trajectory]: distance of the mean path to the ODE "
+        verdicts.append(f"{_arm_label(arm['arm'])} [{_engine(arm['arm'])}]: distance of the mean path to the ODE "
                         f"as N grows: {v['verdict']}"
                         + (f" (N^{v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}])"
                            if v.get("slope") is not None else f" ({str(v['note']).split(';')[0]})"))

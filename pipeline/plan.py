@@ -23,7 +23,7 @@ from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
 from sim.core.settings import SETTING_KEYS, RunSettings
-from sim.registry import ENGINE_POLICIES, PARAMS, POLICIES, STOCHASTIC_ENGINES
+from sim.registry import ENGINE_POLICIES, PARAMS, PATH_ENGINES, POLICIES, STOCHASTIC_ENGINES
 
 #: model parameters and their kinds: :data:`sim.registry.PARAMS`, which an out-of-tree model
 #: loaded by a sweep's ``models:`` extends in place; any other name in ``axes``/``params`` is an
@@ -932,7 +932,7 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                         if settings.responses and engine in registry.model(ent.model).responses:
                             # the engines that record, and the exact limits (docs/responses.md)
                             task["responses"] = True
-                        if engine == "trajectory":  # docs/transients.md
+                        if engine in PATH_ENGINES:  # the trajectory engines, docs/transients.md
                             task["grid"] = settings.grid
                         try:
                             if task.get("time") is not None:  # run length in simulated time

@@ -1,25 +1,30 @@
 """The engines several models share, declared once: ``agent``, ``occupancy``, ``trajectory``,
 ``meanfield`` and ``refined``, and the engines of a model declared by its transitions
-(``population``, ``population_meanfield``, ``population_refined``; :mod:`sim.core.population`);
-and :data:`PROBES`, the parameter ``d`` of the models that probe queues. A model lists those it runs in its ``engine_decls``, so that two
-models cannot describe one engine differently (the registry still refuses that, for an
-out-of-tree model that declares its own). Kept out of :mod:`sim.core`, which names no engine."""
+(``population``, ``population_meanfield``, ``population_refined`` and the paths
+``population_trajectory``; :mod:`sim.core.population`, :mod:`sim.core.population_paths`); and
+:data:`PROBES`, the parameter ``d`` of the models that probe queues. A model lists the engines
+it runs in its ``engine_decls``, so that two models cannot describe one engine differently (the
+registry still refuses that, for an out-of-tree model that declares its own). ``path=True``:
+the engine records a path to a horizon (docs/transients.md). Kept out of :mod:`sim.core`, which
+names no engine."""
 from __future__ import annotations
 
 from sim.core.declare import Engine, Param
 
 __all__ = ["AGENT", "OCCUPANCY", "TRAJECTORY", "MEANFIELD", "REFINED", "POPULATION",
-           "POPULATION_MEANFIELD", "POPULATION_REFINED", "PROBES"]
+           "POPULATION_MEANFIELD", "POPULATION_REFINED", "POPULATION_TRAJECTORY", "PROBES"]
 
 AGENT = Engine("agent", "stochastic", "agent simulation", per_server=True)
 OCCUPANCY = Engine("occupancy", "stochastic", "occupancy simulation")
-TRAJECTORY = Engine("trajectory", "stochastic", "trajectory simulation")
+TRAJECTORY = Engine("trajectory", "stochastic", "trajectory simulation", path=True)
 MEANFIELD = Engine("meanfield", "limit", "mean field (N \u2192 \u221e)")
 REFINED = Engine("refined", "limit", "refined mean field")
 POPULATION = Engine("population", "stochastic", "population simulation (declared transitions)")
 POPULATION_MEANFIELD = Engine("population_meanfield", "limit", "mean field of the declared transitions")
 POPULATION_REFINED = Engine("population_refined", "limit",
                             "refined mean field of the declared transitions")
+POPULATION_TRAJECTORY = Engine("population_trajectory", "stochastic",
+                               "population paths (declared transitions)", path=True)
 
 #: ``d``: queues probed per job or per task (dispatch, jiq, led)
 PROBES = Param("int", "queues probed per job (pod) or per task (batch policies)",

@@ -21,7 +21,8 @@ and result column declared here).
   each exist in two models on different engines.
 - :data:`DECLARED_ENGINES` (:mod:`sim.core.declare`): every engine a registered model declares
   (:class:`~sim.core.declare.Engine`: name, kind, label); :data:`STOCHASTIC_ENGINES` and
-  :data:`LIMIT_ENGINES` are views of it by kind. An entry on an engine no registered model
+  :data:`LIMIT_ENGINES` are views of it by kind, :data:`PATH_ENGINES` the engines that record
+  a path to a horizon (``Engine.path``). An entry on an engine no registered model
   declares is refused when its model registers.
 - :data:`RESULTS`: every result column an engine may return (:data:`COMMON_RESULTS` and the
   models' own), with its kind.
@@ -37,14 +38,14 @@ import math
 from types import MappingProxyType
 from typing import Mapping
 
-from sim.core.declare import DECLARED_ENGINES, ENGINE_KINDS, LIMIT_ENGINES, STOCHASTIC_ENGINES, Engine, Entry, Model, Param
+from sim.core.declare import DECLARED_ENGINES, ENGINE_KINDS, LIMIT_ENGINES, PATH_ENGINES, STOCHASTIC_ENGINES, Engine, Entry, Model, Param
 from sim.core.results import RESULT_KEYS, is_integral
 from sim.core.settings import INIT_CHOICES, N_BATCHES_MAX, SETTING_KEYS, RunSettings
 from sim.core.trajectory import TRAJECTORY_DEFAULTS, check_init_tail
 
 __all__ = ["Param", "Engine", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PARAMS", "PARAMS", "ENTRIES",
            "RESULTS", "COMMON_RESULTS", "ENGINES", "POLICIES", "ENGINE_POLICIES",
-           "STOCHASTIC_ENGINES", "LIMIT_ENGINES", "DECLARED_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
+           "STOCHASTIC_ENGINES", "LIMIT_ENGINES", "PATH_ENGINES", "DECLARED_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
            "models_serving", "POLICY_OWNERS", "owner", "ambiguous", "load_model", "check_task", "policy_label", "INIT_CHOICES",
            "N_BATCHES_MAX", "N_SERVERS_MAX"]
 
@@ -342,25 +343,25 @@ def _check_run_settings(task: dict) -> None:
     if lam <= 0:
         raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
     ev = task.get("events")
-    if task["engine"] == "trajectory" and ev is None:
+    trajectory = task["engine"] in PATH_ENGINES  # the trajectory engines (Engine.path)
+    if trajectory and ev is None:
         ev = 1000  # optional there: only the plan's cost estimate (it runs to `time`)
     if not is_integral(ev) or ev < 1000:
         raise ValueError(f"events={ev!r} must be an integer >= 1000")
     if ev >= 2**62:
         raise ValueError(f"events={ev!r} must be < 2**62")
-    trajectory = task["engine"] == "trajectory"
     settings = RunSettings.from_task(task, required=("seed",), **(TRAJECTORY_DEFAULTS if trajectory else {}))
     t = task.get("time")
     if t is not None and not t > 0:
         raise ValueError(f"time={t!r} must be > 0 (simulated time units)")
     if trajectory:
         if t is None:
-            raise ValueError("time=None: engine='trajectory' needs time, the horizon T of the "
+            raise ValueError(f"time=None: engine={task['engine']!r} needs time, the horizon T of the "
                              "trajectory (it runs to T; events only caps it)")
         if task.get("init_tail") is not None:  # a configured start (docs/transients.md)
             check_init_tail(task["init_tail"], settings.init)
         if settings.precision is not None:
-            raise ValueError("precision: engine='trajectory' records a path to a fixed horizon; "
+            raise ValueError(f"precision: engine={task['engine']!r} records a path to a fixed horizon; "
                              "a precision target does not apply (give more replications)")
     est = settings.precision_estimate
     if est is not None and (RESULTS.get(est) != "float" or f"{est}_se" not in RESULTS):

@@ -25,5 +25,5 @@ def test_every_simulation_with_a_limit_is_compared_with_it():
 
     for e in SHIPPED_ENTRIES:
         limits = [x for x in registry.MODELS[e.model].entries if not x.stochastic and x.policy == e.policy]
-        if e.stochastic and e.engine != "trajectory" and limits:
+        if e.stochastic and e.engine not in registry.PATH_ENGINES and limits:
             assert _limits(e, registry.MODELS[e.model]), e

@@ -8,6 +8,9 @@ distributed processing"): the model.
   ``_common.py``).
 - :mod:`~sim.centralization.trajectory`: the ``trajectory`` engine, paths of ``s_i(t)`` beside
   the fluid model (+ ``_trajectory_kernel.py``; docs/transients.md).
+- :mod:`~sim.centralization.population`: ``central`` declared by its transitions (issue 38),
+  run by the generic ``population`` engine and its paths ``population_trajectory`` (simulation
+  only: the drift is discontinuous, its fluid limit is :mod:`~sim.centralization.meanfield`'s).
 
 Model
 -----
@@ -29,21 +32,34 @@ from __future__ import annotations
 import math
 
 from sim.core.declare import Entry, Model, Param
-from sim.core.memory import WINDOW_BYTES, ring_slots
+from sim.core.memory import WINDOW_BYTES, longest_queue, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.engines import AGENT, MEANFIELD, OCCUPANCY, TRAJECTORY
+from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_TRAJECTORY, TRAJECTORY
 
-__all__ = ["MODEL", "check_task", "events_per_time"]
+__all__ = ["MODEL", "check_task", "events_per_time", "event_cost"]
 
 
 def events_per_time(task: dict) -> float:
-    """Events per unit of simulated time (``time`` -> ``events``): both engines are uniformized
-    at ``N (1 + lam)``. The trajectory engine (:mod:`~sim.centralization.trajectory`) runs to
-    its horizon ``time``, ``events`` being a cap it must not reach: its event rate (no wasted
-    ticks) is at most ``N (1 + lam)``, plus 10 SDs (:func:`sim.core.trajectory.events_bound`)."""
-    if task["engine"] == "trajectory":
+    """Events per unit of simulated time (``time`` -> ``events``): the agent and occupancy
+    engines are uniformized at ``N (1 + lam)``. The population engine
+    (:mod:`~sim.centralization.population`) counts real transitions: arrivals ``lam N`` and as
+    many services in steady state, ``2 lam N``. The trajectory engines (``trajectory``,
+    ``population_trajectory``) run to their horizon ``time``, ``events`` being a cap they must
+    not reach: their event rate (no wasted ticks) is at most ``N (1 + lam)``, plus 10 SDs
+    (:func:`sim.core.trajectory.events_bound`)."""
+    if task["engine"] in ("trajectory", "population_trajectory"):
         return events_bound(task["n_servers"] * (1.0 + task["lam"]), task["time"])
+    if task["engine"] == "population":
+        return 2.0 * task["n_servers"] * task["lam"]
     return task["n_servers"] * (1.0 + task["lam"])
+
+
+def event_cost(task: dict) -> float:
+    """Planning cost of one event in plain agent events: the population engine's event (a
+    transition drawn among three families by linear scans, no wasted ticks) cost 80-100 ns
+    against the occupancy engine's 32-37 ns at N = 10^6, lam = 0.9, p = 0.2 (one run each,
+    machine shared: docs/extending.md); the others one unit."""
+    return 2.5 if task.get("engine") == "population" else 1.0
 
 
 def memory_bytes(task: dict) -> float:
@@ -53,8 +69,14 @@ def memory_bytes(task: dict) -> float:
     queue: random routing's, at most the invariant state's last level ``i*(p, lam)`` plus 2
     when p > 0, :func:`~sim.centralization.meanfield.top_level`), the queue
     lengths, heads and the buckets of the longest-queue-first rule (about 48 bytes) and a
-    service-rate array at the end (8); the other engines hold O(levels) arrays."""
+    service-rate array at the end (8); the population engine an area per level and window (up
+    to 2000 windows) over its truncation ``L`` (:func:`~sim.centralization.population.central_levels`:
+    random routing's longest queue over the run); the other engines hold O(levels) arrays."""
     n, lam = float(task["n_servers"]), float(task["lam"])
+    if task["engine"] == "population":
+        run_time = float(task.get("events") or 10**6) / (2.0 * n * max(lam, 1e-12))
+        levels = longest_queue(n * 1e6, lam, 1, None, run_time) + 4
+        return 2000 * 8.0 * levels + 8 * 8.0 * levels + WINDOW_BYTES
     if task["engine"] != "agent":
         return WINDOW_BYTES
     events = float(task.get("events") or 10**6)
@@ -97,6 +119,13 @@ MODEL = Model(
         Entry("meanfield", "central", f"{_C}.meanfield:run_task", ("p",), example=_EX),
         Entry("trajectory", "central", f"{_C}.trajectory:run_task", ("p",),
               ("init_tail",), example={"n_servers": 100, "lam": 0.7, "p": 0.2, "time": 5.0, "events": 100_000}),
+        # declared by its transitions (issue 38; sim.centralization.population): the generic
+        # population engine, stationary and paths. The example's finite-N gap to the mean field
+        # is the model's (the agent entry's allowance, measured again on this engine)
+        Entry("population", "central", f"{_C}.population:run_task", ("p",),
+              example={**_EX, "events": 400_000}, example_allowance={"meanfield": 0.028}),
+        Entry("population_trajectory", "central", f"{_C}.population:run_path", ("p",),
+              ("init_tail",), example={"n_servers": 100, "lam": 0.7, "p": 0.2, "time": 5.0, "events": 100_000}),
     ),
     params={
         "p": Param("float", "central fraction of the processing (partial centralization)",
@@ -109,6 +138,7 @@ MODEL = Model(
     },
     main_estimate="mean_response",
     events_per_time=events_per_time,
+    event_cost=event_cost,
     memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"central": "partial centralization"},
@@ -121,6 +151,6 @@ MODEL = Model(
         "top_level": f"{_C}.meanfield:top_level",
     },
     engine_decls=(
-        AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD,
+        AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, POPULATION, POPULATION_TRAJECTORY,
     ),
 )

@@ -8,8 +8,8 @@ model file by file.
 
 Nothing here knows a model or an engine: these are the shapes of a declaration and the checks
 of its form. The engines are what the loaded models declare (:data:`DECLARED_ENGINES`, filled by
-the registry); :data:`STOCHASTIC_ENGINES`, :data:`LIMIT_ENGINES` and :data:`PER_SERVER_ENGINES`
-are views of those declarations, computed when asked.
+the registry); :data:`STOCHASTIC_ENGINES`, :data:`LIMIT_ENGINES`, :data:`PATH_ENGINES` and
+:data:`PER_SERVER_ENGINES` are views of those declarations, computed when asked.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 __all__ = ["KINDS", "RESULT_KINDS", "ENGINE_KINDS", "DECLARED_ENGINES", "STOCHASTIC_ENGINES",
-           "LIMIT_ENGINES", "Param", "Engine", "Entry", "Model", "default_memory_bytes",
+           "LIMIT_ENGINES", "PATH_ENGINES", "Param", "Engine", "Entry", "Model", "default_memory_bytes",
            "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
 
 #: kinds of a model parameter
@@ -42,10 +42,15 @@ class Engine:
     #: it keeps state per server (an entry per server): the default memory estimate
     #: (:func:`default_memory_bytes`) counts :data:`DEFAULT_BYTES_PER_SERVER` per server
     per_server: bool = False
+    #: it records a path to a fixed horizon (a stochastic engine: ``time`` required, ``events``
+    #: only a cap, the run setting ``grid``, ``init: empty`` by default; docs/transients.md)
+    path: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"engine name {self.name!r} must be an identifier")
+        if self.path and self.kind != "stochastic":
+            raise ValueError(f"engine {self.name!r}: path=True needs kind='stochastic'")
         if self.kind not in ENGINE_KINDS:
             raise ValueError(f"engine {self.name!r}: kind={self.kind!r} is unknown; valid kinds: "
                              f"{', '.join(ENGINE_KINDS)}")
@@ -84,6 +89,8 @@ class EngineNames:
 STOCHASTIC_ENGINES = EngineNames("kind", "stochastic")
 #: engines that compute a limit: one row per point, no seed
 LIMIT_ENGINES = EngineNames("kind", "limit")
+#: engines that record a path to a fixed horizon (the ``trajectory`` engines)
+PATH_ENGINES = EngineNames("path", True)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Vector", "Transitions", "Population"]
+__all__ = ["Vector", "Transitions", "Population", "Fluid"]
 
 
 def _is_jitted(f) -> bool:
@@ -124,6 +124,21 @@ class Transitions:
 
 
 @dataclass(frozen=True)
+class Fluid:
+    """A fluid limit a declaration supplies itself (``Population.fluid``), where its drift is
+    not smooth: ``fixed_point(p, lay) -> flat x``, the invariant state (``init: meanfield``),
+    and ``path(p, lay, x0, t) -> array of shape (t.size, dim)``, the fluid path from the flat
+    state ``x0`` at the times ``t`` (the path engine's ODE, :mod:`sim.core.population_paths`)."""
+
+    fixed_point: Callable
+    path: Callable
+
+    def __post_init__(self):
+        if not callable(self.fixed_point) or not callable(self.path):
+            raise ValueError("Fluid: fixed_point and path must be callables")
+
+
+@dataclass(frozen=True)
 class Population:
     """A model (or a policy of one) declared by its transitions.
 
@@ -136,7 +151,12 @@ class Population:
     ``x[vector][lo:]``; ``arrival_rate(p)``: the job arrival rate per server (``lam``), so that
     jobs the truncation refuses show as ``drop_prob``; ``mean_service``: the mean service time
     (``mean_wait = mean_response - mean_service``, ``queueing_ratio`` in its units), or None;
-    ``messages(p)``: messages per job, or None.
+    ``messages(p)``: messages per job, or None. ``smooth=False``: the drift is discontinuous
+    (a server of the longest queue), so no mean field, fixed point or refined term is derived
+    from it: the ``population_meanfield`` and ``population_refined`` engines refuse the
+    declaration, and ``init: meanfield`` and the path's fluid limit come from ``fluid``
+    (:class:`Fluid`; without it they are refused too). A smooth declaration may give ``fluid``
+    as well: its path then replaces the integrated drift.
     """
 
     name: str
@@ -149,6 +169,8 @@ class Population:
     arrival_rate: Callable[[np.ndarray], float]
     mean_service: float | None = 1.0
     messages: Callable[[np.ndarray], float] | None = None
+    smooth: bool = True
+    fluid: "Fluid | None" = None
     #: the compiled kernels of this declaration (filled on first use; not part of equality)
     _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -187,6 +209,10 @@ class Population:
         for f in (self.params, self.start, self.arrival_rate):
             if not callable(f):
                 raise ValueError(f"{where}: params, start and arrival_rate must be callables")
+        if not isinstance(self.smooth, bool):
+            raise ValueError(f"{where}: smooth={self.smooth!r} must be True or False")
+        if self.fluid is not None and not isinstance(self.fluid, Fluid):
+            raise ValueError(f"{where}: fluid must be a Fluid (fixed_point, path) or None")
 
     # ---- the layout of one run's state (sizes may depend on the parameters)
     def layout(self, p: np.ndarray) -> "Layout":

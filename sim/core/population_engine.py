@@ -76,6 +76,75 @@ def _views(decl: Population) -> str:
     return ", ".join(f"v{j}" for j in range(len(decl.vectors)))
 
 
+def _rate_check(add, indent, g, idx):
+    """Lines that stop the kernel (code 3) on a negative or non-finite new rate ``nr``."""
+    add(f"{indent}if nr != nr or abs(nr) == np.inf or nr < 0.0:")
+    add(f"{indent}    err[0] = {g}")
+    add(f"{indent}    err[1] = {idx}")
+    add(f"{indent}    state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
+    add(f"{indent}    return 3")
+
+
+def _jump_lines(decl: Population, g: int, ind: str, add, areas: bool) -> None:
+    """The lines that apply the jump of transition ``i`` of family ``g`` to the counts ``c``
+    and fractions ``x`` (code 2 if a count leaves ``[0, n]``); ``areas``: also the lazy area
+    and queue bookkeeping of the stationary kernel (``acc``, ``q``, ``qacc``, ``t_w``). Shared
+    with the path kernel (:mod:`sim.core.population_paths`), which passes False."""
+    vindex = {v.name: j for j, v in enumerate(decl.vectors)}
+    t = decl.transitions[g]
+    for v, o, dl in t.jump:
+        jv = vindex[v]
+        add(f"{ind}j = off{jv} + i + {o}")
+        add(f"{ind}c[j] += {dl}")
+        add(f"{ind}if c[j] < 0 or c[j] > n:")
+        add(f"{ind}    err[0] = {g}")
+        add(f"{ind}    err[1] = i")
+        add(f"{ind}    err[2] = j")
+        add(f"{ind}    state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
+        add(f"{ind}    return 2")
+        add(f"{ind}x[j] = c[j] / nf")
+        if areas:
+            add(f"{ind}acc[j] += {dl} * t_w")
+            add(f"{ind}q += qw[j] * {dl}")
+            add(f"{ind}qacc += qw[j] * {dl} * t_w")
+
+
+def _update_lines(decl: Population, g: int, ind: str, add) -> None:
+    """The lines that recompute, after a jump of family ``g`` at index ``i``, the rates that
+    read a changed coordinate (and every family without a stencil), keeping each family's
+    running total ``ftot<h>``. Shared with the path kernel."""
+    views = _views(decl)
+    t = decl.transitions[g]
+    # the rates to recompute: stencil families whose reads meet a changed coordinate,
+    # and every family without a stencil
+    shifts = {}
+    whole = []
+    for h, th in enumerate(decl.transitions):
+        if th.reads is None:
+            whole.append(h)
+            continue
+        for v, o, _ in t.jump:
+            for rv, ro in th.reads:
+                if rv == v:
+                    shifts.setdefault(h, set()).add(o - ro)
+    for h in sorted(shifts):
+        for sh in sorted(shifts[h]):
+            add(f"{ind}jj = i + {sh}")
+            add(f"{ind}if jj >= lo{h} and jj < hi{h}:")
+            add(f"{ind}    nr = beta{h}(jj, {views}, nf, p)")
+            _rate_check(add, ind + "    ", h, "jj")
+            add(f"{ind}    kk = base{h} + jj - lo{h}")
+            add(f"{ind}    ftot{h} += nr - rates[kk]")
+            add(f"{ind}    rates[kk] = nr")
+    for h in whole:
+        add(f"{ind}ftot{h} = 0.0")
+        add(f"{ind}for jj in range(lo{h}, hi{h}):")
+        add(f"{ind}    nr = beta{h}(jj, {views}, nf, p)")
+        _rate_check(add, ind + "    ", h, "jj")
+        add(f"{ind}    rates[base{h} + jj - lo{h}] = nr")
+        add(f"{ind}    ftot{h} += nr")
+
+
 def _source(decl: Population) -> str:
     """The Python source of the kernel and of the rate filler of ``decl``.
 
@@ -85,17 +154,9 @@ def _source(decl: Population) -> str:
     that might alias them (measured on pod at N = 10**6: 59 -> 40 ns an event with the rate
     functions inlined)."""
     nv, nfam = len(decl.vectors), len(decl.transitions)
-    vindex = {v.name: j for j, v in enumerate(decl.vectors)}
     views = _views(decl)
     lines = []
     add = lines.append
-
-    def rate_check(indent, g, idx):
-        add(f"{indent}if nr != nr or abs(nr) == np.inf or nr < 0.0:")
-        add(f"{indent}    err[0] = {g}")
-        add(f"{indent}    err[1] = {idx}")
-        add(f"{indent}    state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
-        add(f"{indent}    return 3")
 
     # ---- the rates of every transition at x (start of a run, mean field)
     add("def fill_rates(x, nf, p, lo, hi, offs, sizes, base, rates, err, strict):")
@@ -171,20 +232,7 @@ def _source(decl: Population) -> str:
         add(f"{ind}t_w += hold")
         add(f"{ind}if arr_rate - arr_now > 1e-10 * arr_rate:  # below: rounding of the totals")
         add(f"{ind}    w_lost[w] += (arr_rate - arr_now) * nf * hold")
-        for v, o, dl in t.jump:
-            jv = vindex[v]
-            add(f"{ind}j = off{jv} + i + {o}")
-            add(f"{ind}c[j] += {dl}")
-            add(f"{ind}if c[j] < 0 or c[j] > n:")
-            add(f"{ind}    err[0] = {g}")
-            add(f"{ind}    err[1] = i")
-            add(f"{ind}    err[2] = j")
-            add(f"{ind}    state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
-            add(f"{ind}    return 2")
-            add(f"{ind}x[j] = c[j] / nf")
-            add(f"{ind}acc[j] += {dl} * t_w")
-            add(f"{ind}q += qw[j] * {dl}")
-            add(f"{ind}qacc += qw[j] * {dl} * t_w")
+        _jump_lines(decl, g, ind, add, areas=True)
         if t.arrival:
             add(f"{ind}w_adm[w] += 1")
             if t.position is not None:
@@ -193,34 +241,7 @@ def _source(decl: Population) -> str:
                 add(f"{ind}    w_waited[w] += 1")
                 add(f"{ind}if pos <= h_thr:")
                 add(f"{ind}    w_within[w] += 1")
-        # the rates to recompute: stencil families whose reads meet a changed coordinate,
-        # and every family without a stencil
-        shifts = {}
-        whole = []
-        for h, th in enumerate(decl.transitions):
-            if th.reads is None:
-                whole.append(h)
-                continue
-            for v, o, _ in t.jump:
-                for rv, ro in th.reads:
-                    if rv == v:
-                        shifts.setdefault(h, set()).add(o - ro)
-        for h in sorted(shifts):
-            for sh in sorted(shifts[h]):
-                add(f"{ind}jj = i + {sh}")
-                add(f"{ind}if jj >= lo{h} and jj < hi{h}:")
-                add(f"{ind}    nr = beta{h}(jj, {views}, nf, p)")
-                rate_check(ind + "    ", h, "jj")
-                add(f"{ind}    kk = base{h} + jj - lo{h}")
-                add(f"{ind}    ftot{h} += nr - rates[kk]")
-                add(f"{ind}    rates[kk] = nr")
-        for h in whole:
-            add(f"{ind}ftot{h} = 0.0")
-            add(f"{ind}for jj in range(lo{h}, hi{h}):")
-            add(f"{ind}    nr = beta{h}(jj, {views}, nf, p)")
-            rate_check(ind + "    ", h, "jj")
-            add(f"{ind}    rates[base{h} + jj - lo{h}] = nr")
-            add(f"{ind}    ftot{h} += nr")
+        _update_lines(decl, g, ind, add)
     add("            e += 1")
     add("        w_time[w] = t_w")
     add("        w_qarea[w] = q * t_w - qacc")

@@ -12,6 +12,14 @@ Coordinates no transition moves keep their start values (``s_0 = 1``).
 The row of the ``population_meanfield`` engine (:func:`limit_row`): the queue, Little's law over
 the admitted arrival rate, the tail, the drop probability at the truncation and, where the
 arrival transitions give the queue position, ``prob_wait`` and ``frac_within_h``.
+
+The ODE path from a given state (:func:`ode_path`, the path engine's companion,
+:mod:`sim.core.population_paths`): LSODA on the drift, or the declaration's own
+:class:`~sim.core.population.Fluid` path where it gives one.
+
+A declaration with ``smooth=False`` (a discontinuous drift: partial centralization's server of
+the longest queue) is refused by :func:`limit_row`, :func:`expansion` and :func:`refined_row` in
+one line; its fixed point and path are its ``fluid``'s, or refused likewise.
 """
 from __future__ import annotations
 
@@ -27,7 +35,7 @@ from sim.core.refined import refined_expansion
 from sim.core.results import exact_row
 
 __all__ = ["drift", "fixed_point", "FixedPoint", "limit_row", "expansion", "Expansion", "refined_row",
-           "ODE_TOL", "T_MAX", "AGREE", "F1_N"]
+           "ode_path", "ODE_TOL", "T_MAX", "AGREE", "F1_N", "PATH_RTOL", "PATH_ATOL"]
 
 #: the ODE is run until max |f(x)| is below this
 ODE_TOL = 1e-9
@@ -36,6 +44,17 @@ T_MAX = 1e5
 #: the ODE's end state and the root must agree to this in every coordinate
 AGREE = 1e-6
 CI_METHOD = "mean field from the declared transitions: ODE from empty, fixed point by root finding"
+
+
+#: tolerances of the ODE path (:func:`ode_path`)
+PATH_RTOL, PATH_ATOL = 1e-10, 1e-13
+
+
+def _require_smooth(decl: Population, what: str) -> None:
+    if not decl.smooth:
+        raise ValueError(f"population {decl.name!r}: declared smooth=False (a discontinuous "
+                         f"drift): no {what} is derived from its transitions; simulate it "
+                         "(population, population_trajectory) or use the model's own limit")
 
 
 class FixedPoint(NamedTuple):
@@ -84,6 +103,16 @@ def fixed_point(decl: Population, p: np.ndarray) -> FixedPoint:
     if key in decl._cache:
         return decl._cache[key]
     lay = decl.layout(p)
+    if not decl.smooth:  # the declaration's own fluid limit, or nothing
+        if decl.fluid is None:
+            _require_smooth(decl, "fixed point (init: meanfield)")
+        x = np.asarray(decl.fluid.fixed_point(p, lay), dtype=np.float64)
+        if x.shape != (int(lay.offsets[-1]),):
+            raise ValueError(f"population {decl.name!r}: fluid.fixed_point returned shape "
+                             f"{x.shape}; the flat state has {int(lay.offsets[-1])} coordinates")
+        out = FixedPoint(x, x, 0.0, 0.0)
+        decl._cache[key] = out
+        return out
     x0 = decl.start_state(p, lay)
     free = _free(decl, lay)
 
@@ -123,6 +152,7 @@ def fixed_point(decl: Population, p: np.ndarray) -> FixedPoint:
 
 def limit_row(decl: Population, task: dict) -> dict:
     """The :data:`sim.core.results.RESULT_KEYS` row of the mean field of ``decl`` for ``task``."""
+    _require_smooth(decl, "mean field (population_meanfield)")
     p = np.asarray(decl.params(task), dtype=np.float64)
     lay = decl.layout(p)
     fp = fixed_point(decl, p)
@@ -191,6 +221,7 @@ def expansion(decl: Population, p: np.ndarray) -> Expansion:
     (step :data:`HESS_STEP`: error about 1e-8), ``Q(x*) = sum_l l l^T beta_l(x*)`` from the
     rates, and ``f1`` by Richardson extrapolation in 1/N (:data:`F1_N`). Accuracy about 1e-7
     on ``V`` (measured on pod against the hand-written expansion, tests/dispatch)."""
+    _require_smooth(decl, "refined term (population_refined)")
     p = np.asarray(p, dtype=np.float64)
     key = ("expansion", p.tobytes())
     if key in decl._cache:
@@ -249,6 +280,7 @@ def refined_row(decl: Population, task: dict) -> dict:
     """The row of ``x* + V/N`` at the task's N: the queue and Little's law (admitted rate at
     the fixed point: exact to first order where the arrivals are not truncated), the tail,
     ``mean_queue_1n`` (the 1/N coefficient of the queue)."""
+    _require_smooth(decl, "refined term (population_refined)")
     p = np.asarray(decl.params(task), dtype=np.float64)
     lay = decl.layout(p)
     e = expansion(decl, p)
@@ -275,3 +307,37 @@ def refined_row(decl: Population, task: dict) -> dict:
                "Hessian and 1/N part of the drift by finite differences)")
     row["mean_queue_1n"] = queue_1n
     return row
+
+
+def ode_path(decl: Population, p: np.ndarray, x0: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The mean-field path from the flat state ``x0`` at the times ``t`` (increasing, from 0),
+    shape ``(t.size, dim)``: the declaration's ``fluid.path`` where it gives one, else
+    ``dx/dt = f(x)`` integrated by LSODA (``rtol`` :data:`PATH_RTOL`, ``atol``
+    :data:`PATH_ATOL`) on the coordinates some jump moves (the others keep ``x0``'s values).
+    A declaration with ``smooth=False`` and no ``fluid`` is refused."""
+    p = np.asarray(p, dtype=np.float64)
+    t = np.asarray(t, dtype=np.float64)
+    lay = decl.layout(p)
+    x0 = np.asarray(x0, dtype=np.float64)
+    if decl.fluid is not None:
+        out = np.asarray(decl.fluid.path(p, lay, x0, t), dtype=np.float64)
+        if out.shape != (t.size, x0.size):
+            raise ValueError(f"population {decl.name!r}: fluid.path returned shape {out.shape}; "
+                             f"expected {(t.size, x0.size)}")
+        return out
+    _require_smooth(decl, "ODE path")
+    free = _free(decl, lay)
+
+    def rhs(_t, y):
+        x = x0.copy()
+        x[free] = y
+        return drift(decl, x, p, lay)[free]
+
+    sol = solve_ivp(rhs, (0.0, float(t[-1])), x0[free], method="LSODA", rtol=PATH_RTOL,
+                    atol=PATH_ATOL, t_eval=t)
+    if not sol.success or sol.y.shape[1] != t.size:
+        raise ValueError(f"population {decl.name!r}: the mean-field ODE failed on [0, "
+                         f"{float(t[-1]):g}]: {sol.message}")
+    out = np.repeat(x0[None, :], t.size, axis=0)
+    out[:, free] = sol.y.T
+    return out

@@ -30,8 +30,8 @@ Engines
   batch-filling limit for fixed ``k`` and ``d``).
 - ``refined`` (:mod:`~sim.dispatch.refined`, :mod:`~sim.dispatch.refined_batch`) and
   ``trajectory`` (:mod:`~sim.dispatch.trajectory`).
-- ``population``, ``population_meanfield`` and ``population_refined``
-  (:mod:`~sim.dispatch.population`): ``pod`` declared by its transitions
+- ``population``, ``population_meanfield``, ``population_refined`` and
+  ``population_trajectory`` (:mod:`~sim.dispatch.population`): ``pod`` declared by its transitions
   (:mod:`sim.core.population`), simulated by the generic engine, its mean field and refined
   1/N term derived from the same declaration.
 - ``heavy_traffic`` (:mod:`~sim.dispatch.meanfield.heavy_traffic`): batch-filling and
@@ -48,7 +48,18 @@ from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 from sim.dispatch.policies import BATCH_POLICIES
-from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
+from sim.engines import (
+    AGENT,
+    MEANFIELD,
+    OCCUPANCY,
+    POPULATION,
+    POPULATION_MEANFIELD,
+    POPULATION_REFINED,
+    POPULATION_TRAJECTORY,
+    PROBES,
+    REFINED,
+    TRAJECTORY,
+)
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
 
@@ -63,11 +74,12 @@ def events_per_time(task: dict) -> float:
     buffer ``busy = lam N``, so ``N lam (1/k + 1)`` (with a buffer fewer servers are busy and
     the run covers a little more time). The trajectory engine runs to its horizon ``time``,
     ``events`` being a cap it must not reach: an upper bound, from the rate bound ``N (1 +
-    lam)`` plus 10 SDs (:func:`sim.core.trajectory.events_bound`).
+    lam)`` plus 10 SDs (:func:`sim.core.trajectory.events_bound`); so does the path engine of
+    the declaration, ``population_trajectory``.
     """
     n, lam = task["n_servers"], task["lam"]
     k = task.get("k") or 1
-    if task["engine"] == "trajectory":
+    if task["engine"] in ("trajectory", "population_trajectory"):
         return events_bound(n * (1.0 + lam / k), task["time"])
     if task["engine"] in ("occupancy", "population"):
         return n * lam * (1.0 / k + 1.0)
@@ -215,7 +227,7 @@ def memory_bytes(task: dict) -> float:
         if b is not None:
             return 10 * 8.0 * int(b) + fixed
         return fixed
-    if engine == "trajectory":
+    if engine in ("trajectory", "population_trajectory"):
         return 4 * 8.0 * int(task.get("grid") or 200) * 64 + 8.0 * (k * d + k) + fixed
     if engine in ("population", "population_meanfield", "population_refined"):
         # the truncation L of sim.dispatch.population.pod_levels (the limits': s_L >= 1e-300,
@@ -309,6 +321,8 @@ MODEL = Model(
               ("b", "replacement"), example=_POD),
         Entry("population_refined", "pod", f"{_D}.population:run_refined", ("d",),
               ("replacement",), example=_POD),
+        Entry("population_trajectory", "pod", f"{_D}.population:run_path", ("d",),
+              ("init_tail", "replacement"), example=_TRAJ),
         # paths s_i(t) on a time grid beside the mean-field ODE from the same start (real
         # exponential clock, runs to the horizon `time`; docs/transients.md)
         Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",), example=_TRAJ),
@@ -359,7 +373,7 @@ MODEL = Model(
     },
     engine_decls=(
         AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
-        POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED,
+        POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, POPULATION_TRAJECTORY,
         Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
     ),
 )

@@ -1,5 +1,6 @@
 """Power-of-d declared by its transitions (issue 38): the ``population``,
-``population_meanfield`` and ``population_refined`` engines of the dispatch model's ``pod``.
+``population_meanfield``, ``population_refined`` and ``population_trajectory`` engines of the
+dispatch model's ``pod``.
 
 State: the tail ``s_i``, the fraction of servers with at least ``i`` tasks, ``i = 0 .. L + 1``
 (``s_0 = 1`` and ``s_{L+1} = 0`` are never moved). Transitions, ``i = 1 .. L``:
@@ -18,7 +19,10 @@ exactly. Without, ``L`` is set out of reach: the level that ``10^6`` times the r
 independent queue lengths would reach under the mean-field tail
 (:func:`sim.core.memory.longest_queue`), plus 2; the row's ``drop_prob`` shows any job lost
 (tests check it is 0). The limit engines without ``b`` cut where the fixed point is below
-1e-300 (1e-30 for d = 1).
+1e-300 (1e-30 for d = 1). A path (``population_trajectory``, :mod:`sim.core.population_paths`)
+cuts where a run of its ``events`` cap would (the cap the plan sets for ``time``), plus the
+levels of a configured ``init_tail``; its ODE is the declared drift's, integrated from the
+path's rounded start.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
 from sim.dispatch.policies import messages_per_job
 
-__all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined"]
+__all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined", "run_path"]
 
 
 @njit(cache=True, inline="always")
@@ -136,21 +140,47 @@ def _task(task: dict) -> dict:
         return int(v) if isinstance(v, float) and v.is_integer() else v
 
     out = dict(task)
-    for key in ("n_servers", "d", "b", "events", "seed", "n_batches", "max_level", "h"):
+    for key in ("n_servers", "d", "b", "events", "seed", "n_batches", "max_level", "h", "grid"):
         if out.get(key) is not None:
             out[key] = as_int(out[key])
     return out
 
 
-def run_task(task: dict) -> dict:
-    """One ``population`` task of ``pod`` (keys as docs/results-schema.md)."""
-    task = _task(task)
+def _check_sim(task: dict) -> None:
     if task["policy"] != "pod":
         raise ValueError(f"policy={task['policy']!r} is not declared by transitions")
     if not task.get("replacement") and task["d"] > task["n_servers"]:
         raise ValueError(f"d={task['d']!r} must not exceed n_servers={task['n_servers']!r} "
                          "(sampling without replacement)")
+
+
+def run_task(task: dict) -> dict:
+    """One ``population`` task of ``pod`` (keys as docs/results-schema.md)."""
+    task = _task(task)
+    _check_sim(task)
     return simulation_row(simulate(POD, task))
+
+
+def run_path(task: dict) -> dict:
+    """One ``population_trajectory`` task of ``pod``: the columns of the trajectory engine
+    (:mod:`sim.dispatch.trajectory`), the path of the declaration beside its ODE."""
+    from sim.core.population_paths import path_row, simulate_path
+    from sim.core.trajectory import events_bound
+
+    task = _task(task)
+    _check_sim(task)
+    if task.get("b") is not None:
+        raise ValueError(f"b={task['b']!r}: the path engine runs pod without a buffer")
+    params = None
+    t = task.get("time")
+    if t is not None and t > 0:  # (a bad time is refused, naming it, by simulate_path)
+        cut = dict(task)
+        if cut.get("events") is None:  # the cap the plan would set
+            cut["events"] = events_bound(task["n_servers"] * (1.0 + task["lam"]), t) * t
+        p = list(_params(cut))
+        p[3] = float(pod_levels(cut) + len(task.get("init_tail") or ()))
+        params = tuple(p)
+    return path_row(simulate_path(POD, task, params), POD)
 
 
 def run_meanfield(task: dict) -> dict:

@@ -31,8 +31,8 @@ def _limit(engine: str, policy: str, **params) -> dict:
     return {"engine": engine, "policy": policy, **params, "seed": 0, **RUN}
 
 
-def _traj(policy: str, seed: int, **params) -> dict:
-    return {"engine": "trajectory", "policy": policy, **params, "events": 20_000, "time": 5.0,
+def _traj(policy: str, seed: int, engine: str = "trajectory", **params) -> dict:
+    return {"engine": engine, "policy": policy, **params, "events": 20_000, "time": 5.0,
             "seed": seed, **{**RUN, "init": "empty"}, "grid": 11}
 
 
@@ -91,6 +91,7 @@ def dispatch_tasks() -> list[dict]:
         _limit("population_meanfield", "pod", **base, d=2, b=3),
         _limit("population_refined", "pod", **base, d=2),
         _limit("population_refined", "pod", **base, d=2, replacement=True),
+        _traj("pod", 84, "population_trajectory", **base, d=2),
     ]
     return [{"model": "dispatch", **t} for t in out]
 
@@ -98,7 +99,9 @@ def dispatch_tasks() -> list[dict]:
 def centralization_tasks() -> list[dict]:
     base = {"n_servers": 50, "lam": 0.8, "p": 0.2}
     out = [_sim("agent", "central", 41, **base), _sim("occupancy", "central", 42, **base),
-           _limit("meanfield", "central", **base), _traj("central", 43, **base)]
+           _limit("meanfield", "central", **base), _traj("central", 43, **base),
+           # declared by its transitions (issue 38): the population engine, stationary and paths
+           _sim("population", "central", 44, **base), _traj("central", 45, "population_trajectory", **base)]
     return [{"model": "centralization", **t} for t in out]
 
 
