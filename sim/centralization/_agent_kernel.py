@@ -31,9 +31,62 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from sim.centralization._occupancy_kernel import count_arrival, count_departure, end_window
 from sim.core.buckets import bucket_down, bucket_up, build_buckets
 from sim.core.rng import below, next_raw
-from sim.core.windows import flush_window, window_of, window_shift
+from sim.core.windows import window_of, window_shift
+
+
+@njit(cache=True, inline="always")
+def _push(n, a, q, buf, head, mask, perm, pos, start):
+    """A task arriving at event ``a`` (NaN: not measured) joins the back of station ``n``'s
+    ring; the buckets follow. Returns the station's queue length before."""
+    lvl = q[n]
+    buf[n, (head[n] + lvl) & mask] = a
+    q[n] = lvl + 1
+    bucket_up(perm, pos, start, n, lvl)
+    return lvl
+
+
+@njit(cache=True, inline="always")
+def _pop(n, q, buf, head, mask):
+    """Station ``n`` completes the task at the head of its ring: returns ``(queue length
+    before, the task's arrival event or NaN)``."""
+    lvl = q[n]
+    hd = head[n]
+    a = buf[n, hd]
+    head[n] = (hd + 1) & mask
+    q[n] = lvl - 1
+    return lvl, a
+
+
+@njit(cache=True, inline="always")
+def _unbucket(perm, pos, start, n, lvl, top):
+    """The buckets after station ``n`` went from ``lvl`` to ``lvl - 1`` tasks; returns the
+    longest queue."""
+    bucket_down(perm, pos, start, n, lvl)
+    if lvl == top and start[top] == perm.size:
+        top -= 1
+    return top
+
+
+@njit(cache=True, inline="always")
+def _served(r, thr_local, central, q, perm, start, top, s0, s1, s2, s3):
+    """The station a non-arrival event (raw draw ``r``) serves, or -1: a local tick at a
+    uniform station (wasted if it is empty), or a central tick at a uniform longest queue
+    (``perm[start[top]:]``; none when all are empty). Returns ``(station, s0..s3)``."""
+    n_servers = q.size
+    n = np.int64(-1)
+    if r < thr_local or not central:
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        n = below(r, n_servers)
+        if q[n] == 0:
+            n = -1  # wasted local tick
+    elif top > 0:
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        b = start[top]
+        n = perm[b + below(r, n_servers - b)]
+    return n, s0, s1, s2, s3
 
 
 @njit(cache=True)
@@ -58,85 +111,40 @@ def agent_span(thr_arrival, thr_local, central, h,
         total += q[n]
     top = top_ref[0]
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    w = w_first
-    e_next = e_first
-    full = False
+    w, e_next, full = w_first, e_first, False
     while w < n_windows and not full:
-        e0 = bounds[w]
-        e1 = bounds[w + 1]
-        arrivals = np.int64(0)
-        waited = np.int64(0)
-        within = np.int64(0)
-        qacc = np.int64(0)
+        e0, e1 = bounds[w], bounds[w + 1]
+        arrivals, waited, within, qacc = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
         e = e_next
         while e < e1:
             r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
             if r < thr_arrival:
                 r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
                 n = below(r, n_servers)
-                lvl = q[n]
-                buf[n, (head[n] + lvl) & mask] = e
-                q[n] = lvl + 1
-                de = e - e0
-                cnt[lvl + 1] += 1
-                acc[lvl + 1] += de
-                qacc += de
-                total += 1
-                bucket_up(perm, pos, start, n, lvl)
-                if lvl + 1 > top:
-                    top = lvl + 1
-                arrivals += 1
-                if lvl > 0:
-                    waited += 1
-                if lvl < h:
-                    within += 1
+                lvl = _push(n, e, q, buf, head, mask, perm, pos, start)
+                top, qacc, total, arrivals, waited, within = count_arrival(
+                    cnt, acc, lvl, e - e0, h, top, qacc, total, arrivals, waited, within)
                 if lvl + 1 == c:  # ring full: stop after this event and grow
                     full = True
                     e += 1
                     break
             else:
-                n = np.int64(-1)
-                if r < thr_local or not central:
-                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                    n = below(r, n_servers)
-                    if q[n] == 0:
-                        n = -1  # wasted local tick
-                elif top > 0:
-                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                    b = start[top]
-                    n = perm[b + below(r, n_servers - b)]
+                n, s0, s1, s2, s3 = _served(r, thr_local, central, q, perm, start, top,
+                                            s0, s1, s2, s3)
                 if n >= 0:
-                    lvl = q[n]
-                    hd = head[n]
-                    a = buf[n, hd]
+                    lvl, a = _pop(n, q, buf, head, mask)
                     if a == a:  # not NaN: a measured task
                         wa = window_of(a, shift)
                         w_jobs[wa] += 1
                         w_resp[wa] += e - a
-                    head[n] = (hd + 1) & mask
-                    q[n] = lvl - 1
-                    de = e - e0
-                    cnt[lvl] -= 1
-                    acc[lvl] -= de
-                    qacc -= de
-                    total -= 1
-                    bucket_down(perm, pos, start, n, lvl)
-                    if lvl == top and start[top] == n_servers:
-                        top -= 1
+                    qacc, total = count_departure(cnt, acc, lvl, e - e0, qacc, total)
+                    top = _unbucket(perm, pos, start, n, lvl, top)
             e += 1
-        w_arr[w] += arrivals
-        w_waited[w] += waited
-        w_within[w] += within
-        w_qarea[w] -= qacc
         e_next = e
-        if e == e1:
-            flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
-            w += 1
+        w = end_window(w, e, e0, e1, cnt, acc, total, arrivals, waited, within, qacc,
+                       w_arr, w_waited, w_within, w_qarea, w_tail)
     top_ref[0] = top
-    state[0] = s0
-    state[1] = s1
-    state[2] = s2
-    state[3] = s3
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     return w, e_next
 
 
@@ -175,50 +183,28 @@ def drain_span(thr_arrival, thr_local, central, q, buf, head, cnt, perm, pos, st
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         if r < thr_arrival:
             r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-            n = below(r, n_servers)
-            lvl = q[n]
-            buf[n, (head[n] + lvl) & mask] = np.nan
-            q[n] = lvl + 1
+            lvl = _push(below(r, n_servers), np.nan, q, buf, head, mask, perm, pos, start)
             cnt[lvl + 1] += 1
-            bucket_up(perm, pos, start, n, lvl)
-            if lvl + 1 > top:
-                top = lvl + 1
+            top = max(top, lvl + 1)
             if lvl + 1 == c:
                 full = True
                 e += 1
                 break
         else:
-            n = np.int64(-1)
-            if r < thr_local or not central:
-                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                n = below(r, n_servers)
-                if q[n] == 0:
-                    n = -1
-            elif top > 0:
-                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                b = start[top]
-                n = perm[b + below(r, n_servers - b)]
+            n, s0, s1, s2, s3 = _served(r, thr_local, central, q, perm, start, top,
+                                        s0, s1, s2, s3)
             if n >= 0:
-                lvl = q[n]
-                hd = head[n]
-                a = buf[n, hd]
+                lvl, a = _pop(n, q, buf, head, mask)
                 if a == a:  # not NaN: a tracked task
                     wa = window_of(a, shift)
                     w_jobs[wa] += 1
                     w_resp[wa] += e - a
                     remaining -= 1
-                head[n] = (hd + 1) & mask
-                q[n] = lvl - 1
                 cnt[lvl] -= 1
-                bucket_down(perm, pos, start, n, lvl)
-                if lvl == top and start[top] == n_servers:
-                    top -= 1
+                top = _unbucket(perm, pos, start, n, lvl, top)
         e += 1
     top_ref[0] = top
-    state[0] = s0
-    state[1] = s1
-    state[2] = s2
-    state[3] = s3
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     return remaining, e, full
 
 

@@ -45,6 +45,51 @@ def _level_of(cnt, top, u):
     return lo
 
 
+@njit(cache=True, inline="always")
+def count_arrival(cnt, acc, lvl, de, h, top, qacc, total, arrivals, waited, within):
+    """Bookkeeping of a task joining a station of ``lvl`` tasks at ``de`` events into the
+    window (lazy areas of :mod:`sim.core.windows`): the level counts and their areas, the
+    longest queue, the window's arrivals, those that found the station non-empty and those to
+    a queue shorter than ``h``. Returns ``(top, qacc, total, arrivals, waited, within)``."""
+    cnt[lvl + 1] += 1
+    acc[lvl + 1] += de
+    qacc += de
+    total += 1
+    if lvl + 1 > top:
+        top = lvl + 1
+    arrivals += 1
+    if lvl > 0:
+        waited += 1
+    if lvl < h:
+        within += 1
+    return top, qacc, total, arrivals, waited, within
+
+
+@njit(cache=True, inline="always")
+def count_departure(cnt, acc, lvl, de, qacc, total):
+    """Bookkeeping of a task leaving a station of ``lvl`` tasks; returns ``(qacc, total)``."""
+    cnt[lvl] -= 1
+    acc[lvl] -= de
+    qacc -= de
+    total -= 1
+    return qacc, total
+
+
+@njit(cache=True, inline="always")
+def end_window(w, e, e0, e1, cnt, acc, total, arrivals, waited, within, qacc,
+               w_arr, w_waited, w_within, w_qarea, w_tail):
+    """A span leaves window ``w`` (events ``e0..e1 - 1``) at event ``e``: its counts are added,
+    and if the window is complete its areas are flushed. Returns the window to go on with."""
+    w_arr[w] += arrivals
+    w_waited[w] += waited
+    w_within[w] += within
+    w_qarea[w] -= qacc
+    if e == e1:
+        flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
+        w += 1
+    return w
+
+
 @njit(cache=True)
 def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_ref, bounds, state,
                    w_first, e_first, w_arr, w_waited, w_within, w_qarea, w_tail):
@@ -59,35 +104,18 @@ def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_
         total += cnt[lev]
     top = top_ref[0]
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    w = w_first
-    e_next = e_first
-    full = False
+    w, e_next, full = w_first, e_first, False
     while w < n_windows and not full:
-        e0 = bounds[w]
-        e1 = bounds[w + 1]
-        arrivals = np.int64(0)
-        waited = np.int64(0)
-        within = np.int64(0)
-        qacc = np.int64(0)
+        e0, e1 = bounds[w], bounds[w + 1]
+        arrivals, waited, within, qacc = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
         e = e_next
         while e < e1:
             r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
             if r < thr_arrival:
                 r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                u = min(np.int64(u01(r) * nf), n_servers - 1)
-                lvl = _level_of(cnt, top, u)
-                de = e - e0
-                cnt[lvl + 1] += 1
-                acc[lvl + 1] += de
-                qacc += de
-                total += 1
-                if lvl + 1 > top:
-                    top = lvl + 1
-                arrivals += 1
-                if lvl > 0:
-                    waited += 1
-                if lvl < h:
-                    within += 1
+                lvl = _level_of(cnt, top, min(np.int64(u01(r) * nf), n_servers - 1))
+                top, qacc, total, arrivals, waited, within = count_arrival(
+                    cnt, acc, lvl, e - e0, h, top, qacc, total, arrivals, waited, within)
                 if top + 2 >= cnt.size:
                     full = True
                     e += 1
@@ -101,25 +129,13 @@ def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_
                 else:
                     lvl = top
                 if lvl > 0:
-                    de = e - e0
-                    cnt[lvl] -= 1
-                    acc[lvl] -= de
-                    qacc -= de
-                    total -= 1
+                    qacc, total = count_departure(cnt, acc, lvl, e - e0, qacc, total)
                     if lvl == top and cnt[lvl] == 0:
                         top -= 1
             e += 1
-        w_arr[w] += arrivals
-        w_waited[w] += waited
-        w_within[w] += within
-        w_qarea[w] -= qacc
         e_next = e
-        if e == e1:
-            flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
-            w += 1
+        w = end_window(w, e, e0, e1, cnt, acc, total, arrivals, waited, within, qacc,
+                       w_arr, w_waited, w_within, w_qarea, w_tail)
     top_ref[0] = top
-    state[0] = s0
-    state[1] = s1
-    state[2] = s2
-    state[3] = s3
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     return w, e_next

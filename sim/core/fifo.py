@@ -81,14 +81,21 @@ def grow_rings(q, buf, head, cnt, acc, start):
         for k in range(q[m]):
             nbuf[m, k] = buf[m, (h + k) & mask]
         head[m] = 0
-    cap = c_new + 2
-    ncnt = np.zeros(cap, dtype=np.int64)
-    nacc = np.zeros(cap, dtype=np.int64)
-    nstart = np.full(cap, n_servers, dtype=np.int64)
+    ncnt, nacc, nstart = grow_levels(cnt, acc, start, c_new + 2, n_servers)
+    return nbuf, ncnt, nacc, nstart
+
+
+@njit(cache=True)
+def grow_levels(cnt, acc, start, size, n_servers):
+    """The level arrays ``cnt``, ``acc`` (zeros after) and ``start`` (``n_servers`` after:
+    no server at the new levels) copied into arrays of ``size`` entries."""
+    ncnt = np.zeros(size, dtype=np.int64)
+    nacc = np.zeros(size, dtype=np.int64)
+    nstart = np.full(size, n_servers, dtype=np.int64)
     ncnt[: cnt.size] = cnt
     nacc[: acc.size] = acc
     nstart[: start.size] = start
-    return nbuf, ncnt, nacc, nstart
+    return ncnt, nacc, nstart
 
 
 def queue_dtype(cap: int):

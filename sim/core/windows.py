@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["window_bounds", "window_shift", "window_of", "flush_window",
-           "flush_occupancy_window"]
+__all__ = ["window_bounds", "window_shift", "window_of", "flush_window", "flush_levels",
+           "flush_occupancy_window", "credit", "credit_start"]
 
 def window_bounds(events: int, n_windows: int) -> np.ndarray:
     """Window boundaries: windows of ``2**k`` events (the largest power of two giving at least
@@ -62,6 +62,20 @@ def flush_window(w, length, cnt, acc, total, w_tail, w_qarea):
 
 
 @njit(cache=True, inline="always")
+def flush_levels(w, length, cnt, acc, w_tail, w_qarea):
+    """:func:`flush_window` for a loop that keeps neither the number of tasks nor its lazy
+    area per event: both are the sums over the levels of ``cnt`` and ``acc`` (O(levels) per
+    window instead of work on every event)."""
+    total = np.int64(0)  # tasks in the system
+    qacc = np.int64(0)  # lazy part of the queue area
+    for i in range(1, cnt.size):
+        total += cnt[i]
+        qacc += acc[i]
+    w_qarea[w] -= qacc
+    flush_window(w, length, cnt, acc, total, w_tail, w_qarea)
+
+
+@njit(cache=True, inline="always")
 def flush_occupancy_window(w, t_w, x, acc, total, qacc, w_time, w_tail, w_qarea):
     """Window ``w`` of an occupancy engine ends after ``t_w`` time units: ``x[l]`` servers hold
     exactly ``l`` tasks, ``acc[l]`` is the lazily integrated change of the count of servers with
@@ -77,3 +91,27 @@ def flush_occupancy_window(w, t_w, x, acc, total, qacc, w_time, w_tail, w_qarea)
             w_tail[w, i - 1] = c * t_w - acc[i]
         acc[i] = 0.0
     w_qarea[w] = total * t_w - qacc
+
+
+@njit(cache=True, inline="always")
+def credit(a, e, shift, w_count, w_sum):
+    """A task that arrived at event ``a`` (-1: unknown, not credited) is done at event ``e``:
+    counted, with its time in events, in the window of its arrival."""
+    if a >= 0:
+        wa = window_of(a, shift)
+        w_count[wa] += 1
+        w_sum[wa] += e - a
+
+
+@njit(cache=True, inline="always")
+def credit_start(a, lvl, e, shift, w_starts, w_wait):
+    """At event ``e`` a server leaves ``lvl`` tasks behind and the next task, if any
+    (``lvl > 1``), arrived at event ``a``, starts service: its wait is credited to the window
+    of its arrival. Branch-free, as ``lvl > 1`` is hard to predict: ``a`` may be a stale slot
+    when ``lvl == 1``, but every slot holds -1 or a past arrival (rings start filled with -1),
+    so ``max(a, 0)`` is a valid window, and +0 / +0.0 (bitwise no-ops) are added when there is
+    no such task or its arrival is unknown."""
+    ok = (lvl > 1) & (a >= 0)
+    wa = window_of(max(a, 0), shift)
+    w_starts[wa] += np.int64(ok)
+    w_wait[wa] += (e - a) if ok else 0.0

@@ -74,10 +74,11 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets
-from sim.core.jobdelay import expected_max_gamma, expected_max_gamma_wide
+from sim.core.fifo import grow_levels
+from sim.core.jobdelay import expected_max_gamma, expected_max_gamma_wide, nonzero_counts
 from sim.core.responses import dummy_recorder, grid_add, sig_id
 from sim.core.rng import below, next_raw
-from sim.core.sampling import prefetch, sample_fy, sample_rej
+from sim.core.sampling import first_min, prefetch, sample_fy, sample_rej
 from sim.core.windows import flush_window, window_shift
 from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD_PER_TASK, RANDOM  # noqa: F401
 
@@ -110,16 +111,43 @@ LOOKAHEAD = 32  # events drawn ahead of time (power of two)
 # --------------------------------------------------------------------------------------------
 # plans: where the k tasks of one job go (dest[:k], placement order), or -1 if dropped
 # --------------------------------------------------------------------------------------------
-@njit(cache=True)
-def _fill_plan(q, samp, m, k, b, hist, dest):
-    """Batch-filling of ``k`` tasks into the sampled queues ``samp[:m]`` (sample order breaks
-    ties). ``hist``: zeroed scratch of size > max q, left zeroed. Returns k, or -1 if dropped."""
+@njit(cache=True, inline="always")
+def _draw_sample(samp, m, use_fy, mark, stamp, s0, s1, s2, s3):
+    """``m`` distinct servers into ``samp[:m]`` in uniformly random order: by partial
+    Fisher-Yates (``use_fy``) or by rejection of repeats under a fresh ``stamp``. Returns
+    ``(stamp, s0..s3)``."""
+    if use_fy:
+        s0, s1, s2, s3 = sample_fy(samp, m, s0, s1, s2, s3)
+    else:
+        stamp += 1
+        s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp, s0, s1, s2, s3)
+    return stamp, s0, s1, s2, s3
+
+
+@njit(cache=True, inline="always")
+def _sample_hist(q, samp, m, hist):
+    """Count the sampled queues ``samp[:m]`` by length into ``hist``; returns the shortest length."""
     lo = q[samp[0]]
     for i in range(m):
         v = q[samp[i]]
         hist[v] += 1
         if v < lo:
             lo = v
+    return lo
+
+
+@njit(cache=True, inline="always")
+def _clear_hist(q, samp, m, hist):
+    """Zero the entries of ``hist`` that :func:`_sample_hist` raised (before ``q`` changes)."""
+    for i in range(m):
+        hist[q[samp[i]]] = 0
+
+
+@njit(cache=True)
+def _fill_plan(q, samp, m, k, b, hist, dest):
+    """Batch-filling of ``k`` tasks into the sampled queues ``samp[:m]`` (sample order breaks
+    ties). ``hist``: zeroed scratch of size > max q, left zeroed. Returns k, or -1 if dropped."""
+    lo = _sample_hist(q, samp, m, hist)
     top = hist.size
     spaces = 0  # spaces(l): free slots at positions <= l
     cum = 0  # sampled queues with length <= l
@@ -133,8 +161,7 @@ def _fill_plan(q, samp, m, k, b, hist, dest):
         lvl += 1
     last = lvl + 1  # highest position taken
     rest = k - spaces  # tasks at position `last`
-    for i in range(m):
-        hist[q[samp[i]]] = 0
+    _clear_hist(q, samp, m, hist)
     if last > b:
         return -1
     t = 0
@@ -156,12 +183,7 @@ def _fill_plan(q, samp, m, k, b, hist, dest):
 def _sampling_plan(q, samp, m, k, b, hist, dest):
     """Batch-sampling: one task to each of the ``k`` shortest sampled queues (sample order
     breaks ties). Returns k, or -1 if the k-th shortest already holds ``b`` tasks."""
-    lo = q[samp[0]]
-    for i in range(m):
-        v = q[samp[i]]
-        hist[v] += 1
-        if v < lo:
-            lo = v
+    lo = _sample_hist(q, samp, m, hist)
     cum = 0
     lvl = lo
     while True:
@@ -170,13 +192,11 @@ def _sampling_plan(q, samp, m, k, b, hist, dest):
             break
         lvl += 1
     rest = k - (cum - hist[lvl])  # tasks for queues of length exactly lvl
-    for i in range(m):
-        hist[q[samp[i]]] = 0
+    _clear_hist(q, samp, m, hist)
     if lvl >= b:
         return -1
     t = 0
-    for i in range(m):
-        n = samp[i]
+    for n in samp[:m]:
         v = q[n]
         if v < lvl:
             dest[t] = n
@@ -197,18 +217,9 @@ def _per_task_plan(q, samp, m, k, b, dest, use_fy, mark, stamp,
     placed = 0
     dropped = False
     for t in range(k):
-        if use_fy:
-            s0, s1, s2, s3 = sample_fy(samp, m, s0, s1, s2, s3)
-        else:
-            stamp += 1
-            s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp, s0, s1, s2, s3)
-        best = samp[0]
+        stamp, s0, s1, s2, s3 = _draw_sample(samp, m, use_fy, mark, stamp, s0, s1, s2, s3)
+        best = first_min(q, samp, m)
         bq = q[best]
-        for i in range(1, m):
-            c = samp[i]
-            if q[c] < bq:
-                best = c
-                bq = q[c]
         if bq >= b:
             dropped = True
             break
@@ -290,11 +301,7 @@ def plan_job(q, policy, k, m, b, state):
     hist = np.zeros(q.max() + k + 2, dtype=np.int64)
     placed = 0
     if policy == BATCH_FILLING or policy == BATCH_SAMPLING:
-        if use_fy:
-            s0, s1, s2, s3 = sample_fy(samp, m, s0, s1, s2, s3)
-        else:
-            stamp += 1
-            s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp, s0, s1, s2, s3)
+        stamp, s0, s1, s2, s3 = _draw_sample(samp, m, use_fy, mark, stamp, s0, s1, s2, s3)
         if policy == BATCH_FILLING:
             placed = _fill_plan(q, samp, m, k, b, hist, dest)
         else:
@@ -436,12 +443,8 @@ def _make_run_span(policy: int, record: bool = False):
                                 srv[n, MARK] = 0
                             stamp = 0
                         if sampled_batch:
-                            if use_fy:
-                                s0, s1, s2, s3 = sample_fy(samp, m, s0, s1, s2, s3)
-                            else:
-                                stamp += 1
-                                s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp,
-                                                             s0, s1, s2, s3)
+                            stamp, s0, s1, s2, s3 = _draw_sample(samp, m, use_fy, mark, stamp,
+                                                                 s0, s1, s2, s3)
                             if policy == BATCH_FILLING:
                                 placed = _fill_plan(q, samp, m, k, b, hist, dest)
                             else:
@@ -651,12 +654,7 @@ def _grow_servers(srv, cnt, acc, start, k):
                 idx -= c_old
             nsrv[n, RING0 + i] = srv[n, RING0 + idx]
     size = w_new - RING0 + k + 2
-    ncnt = np.zeros(size, dtype=np.int64)
-    nacc = np.zeros(size, dtype=np.int64)
-    nstart = np.full(size, n_servers, dtype=np.int64)
-    ncnt[: cnt.size] = cnt
-    nacc[: acc.size] = acc
-    nstart[: start.size] = start
+    ncnt, nacc, nstart = grow_levels(cnt, acc, start, size, n_servers)
     nhist = np.zeros(size, dtype=np.int64)
     return nsrv, ncnt, nacc, nstart, nhist
 
@@ -879,12 +877,7 @@ def close_censored(srv, jobtab, rate, bounds, w_jobs, w_resp, w_tasks, w_tresp,
                 ex = expected_max_gamma(counts[: hi + 1], gl_x, gl_w)
                 memo[key] = ex
             else:  # high positions: the windowed quadrature
-                nd = 0
-                for p in range(1, hi + 1):
-                    if counts[p] > 0:
-                        ps[nd] = p
-                        cs[nd] = counts[p]
-                        nd += 1
+                nd = nonzero_counts(counts, hi, ps, cs)
                 ex = expected_max_gamma_wide(ps[:nd], cs[:nd], gl_x, gl_w)
             for i in range(off[jj], off[jj + 1]):
                 counts[positions[i]] = 0

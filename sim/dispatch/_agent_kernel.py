@@ -40,7 +40,8 @@ from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
 from sim.core.fifo import grow_rings, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
-from sim.core.windows import flush_window, window_of, window_shift
+from sim.core.sampling import alias_server, shortest_fy
+from sim.core.windows import credit, credit_start, flush_levels, window_shift
 from sim.dispatch.policies import JSQ, POD, RANDOM
 
 # --------------------------------------------------------------------------------------------
@@ -63,37 +64,18 @@ def _pick_pod(q, d, samp, use_fy, s0, s1, s2, s3):
 
     The sample comes out in uniformly random order, so keeping the *first* minimum (strict ``<``)
     breaks ties uniformly at random among the sampled shortest queues without extra draws.
-    ``use_fy``: partial Fisher-Yates (:func:`_pick_pod_fy`), else rejection of repeats
-    (:func:`_pick_pod_rej`).
+    ``use_fy``: partial Fisher-Yates (:func:`sim.core.sampling.shortest_fy`), else rejection of
+    repeats (:func:`_pick_pod_rej`).
     """
     if use_fy:
-        return _pick_pod_fy(q, d, samp, s0, s1, s2, s3)
+        return shortest_fy(q, d, samp, s0, s1, s2, s3)
     return _pick_pod_rej(q, d, samp, s0, s1, s2, s3)
 
 
-# The two pod samplers are inlined into the event loop at numba-IR level (inline='always'):
-# left to LLVM, _pick_pod_rej stays an out-of-line call on every arrival (its loops exceed the
+# The two pod samplers (shortest_fy, _pick_pod_rej) are inlined into the event loop at numba-IR
+# level (inline='always'): left to LLVM, _pick_pod_rej stays an out-of-line call on every arrival (its loops exceed the
 # inlining threshold) -- 16 arguments pushed on the stack, the result tuple returned through
 # memory and the RNG state spilled (figures: docs/performance.md).
-@njit(cache=True, inline='always')
-def _pick_pod_fy(q, d, samp, s0, s1, s2, s3):
-    """Power-of-d by partial Fisher-Yates on ``samp``: any permutation of the servers, left
-    permuted between calls (which does not change the law of the sample). O(d)."""
-    n_servers = q.size
-    best = np.int64(-1)
-    bq = np.int64(0)
-    for j in range(d):
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        k = j + below(r, n_servers - j)
-        c = samp[k]
-        samp[k] = samp[j]
-        samp[j] = c
-        if best < 0 or q[c] < bq:
-            best = c
-            bq = q[c]
-    return best, s0, s1, s2, s3
-
-
 @njit(cache=True, inline='always')
 def _pick_pod_rej(q, d, samp, s0, s1, s2, s3):
     """Power-of-d by rejection of repeats (``samp[:d]`` is scratch): O(d**2), for d << N."""
@@ -216,12 +198,9 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
         n_windows = bounds.size - 1
         shift = window_shift(bounds)
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-        w = w_first
-        e_next = e_first
-        full = False
+        w, e_next, full = w_first, e_first, False
         while w < n_windows and not full:
-            e0 = bounds[w]
-            e1 = bounds[w + 1]
+            e0, e1 = bounds[w], bounds[w + 1]
             arrivals = np.int64(0)
             waited = np.int64(0)  # arrivals that found their server busy
             e = e_next
@@ -230,7 +209,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                 if r < p_arrival:
                     # ---- arrival: route, append to the server's FIFO
                     if policy == POD and use_fy:
-                        n, s0, s1, s2, s3 = _pick_pod_fy(q, d, samp, s0, s1, s2, s3)
+                        n, s0, s1, s2, s3 = shortest_fy(q, d, samp, s0, s1, s2, s3)
                     elif policy == POD:
                         n, s0, s1, s2, s3 = _pick_pod_rej(q, d, samp, s0, s1, s2, s3)
                     elif policy == JSQ:
@@ -262,20 +241,12 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                         break
                 else:
                     # ---- service token: wasted at an idle server
-                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                    n = below(r, n_servers)
-                    if hetero:
-                        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                        if r >= alias_thr[n]:
-                            n = alias_idx[n]
+                    n, s0, s1, s2, s3 = alias_server(n_servers, hetero, alias_thr, alias_idx,
+                                                     s0, s1, s2, s3)
                     lvl = q[n]
                     if lvl > 0:
                         h = head[n]
-                        a = buf[n, h]
-                        if a >= 0:  # not a job present at time 0 (-1)
-                            wa = window_of(a, shift)
-                            w_jobs[wa] += 1
-                            w_resp[wa] += e - a
+                        credit(buf[n, h], e, shift, w_jobs, w_resp)  # -1: present at time 0
                         h = (h + 1) & mask
                         head[n] = h
                         q[n] = lvl - 1
@@ -284,18 +255,9 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                         acc[lvl] -= de
                         if policy == JSQ:
                             bucket_down(perm, pos, start, n, lvl)
-                        # The next task, if any (lvl > 1), reaches the head and starts
-                        # service. Branch-free, as lvl > 1 is hard to predict (P = s_2 / s_1,
-                        # about 0.8): the slot is read in any case -- if lvl == 1 it is stale,
-                        # but every slot holds -1 or a past arrival (rings start filled with
-                        # -1, grow_rings fills with -1), so max(a, 0) is a valid window -- and
-                        # +0 / +0.0 (bitwise no-ops) are added when there is no such task or
-                        # its arrival is unknown.
-                        a = buf[n, h]
-                        ok = (lvl > 1) & (a >= 0)
-                        wa = window_of(max(a, 0), shift)
-                        w_starts[wa] += np.int64(ok)
-                        w_wait[wa] += (e - a) if ok else 0.0
+                        # the next task, if any (lvl > 1), starts service: branch-free (lvl >
+                        # 1 has P = s_2 / s_1, about 0.8; grow_rings fills with -1 too)
+                        credit_start(buf[n, h], lvl, e, shift, w_starts, w_wait)
                 e += 1
             w_starts[w] += arrivals - waited  # service starts at once, wait 0
             w_arr[w] += arrivals
@@ -303,18 +265,9 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
             w_probes[w] += arrivals * probes_per_job
             e_next = e
             if e == e1:
-                total = np.int64(0)  # tasks in the system
-                qacc = np.int64(0)  # lazy part of the queue area (see flush_window)
-                for i in range(1, cnt.size):
-                    total += cnt[i]
-                    qacc += acc[i]
-                w_qarea[w] -= qacc
-                flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
+                flush_levels(w, e1 - e0, cnt, acc, w_tail, w_qarea)
                 w += 1
-        state[0] = s0
-        state[1] = s1
-        state[2] = s2
-        state[3] = s3
+        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
         return w, e_next
 
     return run_span

@@ -73,8 +73,9 @@ import functools
 import numpy as np
 from numba import njit
 
+from sim.core._loop import join_level, leave_level, tasks_and_top
 from sim.core.jobdelay import delay_table, empty_delay_table, expected_max_gamma, expected_max_gamma_table
-from sim.core.responses import dummy_recorder, record_job, sig_id
+from sim.core.responses import dummy_recorder, find_key, record_job, sig_id, store_key
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import (  # noqa: F401
     HG_MIN_SAMPLE,
@@ -82,6 +83,7 @@ from sim.core.sampling import (  # noqa: F401
     draw_levels_hg,
     lowest_occupied,
     min_level,
+    min_of_sample,
     sample_levels,  # (test helper)
 )
 from sim.core.windows import flush_occupancy_window
@@ -126,6 +128,28 @@ def _is_touched(pool, tcnt, lvl, s0, s1, s2, s3):
     return u < tcnt[lvl], s0, s1, s2, s3
 
 
+@njit(cache=True, inline="always")
+def _join_level(pool, tcnt, plev, j, lvl, s0, s1, s2, s3):
+    """Task ``j`` joins a uniform server of ``pool`` at level ``lvl``, one this job used
+    already with probability ``tcnt[lvl] / pool[lvl]``. Returns the rng words."""
+    touched, s0, s1, s2, s3 = _is_touched(pool, tcnt, lvl, s0, s1, s2, s3)
+    _move_up(pool, tcnt, lvl, touched)
+    plev[j] = lvl
+    return s0, s1, s2, s3
+
+
+@njit(cache=True, inline="always")
+def _take_level(x, tcnt, plev, j, lvl, bmax, s0, s1, s2, s3):
+    """Task ``j`` of a direct policy joins a server at level ``lvl`` (:func:`_join_level`), or
+    the job is dropped if that server already holds ``bmax`` tasks: the earlier tasks' moves
+    are undone. Returns ``(dropped, s0..s3)``."""
+    if lvl >= bmax:
+        _undo(x, plev, j)
+        return True, s0, s1, s2, s3
+    s0, s1, s2, s3 = _join_level(x, tcnt, plev, j, lvl, s0, s1, s2, s3)
+    return False, s0, s1, s2, s3
+
+
 @njit(cache=True)
 def _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3):
     """Each task to a uniform server (with replacement across tasks): one bounded draw per task
@@ -151,12 +175,9 @@ def _place_jsq(x, tcnt, plev, k, bmax, s0, s1, s2, s3):
     for j in range(k):
         while x[low] == 0:
             low += 1
-        if low >= bmax:
-            _undo(x, plev, j)
+        dropped, s0, s1, s2, s3 = _take_level(x, tcnt, plev, j, low, bmax, s0, s1, s2, s3)
+        if dropped:
             return False, j, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, low, s0, s1, s2, s3)
-        _move_up(x, tcnt, low, touched)
-        plev[j] = low
     return True, k, s0, s1, s2, s3
 
 
@@ -166,19 +187,11 @@ def _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s
     the shortest (ties uniform); ``k = 1``, ``n_samp = d`` is power-of-d. Given the sampled
     minimum level, the chosen queue is a uniform server of that level (exchangeability)."""
     for j in range(k):
-        low = lowest_occupied(x)
-        top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
-        lvl = low
-        while hs[lvl] == 0:
-            lvl += 1
-        for i in range(top + 1):
-            hs[i] = 0
-        if lvl >= bmax:
-            _undo(x, plev, j)
+        lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, n_samp, hs, lowest_occupied(x),
+                                            s0, s1, s2, s3)
+        dropped, s0, s1, s2, s3 = _take_level(x, tcnt, plev, j, lvl, bmax, s0, s1, s2, s3)
+        if dropped:
             return False, j, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
-        _move_up(x, tcnt, lvl, touched)
-        plev[j] = lvl
     return True, k, s0, s1, s2, s3
 
 
@@ -193,12 +206,9 @@ def _place_pod_per_task_min(x, tcnt, plev, k, n_samp, bmax, n_servers, s0, s1, s
     for j in range(k):
         low = lowest_occupied(x)
         lvl, s0, s1, s2, s3 = min_level(x, n_servers, n_samp, low, s0, s1, s2, s3)
-        if lvl >= bmax:
-            _undo(x, plev, j)
+        dropped, s0, s1, s2, s3 = _take_level(x, tcnt, plev, j, lvl, bmax, s0, s1, s2, s3)
+        if dropped:
             return False, j, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
-        _move_up(x, tcnt, lvl, touched)
-        plev[j] = lvl
     return True, k, s0, s1, s2, s3
 
 
@@ -215,9 +225,7 @@ def _fill_batch_filling(hs, tcnt, plev, k, bmax, s0, s1, s2, s3):
         lvl = m
         if lvl >= bmax:
             return False, j, lvl, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(hs, tcnt, lvl, s0, s1, s2, s3)
-        _move_up(hs, tcnt, lvl, touched)
-        plev[j] = lvl
+        s0, s1, s2, s3 = _join_level(hs, tcnt, plev, j, lvl, s0, s1, s2, s3)
     return True, k, lvl + 1, s0, s1, s2, s3
 
 
@@ -327,7 +335,6 @@ def fill_sample(policy, hs, k, bmax, state):
 MEMO_WORDS = 8
 MEMO_MAX_POS = 4 * MEMO_WORDS  # longest memoised signature
 MEMO_MAX_COUNT = 1 << 16  # counts must fit in 16 bits (k < 2**16)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True)
@@ -363,26 +370,12 @@ def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_
         key[q] = 0
     for p in range(1, top_pos + 1):
         key[(p - 1) >> 2] |= tcnt[p] << (16 * ((p - 1) & 3))
-    hsh = np.uint64(top_pos)
-    for q in range(n_words):
-        hsh = (hsh ^ np.uint64(key[q])) * _GOLDEN
-    mask = size - 1
-    i = np.int64(hsh >> np.uint64(40)) & mask
-    while memo_pos[i] != 0:
-        if memo_pos[i] == top_pos:
-            same = True
-            for q in range(n_words):
-                if memo_keys[i, q] != key[q]:
-                    same = False
-                    break
-            if same:
-                return memo_val[i]
-        i = (i + 1) & mask
+    i, found = find_key(key, top_pos, n_words, memo_keys, memo_pos)
+    if found:
+        return memo_val[i]
     v = _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab)
     if 2 * memo_fill[0] < size:
-        memo_pos[i] = top_pos
-        for q in range(n_words):
-            memo_keys[i, q] = key[q]
+        store_key(i, key, top_pos, n_words, memo_keys, memo_pos)
         memo_val[i] = v
         memo_fill[0] += 1
     return v
@@ -432,12 +425,7 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
         cap = x.size
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
-        total = np.int64(0)
-        top = 0
-        for lvl in range(cap):
-            total += lvl * x[lvl]
-            if x[lvl] > 0:
-                top = lvl
+        total, top = tasks_and_top(x)
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
         w = w_first
         e = e_first
@@ -458,17 +446,9 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                     # x and hs as an out-of-line call with its array structs pushed)
                     if policy == RANDOM:
                         # a uniform server, its rank u counted from level 0 up (_place_random):
-                        # the level is the number of l >= 1 with g[l] > N - 1 - u (g is
-                        # non-increasing and 0 above top): whole blocks of TAIL_BLOCK levels
-                        # skipped on their last entry, then the last block counted
+                        # the level is the number of l >= 1 with g[l] > N - 1 - u (_tail_level)
                         u, s0, s1, s2, s3 = below64(n_servers, s0, s1, s2, s3)
-                        thr = n_servers - 1 - u
-                        m = 1
-                        while g[m + TAIL_BLOCK - 1] > thr:
-                            m += TAIL_BLOCK
-                        lvl = m - 1
-                        for i in range(TAIL_BLOCK - 1):
-                            lvl += g[m + i] > thr
+                        lvl = _tail_level(g, n_servers - 1 - u)
                     elif policy == JSQ:
                         lvl = 0
                         while x[lvl] == 0:
@@ -504,17 +484,12 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                             hs[i] = 0
                     w_arr[w] += 1
                     if lvl < bmax:
-                        x[lvl] -= 1
-                        x[lvl + 1] += 1
+                        busy, top = join_level(x, lvl, busy, top)
                         if tails:
                             g[lvl + 1] += 1
-                        if lvl == 0:
-                            busy += 1
                         acc[lvl + 1] += t_w
                         total += 1
                         qacc += t_w
-                        if lvl + 1 > top:
-                            top = lvl + 1
                         w_adm[w] += 1
                         w_resp[w] += lvl + 1.0
                         w_wait[w] += lvl
@@ -607,28 +582,17 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                     # ---- service completion at a uniform busy server
                     u, s0, s1, s2, s3 = below64(busy, s0, s1, s2, s3)
                     if tails:  # as for the arrival: rank u among the busy, from level 1 up
-                        thr = busy - 1 - u
-                        m = 1
-                        while g[m + TAIL_BLOCK - 1] > thr:
-                            m += TAIL_BLOCK
-                        lvl = m - 1
-                        for i in range(TAIL_BLOCK - 1):
-                            lvl += g[m + i] > thr
+                        lvl = _tail_level(g, busy - 1 - u)
                         g[lvl] -= 1
                     else:
                         lvl = 1
                         while u >= x[lvl]:
                             u -= x[lvl]
                             lvl += 1
-                    x[lvl] -= 1
-                    x[lvl - 1] += 1
+                    busy, top = leave_level(x, lvl, busy, top)
                     acc[lvl] -= t_w
                     qacc -= t_w
                     total -= 1
-                    if lvl == 1:
-                        busy -= 1
-                    if lvl == top and x[lvl] == 0:
-                        top = lvl - 1
                 e += 1
             if grow:
                 break
@@ -653,6 +617,21 @@ TAIL_BLOCK = 8
 #: bitwise those from before the grid.
 TABLED_POLICIES = (BATCH_SAMPLING, POD_PER_TASK)
 _EMPTY_TABLE = empty_delay_table()
+
+
+@njit(cache=True, inline="always")
+def _tail_level(g, thr):
+    """The number of levels ``l >= 1`` with ``g[l] > thr`` (``g`` non-increasing, 0 above the
+    top, :data:`TAIL_BLOCK` zeros after the end): whole blocks of :data:`TAIL_BLOCK` levels
+    skipped on their last entry, then the last block counted. Inlined into the event loop
+    (numba-IR level), so the loop compiles as if written out."""
+    m = 1
+    while g[m + TAIL_BLOCK - 1] > thr:
+        m += TAIL_BLOCK
+    lvl = m - 1
+    for i in range(TAIL_BLOCK - 1):
+        lvl += g[m + i] > thr
+    return lvl
 
 
 def _tail_counts(x):

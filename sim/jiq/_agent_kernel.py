@@ -57,8 +57,8 @@ from numba import njit
 from sim.core.fifo import grow_rings, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
-from sim.core.sampling import prefetch, sample_fy
-from sim.core.windows import flush_window, window_of, window_shift
+from sim.core.sampling import prefetch, shortest_fy
+from sim.core.windows import credit, credit_start, flush_levels, window_shift
 
 __all__ = ["JIQ", "JIQ_POD", "JIQ_ORIGINAL", "JIQ_THRESHOLD", "JIQ_SQD", "POLICY_CODES",
            "agent_kernel", "make_iqueues", "iqueue_lists", "check_state", "apply_arrival",
@@ -106,14 +106,7 @@ def _iq_add(n, m, iq, isize, where, kshift):
 def _iq_remove(n, iq, isize, where, kshift):
     """Unlist server ``n`` (listed): the row's last member takes its slot; returns the new length."""
     pos = where[n]
-    m = pos >> kshift
-    sz = isize[m] - 1
-    last = iq[(m << kshift) + sz]
-    iq[pos] = last
-    where[last] = pos
-    where[n] = -1
-    isize[m] = sz
-    return sz
+    return _iq_remove_at(pos, pos >> kshift, iq, isize, where, kshift)
 
 
 @njit(cache=True)
@@ -152,27 +145,12 @@ def _draw_listed(m, sz, iq, kshift, s0, s1, s2, s3):
 def _pick_shortest(vals, d, samp, use_fy, s0, s1, s2, s3):
     """Index of the smallest of ``d`` distinct uniformly sampled entries of ``vals`` (queue or
     I-queue lengths), ties uniform: the sample is in uniformly random order and the *first*
-    minimum is kept. ``use_fy``: partial Fisher-Yates on ``samp`` (:func:`_shortest_fy`), else
-    rejection of repeats (:func:`_shortest_rej`): two functions, as one holding both bodies is
-    too large for LLVM to inline."""
+    minimum is kept. ``use_fy``: partial Fisher-Yates on ``samp``
+    (:func:`sim.core.sampling.shortest_fy`), else rejection of repeats (:func:`_shortest_rej`):
+    two functions, as one holding both bodies is too large for LLVM to inline."""
     if use_fy:
-        return _shortest_fy(vals, d, samp, s0, s1, s2, s3)
+        return shortest_fy(vals, d, samp, s0, s1, s2, s3)
     return _shortest_rej(vals, d, samp, s0, s1, s2, s3)
-
-
-@njit(cache=True)
-def _shortest_fy(vals, d, samp, s0, s1, s2, s3):
-    """:func:`_pick_shortest` by partial Fisher-Yates on ``samp`` (a permutation of the
-    indices of ``vals``, left permuted between calls, which does not change the law). O(d)."""
-    s0, s1, s2, s3 = sample_fy(samp, d, s0, s1, s2, s3)
-    best = samp[0]
-    bv = vals[best]
-    for j in range(1, d):
-        c = samp[j]
-        if vals[c] < bv:
-            best = c
-            bv = vals[c]
-    return best, s0, s1, s2, s3
 
 
 @njit(cache=True)
@@ -224,7 +202,7 @@ def _blind(policy, d, use_fy, q, samp, s0, s1, s2, s3):
     """The server of a task whose scheduler's I-queue is empty: the shortest of ``d`` probed
     (jiq_pod), else a uniform one."""
     if policy == JIQ_POD and use_fy:
-        return _shortest_fy(q, d, samp, s0, s1, s2, s3)
+        return shortest_fy(q, d, samp, s0, s1, s2, s3)
     if policy == JIQ_POD:
         return _shortest_rej(q, d, samp, s0, s1, s2, s3)
     r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
@@ -286,7 +264,7 @@ def _join_target(policy, d, use_fy, isize, ssamp, rj, s0, s1, s2, s3):
     """The I-queue a server joins: the shortest of ``d`` sampled by fresh draws (jiq_sqd),
     else a uniform one by the service's join draw ``rj`` (:func:`_join_draw`)."""
     if policy == JIQ_SQD and use_fy:
-        return _shortest_fy(isize, d, ssamp, s0, s1, s2, s3)
+        return shortest_fy(isize, d, ssamp, s0, s1, s2, s3)
     if policy == JIQ_SQD:
         return _shortest_rej(isize, d, ssamp, s0, s1, s2, s3)
     return below(rj, isize.size), s0, s1, s2, s3
@@ -568,12 +546,9 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
             ra = look[0]
         elif ahead:
             ra, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        w = w_first
-        e_next = e_first
-        full = False
+        w, e_next, full = w_first, e_first, False
         while w < w_stop and not full:
-            e0 = bounds[w]
-            e1 = bounds[w + 1]
+            e0, e1 = bounds[w], bounds[w + 1]
             arrivals = np.int64(0)
             waited = np.int64(0)  # arrivals sent to a busy server
             empties = np.int64(0)  # events whose I-queue sample was empty (the p0 estimate)
@@ -675,11 +650,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                     if lvl > 0:
                         h = head[n]
                         base = np.uint64(n) << cs
-                        a = rows[base + np.uint64(h)]
-                        if a >= 0:  # not a task present at time 0 (-1)
-                            wa = window_of(a, shift)
-                            w_jobs[wa] += 1
-                            w_resp[wa] += e - a
+                        credit(rows[base + np.uint64(h)], e, shift, w_jobs, w_resp)  # -1: time 0
                         # a ring that empties restarts at slot 0, so short busy periods
                         # stay in its first cache line
                         h = ((h + 1) & mask) if lvl > 1 else 0
@@ -687,14 +658,10 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                         q[n] = lvl - 1
                         cnt[lvl] -= 1
                         acc[lvl] -= de
-                        # the next task, if any (lvl > 1), reaches the head and starts service;
-                        # branch-free as in the dispatch kernel: a stale slot holds -1 or a past
-                        # arrival, so max(a, 0) is a valid window, and +0 is added if no task
+                        # the next task, if any (lvl > 1), reaches the head and starts service
+                        # (branch-free; a stale slot holds -1 or a past arrival, never a code)
                         a = rows[base + np.uint64(h)]
-                        ok = (lvl > 1) & (a >= 0)
-                        wa = window_of(max(a, 0), shift)
-                        w_starts[wa] += np.int64(ok)
-                        w_wait[wa] += (e - a) if ok else 0.0
+                        credit_start(a, lvl, e, shift, w_starts, w_wait)
                         rj, s0, s1, s2, s3 = _join_draw(policy, s0, s1, s2, s3)
                         if uniform_join:
                             # branch-free (whether it is now idle, lvl == 1, is about as
@@ -755,15 +722,9 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
             w_listed[w] -= lacc
             e_next = e
             if e == e1:
-                total = np.int64(0)  # tasks in the system
-                qacc = np.int64(0)  # lazy part of the queue area (see flush_window)
-                for i in range(1, cnt.size):
-                    total += cnt[i]
-                    qacc += acc[i]
-                w_qarea[w] -= qacc
-                if not track_listed:  # area of N - cnt[1] (before flush resets acc)
+                if not track_listed:  # area of N - cnt[1] (before the flush resets acc)
                     w_listed[w] += (n_servers - cnt[1]) * (e1 - e0) + acc[1]
-                flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
+                flush_levels(w, e1 - e0, cnt, acc, w_tail, w_qarea)
                 if track_listed:
                     w_listed[w] += listed * (e1 - e0)
                 w += 1
@@ -776,10 +737,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
         if ahead:  # kept for the next span, so that a stop does not change the stream
             look[0] = ra
             look[1] = np.uint64(1)
-        state[0] = s0
-        state[1] = s1
-        state[2] = s2
-        state[3] = s3
+        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
         return w, e_next
 
     return run_span

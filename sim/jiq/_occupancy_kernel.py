@@ -62,9 +62,10 @@ import functools
 import numpy as np
 from numba import njit
 
+from sim.core._loop import tasks_and_top
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below64, next_raw, u01
-from sim.core.sampling import draw_levels, lowest_occupied
+from sim.core.sampling import lowest_occupied, min_of_sample
 from sim.core.windows import flush_occupancy_window
 
 #: kernel codes of the policies this engine serves
@@ -102,32 +103,80 @@ def _size_biased(y, listed, first, s0, s1, s2, s3):
     return j, s0, s1, s2, s3
 
 
-@njit(cache=True)
-def _min_of_sample(c, n, d, hs, first, s0, s1, s2, s3):
-    """Lowest index among ``d`` distinct items drawn uniformly without replacement from counts
-    ``c`` (``n = sum(c)``, ``c[i] = 0`` below ``first``, the lowest occupied index); ``hs`` is
-    zero scratch of ``c``'s size (left zero). The draw works on the views from ``first`` on, so
-    its level scans do not walk the empty sizes below (O(N) for one I-queue listing N(1-lam))."""
-    cv = c[first:]
-    hv = hs[first:]
-    top, s0, s1, s2, s3 = draw_levels(cv, n, d, 0, 1, hv, s0, s1, s2, s3)
-    i = 0
-    while hv[i] == 0:
-        i += 1
-    for k in range(top + 1):
-        hv[k] = 0
-    return first + i, s0, s1, s2, s3
+@njit(cache=True, inline="always")
+def iq_scan(y):
+    """``(listed servers, largest occupied size, smallest occupied size)`` of the I-queue
+    counts ``y`` (``y[j]`` I-queues of size ``j``)."""
+    listed = np.int64(0)
+    ytop = 0
+    ylow = -1
+    for j in range(y.size):
+        listed += j * y[j]
+        if y[j] > 0:
+            ytop = j
+            if ylow < 0:
+                ylow = j
+    return listed, ytop, ylow
+
+
+@njit(cache=True, inline="always")
+def iq_shrink(y, j, ytop, ylow):
+    """One I-queue of size ``j > 0`` loses a server; ``ytop``, ``ylow`` (largest and smallest
+    occupied sizes) follow. Returns ``(ytop, ylow)``."""
+    y[j] -= 1
+    y[j - 1] += 1
+    if j == ytop and y[j] == 0:
+        ytop = j - 1
+    if j == ylow:
+        ylow = j - 1
+    return ytop, ylow
+
+
+@njit(cache=True, inline="always")
+def iq_grow(y, j, ytop, ylow):
+    """One I-queue of size ``j`` gains a server; returns ``(ytop, ylow)`` as :func:`iq_shrink`."""
+    y[j] -= 1
+    y[j + 1] += 1
+    if j == ylow and y[j] == 0:
+        ylow = j + 1
+    if j + 1 > ytop:
+        ytop = j + 1
+    return ytop, ylow
+
+
+@njit(cache=True, inline="always")
+def arrival_level(pod, x, hs, y, n_servers, n_iq, d, listed, ytop, ylow, s0, s1, s2, s3):
+    """A task arrives at a uniform scheduler, whose I-queue has size ``j`` w.p. ``y[j] / M``:
+    it goes to an idle server of that I-queue (``j > 0``), else blindly to the shortest of
+    ``d`` sampled servers (``pod``) or a uniform one; a blind task that finds an idle server
+    deletes it from its I-queue, of size ``jd`` drawn size-biased. Updates ``y`` (not ``x``).
+    Returns ``(level joined, j, jd or -1, ytop, ylow, s0..s3)``."""
+    jd = np.int64(-1)
+    j, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
+    if j > 0:
+        lvl = 0
+        ytop, ylow = iq_shrink(y, j, ytop, ylow)
+    else:
+        if pod:
+            lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs, lowest_occupied(x),
+                                                s0, s1, s2, s3)
+        else:
+            lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
+        if lvl == 0:
+            jd, s0, s1, s2, s3 = _size_biased(y, listed, ylow, s0, s1, s2, s3)
+            ytop, ylow = iq_shrink(y, jd, ytop, ylow)
+    return lvl, j, jd, ytop, ylow, s0, s1, s2, s3
 
 
 # --------------------------------------------------------------------------------------------
 # the policy-specific choices, dispatched at run time (for :func:`step`; the event loop calls
-# the same _pick / _min_of_sample directly, its policy being a compile-time constant there)
+# the same _pick / min_of_sample directly, its policy being a compile-time constant there)
 # --------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _blind_level(policy, x, hs, n_servers, d, s0, s1, s2, s3):
     """Level of the server a blind task (empty I-queue) goes to."""
     if policy == JIQ_POD:
-        return _min_of_sample(x, n_servers, d, hs, lowest_occupied(x), s0, s1, s2, s3)
+        return min_of_sample(x, n_servers, d, hs, lowest_occupied(x), s0, s1, s2, s3)
     return _pick(x, n_servers, 0, s0, s1, s2, s3)
 
 
@@ -136,7 +185,7 @@ def _join_size(policy, y, hsy, n_iq, d, first, s0, s1, s2, s3):
     """Size of the I-queue a server becoming idle joins (before it joins); ``first``: the
     smallest occupied size."""
     if policy == JIQ_SQD:
-        return _min_of_sample(y, n_iq, d, hsy, first, s0, s1, s2, s3)
+        return min_of_sample(y, n_iq, d, hsy, first, s0, s1, s2, s3)
     return _pick(y, n_iq, first, s0, s1, s2, s3)
 
 
@@ -221,21 +270,8 @@ def _make_run_span(policy: int, record: bool = False):
         ycap = y.size
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
-        total = np.int64(0)
-        top = 0
-        for lvl in range(cap):
-            total += lvl * x[lvl]
-            if x[lvl] > 0:
-                top = lvl
-        listed = np.int64(0)
-        ytop = 0
-        ylow = -1
-        for j in range(ycap):
-            listed += j * y[j]
-            if y[j] > 0:
-                ytop = j
-                if ylow < 0:
-                    ylow = j
+        total, top = tasks_and_top(x)
+        listed, ytop, ylow = iq_scan(y)
         probe_msgs = 2 * d
         t_w, qacc, y0acc, lacc = lazy[0], lazy[1], lazy[2], lazy[3]
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
@@ -253,36 +289,14 @@ def _make_run_span(policy: int, record: bool = False):
                 r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
                 if u01(r) * rate < arr_rate:
                     # ---- arrival at a uniform scheduler (PASTA: it sees the state just held)
-                    j, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
-                    if j > 0:
-                        lvl = 0
-                        y[j] -= 1
-                        y[j - 1] += 1
-                        if j == 1:
-                            y0acc += t_w
-                        if j == ytop and y[j] == 0:
-                            ytop = j - 1
-                        if j == ylow:
-                            ylow = j - 1
-                    else:
-                        if pod:
-                            lvl, s0, s1, s2, s3 = _min_of_sample(x, n_servers, d, hs,
-                                                                 lowest_occupied(x), s0, s1, s2, s3)
-                            w_probe[w] += probe_msgs
-                        else:
-                            lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
-                        if lvl == 0:
-                            # the idle server is listed elsewhere: delete message
-                            jd, s0, s1, s2, s3 = _size_biased(y, listed, ylow, s0, s1, s2, s3)
-                            y[jd] -= 1
-                            y[jd - 1] += 1
-                            if jd == 1:
-                                y0acc += t_w
-                            if jd == ytop and y[jd] == 0:
-                                ytop = jd - 1
-                            if jd == ylow:
-                                ylow = jd - 1
-                            w_del[w] += 1
+                    lvl, j, jd, ytop, ylow, s0, s1, s2, s3 = arrival_level(
+                        pod, x, hs, y, n_servers, n_iq, d, listed, ytop, ylow, s0, s1, s2, s3)
+                    if j == 1 or jd == 1:  # an I-queue of size 1 emptied
+                        y0acc += t_w
+                    if pod and j == 0:
+                        w_probe[w] += probe_msgs
+                    if jd > 0:  # the idle server is listed elsewhere: delete message
+                        w_del[w] += 1
                     if lvl == 0:
                         busy += 1
                         listed -= 1
@@ -319,19 +333,14 @@ def _make_run_span(policy: int, record: bool = False):
                         # ---- the server is idle: it joins an I-queue
                         busy -= 1
                         if sqd:
-                            j, s0, s1, s2, s3 = _min_of_sample(y, n_iq, d, hsy, ylow,
+                            j, s0, s1, s2, s3 = min_of_sample(y, n_iq, d, hsy, ylow,
                                                                s0, s1, s2, s3)
                             w_probe[w] += probe_msgs
                         else:
                             j, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
-                        y[j] -= 1
-                        y[j + 1] += 1
-                        if j == ylow and y[j] == 0:
-                            ylow = j + 1
+                        ytop, ylow = iq_grow(y, j, ytop, ylow)
                         if j == 0:
                             y0acc -= t_w
-                        if j + 1 > ytop:
-                            ytop = j + 1
                         listed += 1
                         lacc += t_w
                         w_join[w] += 1
