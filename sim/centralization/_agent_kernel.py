@@ -7,6 +7,9 @@ draw ``r`` decides the kind -- arrival if ``r < thr_arrival``, local tick if ``r
 and a second draw picks the station of an arrival or local tick, uniformly (as the occupancy
 engine's kernel, :mod:`sim.centralization._occupancy_kernel`).
 
+The main run's loop is the one the occupancy engine runs too
+(:func:`sim.centralization._span_kernel._make_span`, compiled for this engine), with the station
+moves :func:`~sim.centralization._span_kernel._push` and ``_serve`` that the drain uses as well.
 From :mod:`sim.core` (imported, not copied): xoshiro256+ (``next_raw``, ``below``), the bucket
 structure (``build_buckets``, ``bucket_up``, ``bucket_down``), the window helpers; the Python
 driver uses the ring-buffer growth ``grow_rings`` and ``close_censored``. Arrays are never
@@ -31,62 +34,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.centralization._occupancy_kernel import count_arrival, count_departure, end_window
-from sim.core.buckets import bucket_down, bucket_up, build_buckets
+from sim.centralization._span_kernel import _make_span, _push, _serve
+from sim.core.buckets import build_buckets
 from sim.core.rng import below, next_raw
-from sim.core.windows import window_of, window_shift
 
-
-@njit(cache=True, inline="always")
-def _push(n, a, q, buf, head, mask, perm, pos, start):
-    """A task arriving at event ``a`` (NaN: not measured) joins the back of station ``n``'s
-    ring; the buckets follow. Returns the station's queue length before."""
-    lvl = q[n]
-    buf[n, (head[n] + lvl) & mask] = a
-    q[n] = lvl + 1
-    bucket_up(perm, pos, start, n, lvl)
-    return lvl
-
-
-@njit(cache=True, inline="always")
-def _pop(n, q, buf, head, mask):
-    """Station ``n`` completes the task at the head of its ring: returns ``(queue length
-    before, the task's arrival event or NaN)``."""
-    lvl = q[n]
-    hd = head[n]
-    a = buf[n, hd]
-    head[n] = (hd + 1) & mask
-    q[n] = lvl - 1
-    return lvl, a
-
-
-@njit(cache=True, inline="always")
-def _unbucket(perm, pos, start, n, lvl, top):
-    """The buckets after station ``n`` went from ``lvl`` to ``lvl - 1`` tasks; returns the
-    longest queue."""
-    bucket_down(perm, pos, start, n, lvl)
-    if lvl == top and start[top] == perm.size:
-        top -= 1
-    return top
-
-
-@njit(cache=True, inline="always")
-def _served(r, thr_local, central, q, perm, start, top, s0, s1, s2, s3):
-    """The station a non-arrival event (raw draw ``r``) serves, or -1: a local tick at a
-    uniform station (wasted if it is empty), or a central tick at a uniform longest queue
-    (``perm[start[top]:]``; none when all are empty). Returns ``(station, s0..s3)``."""
-    n_servers = q.size
-    n = np.int64(-1)
-    if r < thr_local or not central:
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        n = below(r, n_servers)
-        if q[n] == 0:
-            n = -1  # wasted local tick
-    elif top > 0:
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        b = start[top]
-        n = perm[b + below(r, n_servers - b)]
-    return n, s0, s1, s2, s3
+_SPAN = _make_span(True)
 
 
 @njit(cache=True)
@@ -101,51 +53,9 @@ def agent_span(thr_arrival, thr_local, central, h,
     (in events, credited to the arrival window), arrivals, arrivals that found a non-empty
     station, arrivals to a queue shorter than ``h``, queue area and tail areas.
     """
-    n_servers = q.size
-    c = buf.shape[1]
-    mask = c - 1
-    n_windows = bounds.size - 1
-    shift = window_shift(bounds)
-    total = np.int64(0)
-    for n in range(n_servers):
-        total += q[n]
-    top = top_ref[0]
-    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    w, e_next, full = w_first, e_first, False
-    while w < n_windows and not full:
-        e0, e1 = bounds[w], bounds[w + 1]
-        arrivals, waited, within, qacc = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
-        e = e_next
-        while e < e1:
-            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-            if r < thr_arrival:
-                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                n = below(r, n_servers)
-                lvl = _push(n, e, q, buf, head, mask, perm, pos, start)
-                top, qacc, total, arrivals, waited, within = count_arrival(
-                    cnt, acc, lvl, e - e0, h, top, qacc, total, arrivals, waited, within)
-                if lvl + 1 == c:  # ring full: stop after this event and grow
-                    full = True
-                    e += 1
-                    break
-            else:
-                n, s0, s1, s2, s3 = _served(r, thr_local, central, q, perm, start, top,
-                                            s0, s1, s2, s3)
-                if n >= 0:
-                    lvl, a = _pop(n, q, buf, head, mask)
-                    if a == a:  # not NaN: a measured task
-                        wa = window_of(a, shift)
-                        w_jobs[wa] += 1
-                        w_resp[wa] += e - a
-                    qacc, total = count_departure(cnt, acc, lvl, e - e0, qacc, total)
-                    top = _unbucket(perm, pos, start, n, lvl, top)
-            e += 1
-        e_next = e
-        w = end_window(w, e, e0, e1, cnt, acc, total, arrivals, waited, within, qacc,
-                       w_arr, w_waited, w_within, w_qarea, w_tail)
-    top_ref[0] = top
-    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
-    return w, e_next
+    return _SPAN(thr_arrival, thr_local, central, h, q.size, q, buf, head, cnt, acc, perm, pos,
+                 start, top_ref, bounds, state, w_first, e_first, w_jobs, w_resp, w_arr, w_waited,
+                 w_within, w_qarea, w_tail)
 
 
 @njit(cache=True)
@@ -191,17 +101,12 @@ def drain_span(thr_arrival, thr_local, central, q, buf, head, cnt, perm, pos, st
                 e += 1
                 break
         else:
-            n, s0, s1, s2, s3 = _served(r, thr_local, central, q, perm, start, top,
-                                        s0, s1, s2, s3)
-            if n >= 0:
-                lvl, a = _pop(n, q, buf, head, mask)
-                if a == a:  # not NaN: a tracked task
-                    wa = window_of(a, shift)
-                    w_jobs[wa] += 1
-                    w_resp[wa] += e - a
-                    remaining -= 1
+            lvl, tracked, top, s0, s1, s2, s3 = _serve(r, thr_local, central, e, q, buf, head,
+                                                       mask, perm, pos, start, top, shift, w_jobs,
+                                                       w_resp, s0, s1, s2, s3)
+            if lvl > 0:
                 cnt[lvl] -= 1
-                top = _unbucket(perm, pos, start, n, lvl, top)
+                remaining -= tracked
         e += 1
     top_ref[0] = top
     state[0], state[1], state[2], state[3] = s0, s1, s2, s3

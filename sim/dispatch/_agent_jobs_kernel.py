@@ -74,7 +74,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets
-from sim.core.fifo import grow_levels
+from sim.core.fifo import grow_levels, level_arrays
 from sim.core.jobdelay import expected_max_gamma, expected_max_gamma_wide, nonzero_counts
 from sim.core.responses import dummy_recorder, grid_add, sig_id
 from sim.core.rng import below, next_raw
@@ -383,15 +383,9 @@ def _make_run_span(policy: int, record: bool = False):
             total += srv[n, Q]
         a0, a1, a2, a3 = state[0], state[1], state[2], state[3]  # event stream
         s0, s1, s2, s3 = state[4], state[5], state[6], state[7]  # decision stream
-        ia = st[ST_AHEAD]
-        w = st[ST_WINDOW]
-        e_next = st[ST_EVENT]
-        t_res = st[ST_TASK]
-        j = st[ST_SLOT]
-        wflag = st[ST_WAITED]
-        hflag = st[ST_WITHIN]
-        nfree = st[ST_NFREE]
-        stamp = st[ST_STAMP]
+        w, e_next, t_res, j = st[ST_WINDOW], st[ST_EVENT], st[ST_TASK], st[ST_SLOT]
+        wflag, hflag, nfree, stamp, ia = (st[ST_WAITED], st[ST_WITHIN], st[ST_NFREE], st[ST_STAMP],
+                                          st[ST_AHEAD])
         stop = STOP_DONE
         while w < n_windows and stop == STOP_DONE:
             e0 = bounds[w]
@@ -598,23 +592,11 @@ def _make_run_span(policy: int, record: bool = False):
             if e == e1:
                 flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
                 w += 1
-        state[0] = a0
-        state[1] = a1
-        state[2] = a2
-        state[3] = a3
-        state[4] = s0
-        state[5] = s1
-        state[6] = s2
-        state[7] = s3
-        st[ST_AHEAD] = ia
-        st[ST_WINDOW] = w
-        st[ST_EVENT] = e_next
-        st[ST_TASK] = t_res
-        st[ST_SLOT] = j
-        st[ST_WAITED] = wflag
-        st[ST_WITHIN] = hflag
-        st[ST_NFREE] = nfree
-        st[ST_STAMP] = stamp
+        state[0], state[1], state[2], state[3] = a0, a1, a2, a3
+        state[4], state[5], state[6], state[7] = s0, s1, s2, s3
+        st[ST_WINDOW], st[ST_EVENT], st[ST_TASK], st[ST_SLOT] = w, e_next, t_res, j
+        st[ST_WAITED], st[ST_WITHIN], st[ST_NFREE], st[ST_STAMP], st[ST_AHEAD] = (wflag, hflag, nfree,
+                                                                                  stamp, ia)
         return stop
 
     return run_span
@@ -726,16 +708,7 @@ def agent_jobs_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
     use_fy = policy in SAMPLING_POLICIES and 2 * m > n_servers
     q = srv[:, Q].astype(np.int64)
     size = srv.shape[1] - RING0 + k + 2
-    cnt = np.zeros(size, dtype=np.int64)
-    hist_q = np.bincount(q, minlength=size)[:size]
-    cnt[1:] = n_servers - np.cumsum(hist_q)[:-1]
-    acc = np.zeros(size, dtype=np.int64)
-    if policy == JSQ:
-        perm, pos, start = build_buckets(q, size)
-    else:  # placeholders of the same types
-        perm = np.zeros(1, dtype=np.int64)
-        pos = np.zeros(1, dtype=np.int64)
-        start = np.full(size, n_servers, dtype=np.int64)
+    cnt, acc, perm, pos, start = level_arrays(q, size, policy == JSQ)
     samp = np.arange(n_servers, dtype=np.int64) if use_fy else np.zeros(max(m, 1), np.int64)
     hist = np.zeros(size, dtype=np.int64)
     dest = np.zeros(k, dtype=np.int64)

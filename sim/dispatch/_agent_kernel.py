@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
-from sim.core.fifo import grow_rings, queue_dtype
+from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.sampling import alias_server, shortest_fy
@@ -320,18 +320,7 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
     policy, d = int(policy), int(d)
     use_fy = bool(use_fy) and policy == POD
     hetero = bool(hetero)
-    cap = buf.shape[1] + 2
-    # cnt[l] = number of servers with at least l tasks
-    cnt = np.zeros(cap, dtype=np.int64)
-    hist = np.bincount(q, minlength=cap)[:cap]
-    cnt[1:] = n_servers - np.cumsum(hist)[:-1]
-    acc = np.zeros(cap, dtype=np.int64)
-    if policy == JSQ:
-        perm, pos, start = build_buckets(q, cap)
-    else:  # unused placeholders of the same types
-        perm = np.zeros(1, dtype=np.int64)
-        pos = np.zeros(1, dtype=np.int64)
-        start = np.full(cap, n_servers, dtype=np.int64)
+    cnt, acc, perm, pos, start = level_arrays(q, buf.shape[1] + 2, policy == JSQ)
     samp = np.arange(n_servers, dtype=np.int64)
     probes_per_job = {RANDOM: 0, JSQ: n_servers, POD: d}[policy]
     n_windows = bounds.size - 1

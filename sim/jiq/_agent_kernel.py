@@ -54,7 +54,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core.fifo import grow_rings, queue_dtype
+from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, shortest_fy
@@ -787,12 +787,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     policy, d, z, kshift = int(policy), int(d), int(z), int(kshift)
     pod_fy = policy == JIQ_POD and 2 * d > n_servers
     sqd_fy = policy == JIQ_SQD and 2 * d > n_sched
-    cap = buf.shape[1] + 2
-    cnt = np.zeros(cap, dtype=np.int64)
-    hist = np.bincount(q, minlength=cap)[:cap]
-    cnt[1:] = n_servers - np.cumsum(hist)[:-1]
-    acc = np.zeros(cap, dtype=np.int64)
-    start = np.zeros(cap, dtype=np.int64)  # unused by this model; grow_rings keeps it
+    cnt, acc, _, _, start = level_arrays(q, buf.shape[1] + 2)  # start: unused, grow_rings keeps it
     samp = np.arange(n_servers, dtype=np.int64) if pod_fy else np.zeros(max(d, 1), np.int64)
     ssamp = np.arange(n_sched, dtype=np.int64) if sqd_fy else np.zeros(max(d, 1), np.int64)
     ctr = np.zeros(N_CTR, dtype=np.int64)
