@@ -7,9 +7,6 @@ draw ``r`` decides the kind -- arrival if ``r < thr_arrival``, local tick if ``r
 and a second draw picks the station of an arrival or local tick, uniformly (as the occupancy
 engine's kernel, :mod:`sim.centralization._occupancy_kernel`).
 
-The main run's loop is the one the occupancy engine runs too
-(:func:`sim.centralization._span_kernel._make_span`, compiled for this engine), with the station
-moves :func:`~sim.centralization._span_kernel._push` and ``_serve`` that the drain uses as well.
 From :mod:`sim.core` (imported, not copied): xoshiro256+ (``next_raw``, ``below``), the bucket
 structure (``build_buckets``, ``bucket_up``, ``bucket_down``), the window helpers; the Python
 driver uses the ring-buffer growth ``grow_rings`` and ``close_censored``. Arrays are never
@@ -34,11 +31,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.centralization._span_kernel import _make_span, _push, _serve
-from sim.core.buckets import build_buckets
+from sim.core.buckets import bucket_down, bucket_up, build_buckets
 from sim.core.rng import below, next_raw
-
-_SPAN = _make_span(True)
+from sim.core.windows import flush_window, window_of, window_shift
 
 
 @njit(cache=True)
@@ -53,9 +48,87 @@ def agent_span(thr_arrival, thr_local, central, h,
     (in events, credited to the arrival window), arrivals, arrivals that found a non-empty
     station, arrivals to a queue shorter than ``h``, queue area and tail areas.
     """
-    return _SPAN(thr_arrival, thr_local, central, h, q.size, q, buf, head, cnt, acc, perm, pos,
-                 start, top_ref, bounds, state, w_first, e_first, w_jobs, w_resp, w_arr, w_waited,
-                 w_within, w_qarea, w_tail)
+    n_servers = q.size
+    c = buf.shape[1]
+    mask = c - 1
+    n_windows = bounds.size - 1
+    shift = window_shift(bounds)
+    total = np.int64(0)
+    for n in range(n_servers):
+        total += q[n]
+    top = top_ref[0]
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    w, e_next, full = w_first, e_first, False
+    while w < n_windows and not full:
+        e0, e1 = bounds[w], bounds[w + 1]
+        arrivals, waited, within, qacc = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
+        e = e_next
+        while e < e1:
+            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+            if r < thr_arrival:
+                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                n = below(r, n_servers)
+                lvl = q[n]
+                buf[n, (head[n] + lvl) & mask] = e
+                q[n] = lvl + 1
+                de = e - e0
+                cnt[lvl + 1] += 1
+                acc[lvl + 1] += de
+                qacc += de
+                total += 1
+                bucket_up(perm, pos, start, n, lvl)
+                if lvl + 1 > top:
+                    top = lvl + 1
+                arrivals += 1
+                if lvl > 0:
+                    waited += 1
+                if lvl < h:
+                    within += 1
+                if lvl + 1 == c:  # ring full: stop after this event and grow
+                    full = True
+                    e += 1
+                    break
+            else:
+                n = np.int64(-1)
+                if r < thr_local or not central:
+                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                    n = below(r, n_servers)
+                    if q[n] == 0:
+                        n = -1  # wasted local tick
+                elif top > 0:
+                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                    b = start[top]
+                    n = perm[b + below(r, n_servers - b)]
+                if n >= 0:
+                    lvl = q[n]
+                    hd = head[n]
+                    a = buf[n, hd]
+                    if a == a:  # not NaN: a measured task
+                        wa = window_of(a, shift)
+                        w_jobs[wa] += 1
+                        w_resp[wa] += e - a
+                    head[n] = (hd + 1) & mask
+                    q[n] = lvl - 1
+                    de = e - e0
+                    cnt[lvl] -= 1
+                    acc[lvl] -= de
+                    qacc -= de
+                    total -= 1
+                    bucket_down(perm, pos, start, n, lvl)
+                    if lvl == top and start[top] == n_servers:
+                        top -= 1
+            e += 1
+        w_arr[w] += arrivals
+        w_waited[w] += waited
+        w_within[w] += within
+        w_qarea[w] -= qacc
+        e_next = e
+        if e == e1:
+            flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
+            w += 1
+    top_ref[0] = top
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    return w, e_next
 
 
 @njit(cache=True)
@@ -93,20 +166,44 @@ def drain_span(thr_arrival, thr_local, central, q, buf, head, cnt, perm, pos, st
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         if r < thr_arrival:
             r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-            lvl = _push(below(r, n_servers), np.nan, q, buf, head, mask, perm, pos, start)
+            n = below(r, n_servers)
+            lvl = q[n]
+            buf[n, (head[n] + lvl) & mask] = np.nan
+            q[n] = lvl + 1
             cnt[lvl + 1] += 1
-            top = max(top, lvl + 1)
+            bucket_up(perm, pos, start, n, lvl)
+            if lvl + 1 > top:
+                top = lvl + 1
             if lvl + 1 == c:
                 full = True
                 e += 1
                 break
         else:
-            lvl, tracked, top, s0, s1, s2, s3 = _serve(r, thr_local, central, e, q, buf, head,
-                                                       mask, perm, pos, start, top, shift, w_jobs,
-                                                       w_resp, s0, s1, s2, s3)
-            if lvl > 0:
+            n = np.int64(-1)
+            if r < thr_local or not central:
+                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                n = below(r, n_servers)
+                if q[n] == 0:
+                    n = -1
+            elif top > 0:
+                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                b = start[top]
+                n = perm[b + below(r, n_servers - b)]
+            if n >= 0:
+                lvl = q[n]
+                hd = head[n]
+                a = buf[n, hd]
+                if a == a:  # not NaN: a tracked task
+                    wa = window_of(a, shift)
+                    w_jobs[wa] += 1
+                    w_resp[wa] += e - a
+                    remaining -= 1
+                head[n] = (hd + 1) & mask
+                q[n] = lvl - 1
                 cnt[lvl] -= 1
-                remaining -= tracked
+                bucket_down(perm, pos, start, n, lvl)
+                if lvl == top and start[top] == n_servers:
+                    top -= 1
         e += 1
     top_ref[0] = top
     state[0], state[1], state[2], state[3] = s0, s1, s2, s3
@@ -127,8 +224,5 @@ def central_pick(q, state):
     r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
     b = start[top]
     n = perm[b + below(r, n_servers - b)]
-    state[0] = s0
-    state[1] = s1
-    state[2] = s2
-    state[3] = s3
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     return n

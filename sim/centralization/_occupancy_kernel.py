@@ -8,11 +8,10 @@ tick otherwise (never when ``central`` is False, i.e. ``p = 0``) -- and a second
 station of an arrival or local tick, uniformly.
 
 State (:func:`occupancy_span`): only ``cnt[l]``, the stations with at least ``l`` tasks
-(``cnt[0] = N``), run by the loop the agent engine runs too
-(:func:`sim.centralization._span_kernel._make_span`). The level of a uniformly drawn station is the largest ``l`` with
+(``cnt[0] = N``). The level of a uniformly drawn station is the largest ``l`` with
 ``cnt[l] > U``, ``U = floor(N * u)`` with a 53-bit uniform ``u`` (ranking the stations by
 decreasing queue length), found by binary search over ``0..top`` (branch-free,
-:func:`sim.centralization._span_kernel._level_of`, which the trajectory kernel uses too): O(log top) per event, independent of
+:func:`_level_of`, which the trajectory kernel uses too): O(log top) per event, independent of
 N. A central tick removes one task at level ``top``. When the level arrays fill, the loop stops
 after that event and the Python driver grows them and resumes (arrays are never reassigned
 inside a loop).
@@ -26,9 +25,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.centralization._span_kernel import _level_of, _make_span  # noqa: F401
+from sim.core.rng import next_raw, u01
+from sim.core.windows import flush_window
 
-_SPAN = _make_span(False)
+
+@njit(cache=True)
+def _level_of(cnt, top, u):
+    """Queue length of the station of rank ``u`` (stations ranked by decreasing queue length):
+    the largest ``l`` in ``0..top`` with ``cnt[l] > u`` (``cnt`` is non-increasing, cnt[0] = N).
+    Branch-free binary search (the comparison feeds an add, not a jump): on invariant-state
+    counts the comparisons are unpredictable, so it beats the branching one (figures:
+    docs/performance.md#partial-centralization-kernels-simcentralization_agent_kernelpy-_occupancy_kernelpy)."""
+    lo = np.int64(0)
+    n = top + 1
+    while n > 1:
+        half = n >> 1
+        lo += half * (cnt[lo + half] > u)
+        n -= half
+    return lo
 
 
 @njit(cache=True)
@@ -38,7 +52,65 @@ def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_
     run or after an arrival that brings ``top`` to ``cnt.size - 2`` (the driver grows ``cnt``).
     Returns ``(window, next event)``. Per window: arrivals, arrivals that found a non-empty
     station, arrivals to a queue shorter than ``h``, queue area and tail areas."""
-    none = np.zeros(1, dtype=np.int64)  # the agent engine's arrays, unused here
-    return _SPAN(thr_arrival, thr_local, central, h, n_servers, none, np.zeros((1, 1)), none, cnt,
-                 acc, none, none, none, top_ref, bounds, state, w_first, e_first, np.zeros(1),
-                 np.zeros(1), w_arr, w_waited, w_within, w_qarea, w_tail)
+    n_windows = bounds.size - 1
+    nf = float(n_servers)
+    total = np.int64(0)
+    for lev in range(1, cnt.size):
+        total += cnt[lev]
+    top = top_ref[0]
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    w, e_next, full = w_first, e_first, False
+    while w < n_windows and not full:
+        e0, e1 = bounds[w], bounds[w + 1]
+        arrivals, waited, within, qacc = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
+        e = e_next
+        while e < e1:
+            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+            if r < thr_arrival:
+                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                u = min(np.int64(u01(r) * nf), n_servers - 1)
+                lvl = _level_of(cnt, top, u)
+                de = e - e0
+                cnt[lvl + 1] += 1
+                acc[lvl + 1] += de
+                qacc += de
+                total += 1
+                if lvl + 1 > top:
+                    top = lvl + 1
+                arrivals += 1
+                if lvl > 0:
+                    waited += 1
+                if lvl < h:
+                    within += 1
+                if top + 2 >= cnt.size:
+                    full = True
+                    e += 1
+                    break
+            else:
+                lvl = np.int64(0)
+                if r < thr_local or not central:
+                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                    u = min(np.int64(u01(r) * nf), n_servers - 1)
+                    lvl = _level_of(cnt, top, u)
+                else:
+                    lvl = top
+                if lvl > 0:
+                    de = e - e0
+                    cnt[lvl] -= 1
+                    acc[lvl] -= de
+                    qacc -= de
+                    total -= 1
+                    if lvl == top and cnt[lvl] == 0:
+                        top -= 1
+            e += 1
+        w_arr[w] += arrivals
+        w_waited[w] += waited
+        w_within[w] += within
+        w_qarea[w] -= qacc
+        e_next = e
+        if e == e1:
+            flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
+            w += 1
+    top_ref[0] = top
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    return w, e_next

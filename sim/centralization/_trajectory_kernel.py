@@ -13,7 +13,7 @@ skipping the wasted ticks only saves events.)
 Recording: at each grid time the state held gives ``out[j, i - 1] = cnt[i] / N`` and
 ``top_out[j]`` = the longest queue (the level the central server is serving). The run ends at
 the first event after the last grid time (not applied). Cost: O(log top) per event (the level of
-a uniform station by :func:`sim.centralization._span_kernel._level_of`), O(levels) per grid
+a uniform station by :func:`sim.centralization._occupancy_kernel._level_of`), O(levels) per grid
 write.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.centralization._span_kernel import _level_of
+from sim.centralization._occupancy_kernel import _level_of
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, store_clock
 from sim.core.rng import next_raw, u01
 

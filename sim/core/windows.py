@@ -61,7 +61,7 @@ def flush_window(w, length, cnt, acc, total, w_tail, w_qarea):
     w_qarea[w] += total * length
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def flush_levels(w, length, cnt, acc, w_tail, w_qarea):
     """:func:`flush_window` for a loop that keeps neither the number of tasks nor its lazy
     area per event: both are the sums over the levels of ``cnt`` and ``acc`` (O(levels) per

@@ -40,8 +40,8 @@ from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
 from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
-from sim.core.sampling import alias_server, shortest_fy
-from sim.core.windows import credit, credit_start, flush_levels, window_shift
+from sim.core.sampling import shortest_fy
+from sim.core.windows import flush_levels, window_of, window_shift
 from sim.dispatch.policies import JSQ, POD, RANDOM
 
 # --------------------------------------------------------------------------------------------
@@ -198,9 +198,12 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
         n_windows = bounds.size - 1
         shift = window_shift(bounds)
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-        w, e_next, full = w_first, e_first, False
+        w = w_first
+        e_next = e_first
+        full = False
         while w < n_windows and not full:
-            e0, e1 = bounds[w], bounds[w + 1]
+            e0 = bounds[w]
+            e1 = bounds[w + 1]
             arrivals = np.int64(0)
             waited = np.int64(0)  # arrivals that found their server busy
             e = e_next
@@ -241,12 +244,20 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                         break
                 else:
                     # ---- service token: wasted at an idle server
-                    n, s0, s1, s2, s3 = alias_server(n_servers, hetero, alias_thr, alias_idx,
-                                                     s0, s1, s2, s3)
+                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                    n = below(r, n_servers)
+                    if hetero:
+                        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                        if r >= alias_thr[n]:
+                            n = alias_idx[n]
                     lvl = q[n]
                     if lvl > 0:
                         h = head[n]
-                        credit(buf[n, h], e, shift, w_jobs, w_resp)  # -1: present at time 0
+                        a = buf[n, h]
+                        if a >= 0:  # not a job present at time 0 (-1)
+                            wa = window_of(a, shift)
+                            w_jobs[wa] += 1
+                            w_resp[wa] += e - a
                         h = (h + 1) & mask
                         head[n] = h
                         q[n] = lvl - 1
@@ -255,9 +266,18 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                         acc[lvl] -= de
                         if policy == JSQ:
                             bucket_down(perm, pos, start, n, lvl)
-                        # the next task, if any (lvl > 1), starts service: branch-free (lvl >
-                        # 1 has P = s_2 / s_1, about 0.8; grow_rings fills with -1 too)
-                        credit_start(buf[n, h], lvl, e, shift, w_starts, w_wait)
+                        # The next task, if any (lvl > 1), reaches the head and starts
+                        # service. Branch-free, as lvl > 1 is hard to predict (P = s_2 / s_1,
+                        # about 0.8): the slot is read in any case -- if lvl == 1 it is stale,
+                        # but every slot holds -1 or a past arrival (rings start filled with
+                        # -1, grow_rings fills with -1), so max(a, 0) is a valid window -- and
+                        # +0 / +0.0 (bitwise no-ops) are added when there is no such task or
+                        # its arrival is unknown.
+                        a = buf[n, h]
+                        ok = (lvl > 1) & (a >= 0)
+                        wa = window_of(max(a, 0), shift)
+                        w_starts[wa] += np.int64(ok)
+                        w_wait[wa] += (e - a) if ok else 0.0
                 e += 1
             w_starts[w] += arrivals - waited  # service starts at once, wait 0
             w_arr[w] += arrivals
@@ -267,7 +287,10 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
             if e == e1:
                 flush_levels(w, e1 - e0, cnt, acc, w_tail, w_qarea)
                 w += 1
-        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+        state[0] = s0
+        state[1] = s1
+        state[2] = s2
+        state[3] = s3
         return w, e_next
 
     return run_span

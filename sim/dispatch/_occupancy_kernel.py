@@ -73,7 +73,6 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core._loop import join_level, leave_level, tasks_and_top
 from sim.core.jobdelay import delay_table, empty_delay_table, expected_max_gamma, expected_max_gamma_table
 from sim.core.responses import dummy_recorder, find_key, record_job, sig_id, store_key
 from sim.core.rng import below64, next_raw, u01
@@ -83,7 +82,6 @@ from sim.core.sampling import (  # noqa: F401
     draw_levels_hg,
     lowest_occupied,
     min_level,
-    min_of_sample,
     sample_levels,  # (test helper)
 )
 from sim.core.windows import flush_occupancy_window
@@ -128,28 +126,6 @@ def _is_touched(pool, tcnt, lvl, s0, s1, s2, s3):
     return u < tcnt[lvl], s0, s1, s2, s3
 
 
-@njit(cache=True, inline="always")
-def _join_level(pool, tcnt, plev, j, lvl, s0, s1, s2, s3):
-    """Task ``j`` joins a uniform server of ``pool`` at level ``lvl``, one this job used
-    already with probability ``tcnt[lvl] / pool[lvl]``. Returns the rng words."""
-    touched, s0, s1, s2, s3 = _is_touched(pool, tcnt, lvl, s0, s1, s2, s3)
-    _move_up(pool, tcnt, lvl, touched)
-    plev[j] = lvl
-    return s0, s1, s2, s3
-
-
-@njit(cache=True, inline="always")
-def _take_level(x, tcnt, plev, j, lvl, bmax, s0, s1, s2, s3):
-    """Task ``j`` of a direct policy joins a server at level ``lvl`` (:func:`_join_level`), or
-    the job is dropped if that server already holds ``bmax`` tasks: the earlier tasks' moves
-    are undone. Returns ``(dropped, s0..s3)``."""
-    if lvl >= bmax:
-        _undo(x, plev, j)
-        return True, s0, s1, s2, s3
-    s0, s1, s2, s3 = _join_level(x, tcnt, plev, j, lvl, s0, s1, s2, s3)
-    return False, s0, s1, s2, s3
-
-
 @njit(cache=True)
 def _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3):
     """Each task to a uniform server (with replacement across tasks): one bounded draw per task
@@ -175,9 +151,12 @@ def _place_jsq(x, tcnt, plev, k, bmax, s0, s1, s2, s3):
     for j in range(k):
         while x[low] == 0:
             low += 1
-        dropped, s0, s1, s2, s3 = _take_level(x, tcnt, plev, j, low, bmax, s0, s1, s2, s3)
-        if dropped:
+        if low >= bmax:
+            _undo(x, plev, j)
             return False, j, s0, s1, s2, s3
+        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, low, s0, s1, s2, s3)
+        _move_up(x, tcnt, low, touched)
+        plev[j] = low
     return True, k, s0, s1, s2, s3
 
 
@@ -187,11 +166,19 @@ def _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s
     the shortest (ties uniform); ``k = 1``, ``n_samp = d`` is power-of-d. Given the sampled
     minimum level, the chosen queue is a uniform server of that level (exchangeability)."""
     for j in range(k):
-        lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, n_samp, hs, lowest_occupied(x),
-                                            s0, s1, s2, s3)
-        dropped, s0, s1, s2, s3 = _take_level(x, tcnt, plev, j, lvl, bmax, s0, s1, s2, s3)
-        if dropped:
+        low = lowest_occupied(x)
+        top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
+        lvl = low
+        while hs[lvl] == 0:
+            lvl += 1
+        for i in range(top + 1):
+            hs[i] = 0
+        if lvl >= bmax:
+            _undo(x, plev, j)
             return False, j, s0, s1, s2, s3
+        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
+        _move_up(x, tcnt, lvl, touched)
+        plev[j] = lvl
     return True, k, s0, s1, s2, s3
 
 
@@ -206,9 +193,12 @@ def _place_pod_per_task_min(x, tcnt, plev, k, n_samp, bmax, n_servers, s0, s1, s
     for j in range(k):
         low = lowest_occupied(x)
         lvl, s0, s1, s2, s3 = min_level(x, n_servers, n_samp, low, s0, s1, s2, s3)
-        dropped, s0, s1, s2, s3 = _take_level(x, tcnt, plev, j, lvl, bmax, s0, s1, s2, s3)
-        if dropped:
+        if lvl >= bmax:
+            _undo(x, plev, j)
             return False, j, s0, s1, s2, s3
+        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
+        _move_up(x, tcnt, lvl, touched)
+        plev[j] = lvl
     return True, k, s0, s1, s2, s3
 
 
@@ -225,7 +215,9 @@ def _fill_batch_filling(hs, tcnt, plev, k, bmax, s0, s1, s2, s3):
         lvl = m
         if lvl >= bmax:
             return False, j, lvl, s0, s1, s2, s3
-        s0, s1, s2, s3 = _join_level(hs, tcnt, plev, j, lvl, s0, s1, s2, s3)
+        touched, s0, s1, s2, s3 = _is_touched(hs, tcnt, lvl, s0, s1, s2, s3)
+        _move_up(hs, tcnt, lvl, touched)
+        plev[j] = lvl
     return True, k, lvl + 1, s0, s1, s2, s3
 
 
@@ -425,7 +417,12 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
         cap = x.size
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
-        total, top = tasks_and_top(x)
+        total = np.int64(0)
+        top = 0
+        for lvl in range(cap):
+            total += lvl * x[lvl]
+            if x[lvl] > 0:
+                top = lvl
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
         w = w_first
         e = e_first
@@ -446,9 +443,17 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                     # x and hs as an out-of-line call with its array structs pushed)
                     if policy == RANDOM:
                         # a uniform server, its rank u counted from level 0 up (_place_random):
-                        # the level is the number of l >= 1 with g[l] > N - 1 - u (_tail_level)
+                        # the level is the number of l >= 1 with g[l] > N - 1 - u (g is
+                        # non-increasing and 0 above top): whole blocks of TAIL_BLOCK levels
+                        # skipped on their last entry, then the last block counted
                         u, s0, s1, s2, s3 = below64(n_servers, s0, s1, s2, s3)
-                        lvl = _tail_level(g, n_servers - 1 - u)
+                        thr = n_servers - 1 - u
+                        m = 1
+                        while g[m + TAIL_BLOCK - 1] > thr:
+                            m += TAIL_BLOCK
+                        lvl = m - 1
+                        for i in range(TAIL_BLOCK - 1):
+                            lvl += g[m + i] > thr
                     elif policy == JSQ:
                         lvl = 0
                         while x[lvl] == 0:
@@ -484,12 +489,17 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                             hs[i] = 0
                     w_arr[w] += 1
                     if lvl < bmax:
-                        busy, top = join_level(x, lvl, busy, top)
+                        x[lvl] -= 1
+                        x[lvl + 1] += 1
                         if tails:
                             g[lvl + 1] += 1
+                        if lvl == 0:
+                            busy += 1
                         acc[lvl + 1] += t_w
                         total += 1
                         qacc += t_w
+                        if lvl + 1 > top:
+                            top = lvl + 1
                         w_adm[w] += 1
                         w_resp[w] += lvl + 1.0
                         w_wait[w] += lvl
@@ -582,17 +592,28 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                     # ---- service completion at a uniform busy server
                     u, s0, s1, s2, s3 = below64(busy, s0, s1, s2, s3)
                     if tails:  # as for the arrival: rank u among the busy, from level 1 up
-                        lvl = _tail_level(g, busy - 1 - u)
+                        thr = busy - 1 - u
+                        m = 1
+                        while g[m + TAIL_BLOCK - 1] > thr:
+                            m += TAIL_BLOCK
+                        lvl = m - 1
+                        for i in range(TAIL_BLOCK - 1):
+                            lvl += g[m + i] > thr
                         g[lvl] -= 1
                     else:
                         lvl = 1
                         while u >= x[lvl]:
                             u -= x[lvl]
                             lvl += 1
-                    busy, top = leave_level(x, lvl, busy, top)
+                    x[lvl] -= 1
+                    x[lvl - 1] += 1
                     acc[lvl] -= t_w
                     qacc -= t_w
                     total -= 1
+                    if lvl == 1:
+                        busy -= 1
+                    if lvl == top and x[lvl] == 0:
+                        top = lvl - 1
                 e += 1
             if grow:
                 break

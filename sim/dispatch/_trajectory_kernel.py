@@ -31,7 +31,7 @@ from numba import njit
 from sim.core._loop import join_level, leave_level
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
 from sim.core.rng import below64, next_raw, u01
-from sim.core.sampling import lowest_occupied, min_of_sample
+from sim.core.sampling import draw_levels, lowest_occupied
 from sim.dispatch._occupancy_kernel import _place_batch
 from sim.dispatch.policies import BATCH_FILLING
 
@@ -89,8 +89,14 @@ def _span(batch, n_servers, arr_rate, k, n_samp, x, hs, tcnt, plev, t_grid, out,
                                                          s0, s1, s2, s3)
             else:
                 placed = 1
-                plev[0], s0, s1, s2, s3 = min_of_sample(x, n_servers, n_samp, hs,
-                                                        lowest_occupied(x), s0, s1, s2, s3)
+                low = lowest_occupied(x)
+                hi, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
+                lvl = low
+                while hs[lvl] == 0:
+                    lvl += 1
+                for i in range(hi + 1):
+                    hs[i] = 0
+                plev[0] = lvl
             for i in range(placed):
                 busy, top = join_level(x, plev[i], busy, top)
             if batch:

@@ -58,7 +58,7 @@ from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, shortest_fy
-from sim.core.windows import credit, credit_start, flush_levels, window_shift
+from sim.core.windows import flush_levels, window_of, window_shift
 
 __all__ = ["JIQ", "JIQ_POD", "JIQ_ORIGINAL", "JIQ_THRESHOLD", "JIQ_SQD", "POLICY_CODES",
            "agent_kernel", "make_iqueues", "iqueue_lists", "check_state", "apply_arrival",
@@ -546,9 +546,12 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
             ra = look[0]
         elif ahead:
             ra, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        w, e_next, full = w_first, e_first, False
+        w = w_first
+        e_next = e_first
+        full = False
         while w < w_stop and not full:
-            e0, e1 = bounds[w], bounds[w + 1]
+            e0 = bounds[w]
+            e1 = bounds[w + 1]
             arrivals = np.int64(0)
             waited = np.int64(0)  # arrivals sent to a busy server
             empties = np.int64(0)  # events whose I-queue sample was empty (the p0 estimate)
@@ -650,7 +653,11 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                     if lvl > 0:
                         h = head[n]
                         base = np.uint64(n) << cs
-                        credit(rows[base + np.uint64(h)], e, shift, w_jobs, w_resp)  # -1: time 0
+                        a = rows[base + np.uint64(h)]
+                        if a >= 0:  # not a task present at time 0 (-1)
+                            wa = window_of(a, shift)
+                            w_jobs[wa] += 1
+                            w_resp[wa] += e - a
                         # a ring that empties restarts at slot 0, so short busy periods
                         # stay in its first cache line
                         h = ((h + 1) & mask) if lvl > 1 else 0
@@ -658,10 +665,14 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                         q[n] = lvl - 1
                         cnt[lvl] -= 1
                         acc[lvl] -= de
-                        # the next task, if any (lvl > 1), reaches the head and starts service
-                        # (branch-free; a stale slot holds -1 or a past arrival, never a code)
+                        # the next task, if any (lvl > 1), reaches the head and starts service;
+                        # branch-free as in the dispatch kernel: a stale slot holds -1 or a past
+                        # arrival, so max(a, 0) is a valid window, and +0 is added if no task
                         a = rows[base + np.uint64(h)]
-                        credit_start(a, lvl, e, shift, w_starts, w_wait)
+                        ok = (lvl > 1) & (a >= 0)
+                        wa = window_of(max(a, 0), shift)
+                        w_starts[wa] += np.int64(ok)
+                        w_wait[wa] += (e - a) if ok else 0.0
                         rj, s0, s1, s2, s3 = _join_draw(policy, s0, s1, s2, s3)
                         if uniform_join:
                             # branch-free (whether it is now idle, lvl == 1, is about as
@@ -737,7 +748,10 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
         if ahead:  # kept for the next span, so that a stop does not change the stream
             look[0] = ra
             look[1] = np.uint64(1)
-        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+        state[0] = s0
+        state[1] = s1
+        state[2] = s2
+        state[3] = s3
         return w, e_next
 
     return run_span

@@ -62,7 +62,6 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core._loop import tasks_and_top
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import lowest_occupied, min_of_sample
@@ -270,8 +269,21 @@ def _make_run_span(policy: int, record: bool = False):
         ycap = y.size
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
-        total, top = tasks_and_top(x)
-        listed, ytop, ylow = iq_scan(y)
+        total = np.int64(0)
+        top = 0
+        for lvl in range(cap):
+            total += lvl * x[lvl]
+            if x[lvl] > 0:
+                top = lvl
+        listed = np.int64(0)
+        ytop = 0
+        ylow = -1
+        for j in range(ycap):
+            listed += j * y[j]
+            if y[j] > 0:
+                ytop = j
+                if ylow < 0:
+                    ylow = j
         probe_msgs = 2 * d
         t_w, qacc, y0acc, lacc = lazy[0], lazy[1], lazy[2], lazy[3]
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
@@ -289,14 +301,35 @@ def _make_run_span(policy: int, record: bool = False):
                 r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
                 if u01(r) * rate < arr_rate:
                     # ---- arrival at a uniform scheduler (PASTA: it sees the state just held)
-                    lvl, j, jd, ytop, ylow, s0, s1, s2, s3 = arrival_level(
-                        pod, x, hs, y, n_servers, n_iq, d, listed, ytop, ylow, s0, s1, s2, s3)
-                    if j == 1 or jd == 1:  # an I-queue of size 1 emptied
-                        y0acc += t_w
-                    if pod and j == 0:
-                        w_probe[w] += probe_msgs
-                    if jd > 0:  # the idle server is listed elsewhere: delete message
-                        w_del[w] += 1
+                    j, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
+                    if j > 0:
+                        lvl = 0
+                        y[j] -= 1
+                        y[j - 1] += 1
+                        if j == ytop and y[j] == 0:
+                            ytop = j - 1
+                        if j == ylow:
+                            ylow = j - 1
+                        if j == 1:
+                            y0acc += t_w
+                    else:
+                        if pod:
+                            lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs,
+                                                                lowest_occupied(x), s0, s1, s2, s3)
+                            w_probe[w] += probe_msgs
+                        else:
+                            lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
+                        if lvl == 0:
+                            jd, s0, s1, s2, s3 = _size_biased(y, listed, ylow, s0, s1, s2, s3)
+                            y[jd] -= 1
+                            y[jd - 1] += 1
+                            if jd == ytop and y[jd] == 0:
+                                ytop = jd - 1
+                            if jd == ylow:
+                                ylow = jd - 1
+                            if jd == 1:
+                                y0acc += t_w
+                            w_del[w] += 1
                     if lvl == 0:
                         busy += 1
                         listed -= 1
@@ -338,7 +371,12 @@ def _make_run_span(policy: int, record: bool = False):
                             w_probe[w] += probe_msgs
                         else:
                             j, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
-                        ytop, ylow = iq_grow(y, j, ytop, ylow)
+                        y[j] -= 1
+                        y[j + 1] += 1
+                        if j == ylow and y[j] == 0:
+                            ylow = j + 1
+                        if j + 1 > ytop:
+                            ytop = j + 1
                         if j == 0:
                             y0acc -= t_w
                         listed += 1

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.core._loop import join_level, leave_level
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
 from sim.core.rng import next_raw, u01
-from sim.jiq._occupancy_kernel import _pick, arrival_level, iq_grow, iq_scan
+from sim.core.sampling import lowest_occupied, min_of_sample
+from sim.jiq._occupancy_kernel import _pick, _size_biased, iq_scan
 
 
 @njit(cache=True)
@@ -47,17 +47,53 @@ def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, c
             break
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         if u01(r) * rate < arr_rate:
-            lvl, _, _, ytop, ylow, s0, s1, s2, s3 = arrival_level(
-                pod, x, hs, y, n_servers, n_iq, d, listed, ytop, ylow, s0, s1, s2, s3)
+            # arrival at a uniform scheduler: its I-queue has size jj w.p. y[jj] / M
+            # (written out, as in the occupancy loop: inlined helpers measured slower here)
+            jj, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
+            if jj > 0:
+                lvl = 0
+                y[jj] -= 1
+                y[jj - 1] += 1
+                if jj == ytop and y[jj] == 0:
+                    ytop = jj - 1
+                if jj == ylow:
+                    ylow = jj - 1
+            else:
+                if pod:
+                    lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs, lowest_occupied(x),
+                                                        s0, s1, s2, s3)
+                else:
+                    lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
+                if lvl == 0:  # the idle server is listed elsewhere: a delete shrinks that I-queue
+                    jd, s0, s1, s2, s3 = _size_biased(y, listed, ylow, s0, s1, s2, s3)
+                    y[jd] -= 1
+                    y[jd - 1] += 1
+                    if jd == ytop and y[jd] == 0:
+                        ytop = jd - 1
+                    if jd == ylow:
+                        ylow = jd - 1
             if lvl == 0:
+                busy += 1
                 listed -= 1
-            busy, top = join_level(x, lvl, busy, top)
+            x[lvl] -= 1
+            x[lvl + 1] += 1
+            if lvl + 1 > top:
+                top = lvl + 1
         else:
             lvl, s0, s1, s2, s3 = _pick(x, busy, 1, s0, s1, s2, s3)
-            busy, top = leave_level(x, lvl, busy, top)
+            x[lvl] -= 1
+            x[lvl - 1] += 1
+            if lvl == top and x[lvl] == 0:
+                top = lvl - 1
             if lvl == 1:  # idle now: joins a uniform I-queue
+                busy -= 1
                 jj, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
-                ytop, ylow = iq_grow(y, jj, ytop, ylow)
+                y[jj] -= 1
+                y[jj + 1] += 1
+                if jj == ylow and y[jj] == 0:
+                    ylow = jj + 1
+                if jj + 1 > ytop:
+                    ytop = jj + 1
                 listed += 1
         events += 1
     store_clock(clock, t, j, events, state, s0, s1, s2, s3)
