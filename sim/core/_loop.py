@@ -7,10 +7,9 @@ lines were written out in it (LLVM does not always inline a small call taking ar
 """
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-__all__ = ["join_level", "leave_level", "tasks_and_top"]
+__all__ = ["join_level", "leave_level"]
 
 
 @njit(cache=True, inline="always")
@@ -38,14 +37,3 @@ def leave_level(x, lvl, busy, top):
         top = lvl - 1
     return busy, top
 
-
-@njit(cache=True, inline="always")
-def tasks_and_top(x):
-    """``(tasks in the system, highest occupied level)`` of the counts ``x``."""
-    total = np.int64(0)
-    top = 0
-    for lvl in range(x.size):
-        total += lvl * x[lvl]
-        if x[lvl] > 0:
-            top = lvl
-    return total, top

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["window_bounds", "window_shift", "window_of", "flush_window", "flush_levels",
-           "flush_occupancy_window", "credit", "credit_start"]
+           "flush_occupancy_window"]
 
 def window_bounds(events: int, n_windows: int) -> np.ndarray:
     """Window boundaries: windows of ``2**k`` events (the largest power of two giving at least
@@ -92,26 +92,3 @@ def flush_occupancy_window(w, t_w, x, acc, total, qacc, w_time, w_tail, w_qarea)
         acc[i] = 0.0
     w_qarea[w] = total * t_w - qacc
 
-
-@njit(cache=True, inline="always")
-def credit(a, e, shift, w_count, w_sum):
-    """A task that arrived at event ``a`` (-1: unknown, not credited) is done at event ``e``:
-    counted, with its time in events, in the window of its arrival."""
-    if a >= 0:
-        wa = window_of(a, shift)
-        w_count[wa] += 1
-        w_sum[wa] += e - a
-
-
-@njit(cache=True, inline="always")
-def credit_start(a, lvl, e, shift, w_starts, w_wait):
-    """At event ``e`` a server leaves ``lvl`` tasks behind and the next task, if any
-    (``lvl > 1``), arrived at event ``a``, starts service: its wait is credited to the window
-    of its arrival. Branch-free, as ``lvl > 1`` is hard to predict: ``a`` may be a stale slot
-    when ``lvl == 1``, but every slot holds -1 or a past arrival (rings start filled with -1),
-    so ``max(a, 0)`` is a valid window, and +0 / +0.0 (bitwise no-ops) are added when there is
-    no such task or its arrival is unknown."""
-    ok = (lvl > 1) & (a >= 0)
-    wa = window_of(max(a, 0), shift)
-    w_starts[wa] += np.int64(ok)
-    w_wait[wa] += (e - a) if ok else 0.0

@@ -640,21 +640,6 @@ TABLED_POLICIES = (BATCH_SAMPLING, POD_PER_TASK)
 _EMPTY_TABLE = empty_delay_table()
 
 
-@njit(cache=True, inline="always")
-def _tail_level(g, thr):
-    """The number of levels ``l >= 1`` with ``g[l] > thr`` (``g`` non-increasing, 0 above the
-    top, :data:`TAIL_BLOCK` zeros after the end): whole blocks of :data:`TAIL_BLOCK` levels
-    skipped on their last entry, then the last block counted. Inlined into the event loop
-    (numba-IR level), so the loop compiles as if written out."""
-    m = 1
-    while g[m + TAIL_BLOCK - 1] > thr:
-        m += TAIL_BLOCK
-    lvl = m - 1
-    for i in range(TAIL_BLOCK - 1):
-        lvl += g[m + i] > thr
-    return lvl
-
-
 def _tail_counts(x):
     """``g[l]`` = servers with at least ``l`` tasks (``l = 0 .. x.size - 1``), then
     :data:`TAIL_BLOCK` zeros so that a blocked search never reads past the end."""

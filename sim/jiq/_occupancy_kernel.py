@@ -118,55 +118,6 @@ def iq_scan(y):
     return listed, ytop, ylow
 
 
-@njit(cache=True, inline="always")
-def iq_shrink(y, j, ytop, ylow):
-    """One I-queue of size ``j > 0`` loses a server; ``ytop``, ``ylow`` (largest and smallest
-    occupied sizes) follow. Returns ``(ytop, ylow)``."""
-    y[j] -= 1
-    y[j - 1] += 1
-    if j == ytop and y[j] == 0:
-        ytop = j - 1
-    if j == ylow:
-        ylow = j - 1
-    return ytop, ylow
-
-
-@njit(cache=True, inline="always")
-def iq_grow(y, j, ytop, ylow):
-    """One I-queue of size ``j`` gains a server; returns ``(ytop, ylow)`` as :func:`iq_shrink`."""
-    y[j] -= 1
-    y[j + 1] += 1
-    if j == ylow and y[j] == 0:
-        ylow = j + 1
-    if j + 1 > ytop:
-        ytop = j + 1
-    return ytop, ylow
-
-
-@njit(cache=True, inline="always")
-def arrival_level(pod, x, hs, y, n_servers, n_iq, d, listed, ytop, ylow, s0, s1, s2, s3):
-    """A task arrives at a uniform scheduler, whose I-queue has size ``j`` w.p. ``y[j] / M``:
-    it goes to an idle server of that I-queue (``j > 0``), else blindly to the shortest of
-    ``d`` sampled servers (``pod``) or a uniform one; a blind task that finds an idle server
-    deletes it from its I-queue, of size ``jd`` drawn size-biased. Updates ``y`` (not ``x``).
-    Returns ``(level joined, j, jd or -1, ytop, ylow, s0..s3)``."""
-    jd = np.int64(-1)
-    j, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
-    if j > 0:
-        lvl = 0
-        ytop, ylow = iq_shrink(y, j, ytop, ylow)
-    else:
-        if pod:
-            lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs, lowest_occupied(x),
-                                                s0, s1, s2, s3)
-        else:
-            lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
-        if lvl == 0:
-            jd, s0, s1, s2, s3 = _size_biased(y, listed, ylow, s0, s1, s2, s3)
-            ytop, ylow = iq_shrink(y, jd, ytop, ylow)
-    return lvl, j, jd, ytop, ylow, s0, s1, s2, s3
-
-
 # --------------------------------------------------------------------------------------------
 # the policy-specific choices, dispatched at run time (for :func:`step`; the event loop calls
 # the same _pick / min_of_sample directly, its policy being a compile-time constant there)
