@@ -59,16 +59,10 @@ def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_
         total += cnt[lev]
     top = top_ref[0]
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    w = w_first
-    e_next = e_first
-    full = False
+    w, e_next, full = w_first, e_first, False
     while w < n_windows and not full:
-        e0 = bounds[w]
-        e1 = bounds[w + 1]
-        arrivals = np.int64(0)
-        waited = np.int64(0)
-        within = np.int64(0)
-        qacc = np.int64(0)
+        e0, e1 = bounds[w], bounds[w + 1]
+        arrivals, waited, within, qacc = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
         e = e_next
         while e < e1:
             r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
@@ -118,8 +112,5 @@ def occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_
             flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
             w += 1
     top_ref[0] = top
-    state[0] = s0
-    state[1] = s1
-    state[2] = s2
-    state[3] = s3
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     return w, e_next

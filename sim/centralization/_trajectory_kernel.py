@@ -18,12 +18,11 @@ write.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
 from sim.centralization._occupancy_kernel import _level_of
+from sim.core._trajectory_kernel import clock_step, load_clock, padded, store_clock
 from sim.core.rng import next_raw, u01
 
 
@@ -42,34 +41,27 @@ def central_span(n_servers, lam, p, cnt, t_grid, out, top_out, clock, state, max
     return False before an arrival that could write past the end of ``cnt`` (the caller grows
     it)."""
     cap = cnt.size
-    n_grid = t_grid.size
     nf = float(n_servers)
     arr_rate = lam * nf
     central_rate = p * nf
-    t = clock[0]
-    j = np.int64(clock[1])
-    events = np.int64(clock[2])
+    t, j, events = load_clock(clock)
     top = 0
     for lvl in range(1, cap):
         if cnt[lvl] > 0:
             top = lvl
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
     done = False
-    while True:
-        if top + 2 >= cap:
-            break
+    while top + 2 < cap:
         busy = cnt[1]
         local_rate = (1.0 - p) * busy
         rate = arr_rate + local_rate + (central_rate if top > 0 else 0.0)
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time
-        while j < n_grid and t_grid[j] < t_next:
-            _record(cnt, top, n_servers, out, top_out, j)
-            j += 1
-        if j >= n_grid or events >= max_events:
-            done = True
+        t, j_end, done, s0, s1, s2, s3 = clock_step(t, rate, t_grid, j, events, max_events,
+                                                    s0, s1, s2, s3)
+        for i in range(j, j_end):
+            _record(cnt, top, n_servers, out, top_out, i)
+        j = j_end
+        if done:
             break
-        t = t_next
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         v = u01(r) * rate
         if v < arr_rate:  # arrival at a uniform station
@@ -90,10 +82,7 @@ def central_span(n_servers, lam, p, cnt, t_grid, out, top_out, clock, state, max
             if lvl == top and cnt[lvl] == 0:
                 top -= 1
         events += 1
-    clock[0] = t
-    clock[1] = j
-    clock[2] = events
-    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    store_clock(clock, t, j, events, state, s0, s1, s2, s3)
     return done
 
 
@@ -102,12 +91,7 @@ def central_trajectory(n_servers, lam, p, cnt, t_grid, out, top_out, state, max_
     from the counts ``cnt`` (int64, stations with at least ``l`` tasks, ``cnt[0] = N``; grown as
     needed), stopping after ``max_events`` events at the latest. Returns ``(final counts,
     events, time of the last event, grid rows written)``."""
-    cnt = np.ascontiguousarray(cnt, dtype=np.int64)
-    cap = 16
-    while cap < cnt.size + 3:
-        cap *= 2
-    cc = np.zeros(cap, dtype=np.int64)
-    cc[: cnt.size] = cnt
+    cc = padded(cnt, 3)
     clock = np.zeros(3)
     while not central_span(int(n_servers), float(lam), float(p), cc, t_grid, out, top_out, clock,
                            state, int(max_events)):

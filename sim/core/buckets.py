@@ -23,16 +23,22 @@ def pick_lowest(q, perm, start, s0, s1, s2, s3):
     return perm[below(r, n_min)], s0, s1, s2, s3
 
 
-@njit(cache=True)
-def bucket_up(perm, pos, start, n, level):
-    """Server ``n`` goes from ``level`` to ``level + 1``: swap it to the end of its block."""
-    b = start[level + 1] - 1
+@njit(cache=True, inline="always")
+def _swap_to(perm, pos, n, b):
+    """Server ``n`` to index ``b`` of ``perm``; the server there takes ``n``'s old index."""
     pn = pos[n]
     m = perm[b]
     perm[b] = n
     pos[n] = b
     perm[pn] = m
     pos[m] = pn
+
+
+@njit(cache=True)
+def bucket_up(perm, pos, start, n, level):
+    """Server ``n`` goes from ``level`` to ``level + 1``: swap it to the end of its block."""
+    b = start[level + 1] - 1
+    _swap_to(perm, pos, n, b)
     start[level + 1] = b
 
 
@@ -40,12 +46,7 @@ def bucket_up(perm, pos, start, n, level):
 def bucket_down(perm, pos, start, n, level):
     """Server ``n`` goes from ``level`` to ``level - 1``: swap it to the front of its block."""
     b = start[level]
-    pn = pos[n]
-    m = perm[b]
-    perm[b] = n
-    pos[n] = b
-    perm[pn] = m
-    pos[m] = pn
+    _swap_to(perm, pos, n, b)
     start[level] = b + 1
 
 

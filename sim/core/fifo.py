@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from sim.core.buckets import build_buckets
 from sim.core.rng import u01, xoshiro_next
 from sim.core.windows import window_of, window_shift
 
@@ -81,14 +82,40 @@ def grow_rings(q, buf, head, cnt, acc, start):
         for k in range(q[m]):
             nbuf[m, k] = buf[m, (h + k) & mask]
         head[m] = 0
-    cap = c_new + 2
-    ncnt = np.zeros(cap, dtype=np.int64)
-    nacc = np.zeros(cap, dtype=np.int64)
-    nstart = np.full(cap, n_servers, dtype=np.int64)
+    ncnt, nacc, nstart = grow_levels(cnt, acc, start, c_new + 2, n_servers)
+    return nbuf, ncnt, nacc, nstart
+
+
+@njit(cache=True)
+def grow_levels(cnt, acc, start, size, n_servers):
+    """The level arrays ``cnt``, ``acc`` (zeros after) and ``start`` (``n_servers`` after:
+    no server at the new levels) copied into arrays of ``size`` entries."""
+    ncnt = np.zeros(size, dtype=np.int64)
+    nacc = np.zeros(size, dtype=np.int64)
+    nstart = np.full(size, n_servers, dtype=np.int64)
     ncnt[: cnt.size] = cnt
     nacc[: acc.size] = acc
     nstart[: start.size] = start
-    return nbuf, ncnt, nacc, nstart
+    return ncnt, nacc, nstart
+
+
+def level_arrays(q, size: int, jsq: bool = False):
+    """The level arrays of an agent loop for queues ``q`` (int64[N]): ``cnt[l]`` servers with
+    at least ``l`` tasks (``l < size``), zeroed lazy areas ``acc``, and the JSQ buckets
+    ``perm, pos, start`` of :func:`sim.core.buckets.build_buckets` (unused placeholders of the
+    same types unless ``jsq``). Returns ``(cnt, acc, perm, pos, start)``."""
+    n_servers = q.size
+    cnt = np.zeros(size, dtype=np.int64)
+    hist = np.bincount(q, minlength=size)[:size]
+    cnt[1:] = n_servers - np.cumsum(hist)[:-1]
+    acc = np.zeros(size, dtype=np.int64)
+    if jsq:
+        perm, pos, start = build_buckets(q, size)
+    else:
+        perm = np.zeros(1, dtype=np.int64)
+        pos = np.zeros(1, dtype=np.int64)
+        start = np.full(size, n_servers, dtype=np.int64)
+    return cnt, acc, perm, pos, start
 
 
 def queue_dtype(cap: int):

@@ -319,6 +319,19 @@ def empty_delay_table() -> DelayTable:
                       np.zeros(1, dtype=np.int64), np.zeros(1))
 
 
+@njit(cache=True, inline="always")
+def nonzero_counts(counts, top, ps, cs):
+    """The positions ``1 <= p <= top`` with ``counts[p] > 0`` into ``ps[:nd]`` and their counts
+    into ``cs[:nd]``, in increasing order; returns ``nd``."""
+    nd = 0
+    for p in range(1, top + 1):
+        if counts[p] > 0:
+            ps[nd] = p
+            cs[nd] = counts[p]
+            nd += 1
+    return nd
+
+
 @njit(cache=True)
 def expected_max_gamma_table(counts, top, bounds, weights, log_cdf, log_cdf_b, surv_b, tail_b,
                              ps, cs):
@@ -328,12 +341,7 @@ def expected_max_gamma_table(counts, top, bounds, weights, log_cdf, log_cdf_b, s
     integrand outlasts the grid (the caller then uses :func:`expected_max_gamma`)."""
     if top >= log_cdf.shape[1]:
         return -1.0
-    nd = 0
-    for p in range(1, top + 1):
-        if counts[p] > 0:
-            ps[nd] = p
-            cs[nd] = counts[p]
-            nd += 1
+    nd = nonzero_counts(counts, top, ps, cs)
     n_pan = bounds.size - 1
     n_gl = weights.size // n_pan
     # first panel whose upper bound has sum c_p log F_p > TABLE_LOG_ONE (increasing in t)

@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from sim.core.jobdelay import log_cdf_product
+from sim.core.jobdelay import log_cdf_product, nonzero_counts
 
 __all__ = ["RESPONSE_GRID", "QUANTILES", "QUANTILE_NAMES", "RESPONSE_COLUMNS", "SIG_MAX_POS",
            "exact_response_columns",
@@ -125,6 +125,38 @@ def dummy_recorder() -> Recorder:
 
 
 @njit(cache=True, inline="always")
+def find_key(key, top_pos, n_words, keys, key_pos):
+    """Open addressing with linear probing over a table of packed signatures: row ``i`` holds
+    the key ``keys[i, :n_words]`` of a signature reaching position ``key_pos[i]`` (0: a free
+    row; the table's size is a power of two). Returns ``(row, True)`` where ``key`` (``n_words``
+    words, up to position ``top_pos``) is stored, else ``(the free row where it goes, False)``."""
+    hsh = np.uint64(top_pos)
+    for q in range(n_words):
+        hsh = (hsh ^ np.uint64(key[q])) * _GOLDEN
+    mask = key_pos.size - 1
+    i = np.int64(hsh >> np.uint64(40)) & mask
+    while key_pos[i] != 0:
+        if key_pos[i] == top_pos:
+            same = True
+            for q in range(n_words):
+                if keys[i, q] != key[q]:
+                    same = False
+                    break
+            if same:
+                return i, True
+        i = (i + 1) & mask
+    return i, False
+
+
+@njit(cache=True, inline="always")
+def store_key(i, key, top_pos, n_words, keys, key_pos):
+    """Write ``key`` into the free row ``i`` found by :func:`find_key`."""
+    key_pos[i] = top_pos
+    for q in range(n_words):
+        keys[i, q] = key[q]
+
+
+@njit(cache=True, inline="always")
 def sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key0):
     """Number of the signature ``tcnt[1..top_pos]`` (numbered on first sight), or -1 if it does
     not fit (``top_pos > SIG_MAX_POS``, a count >= 2**16, or the table is full). ``key0``:
@@ -140,27 +172,13 @@ def sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key
             return -1
         key0[(p - 1) >> 2] |= np.int64(c) << np.int64(16 * ((p - 1) & 3))
     n_words = (top_pos + 3) >> 2
-    hsh = np.uint64(top_pos)
-    for q in range(n_words):
-        hsh = (hsh ^ np.uint64(key0[q])) * _GOLDEN
-    mask = sig_pos.size - 1
-    i = np.int64(hsh >> np.uint64(40)) & mask
-    while sig_pos[i] != 0:
-        if sig_pos[i] == top_pos:
-            same = True
-            for q in range(n_words):
-                if sig_keys[i, q] != key0[q]:
-                    same = False
-                    break
-            if same:
-                return sig_slot_id[i]
-        i = (i + 1) & mask
+    i, found = find_key(key0, top_pos, n_words, sig_keys, sig_pos)
+    if found:
+        return sig_slot_id[i]
     s = n_sig[0]
     if s >= max_sig:
         return -1
-    sig_pos[i] = top_pos
-    for q in range(n_words):
-        sig_keys[i, q] = key0[q]
+    store_key(i, key0, top_pos, n_words, sig_keys, sig_pos)
     sig_slot_id[i] = s
     for p in range(1, top_pos + 1):
         sig_counts[s, p] = tcnt[p]
@@ -172,12 +190,7 @@ def sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key
 def grid_add(tcnt, top_pos, grid, ps, cs, out_row):
     """Add ``prod_p F_p(t)**tcnt[p]`` at every grid point ``t`` to ``out_row``. ``ps``, ``cs``:
     scratch of size >= the number of distinct positions."""
-    nd = 0
-    for p in range(1, top_pos + 1):
-        if tcnt[p] > 0:
-            ps[nd] = p
-            cs[nd] = tcnt[p]
-            nd += 1
+    nd = nonzero_counts(tcnt, top_pos, ps, cs)
     for g in range(grid.size):
         lp = log_cdf_product(ps, cs, nd, grid[g])[0]
         if lp > -745.0:

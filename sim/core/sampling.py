@@ -64,6 +64,44 @@ def sample_fy(samp, m, s0, s1, s2, s3):
     return s0, s1, s2, s3
 
 
+@njit(cache=True, inline="always")
+def alias_server(n_servers, hetero, alias_thr, alias_idx, s0, s1, s2, s3):
+    """A server with probability ``mu_n / mu_Sigma``: a uniform one, kept iff the next raw draw
+    is below ``alias_thr[n]`` and else passed to ``alias_idx[n]`` (alias table) when
+    ``hetero``; uniform (one draw) when not. Returns ``(server, s0..s3)``."""
+    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+    n = below(r, n_servers)
+    if hetero:
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        if r >= alias_thr[n]:
+            n = alias_idx[n]
+    return n, s0, s1, s2, s3
+
+
+@njit(cache=True, inline="always")
+def first_min(vals, samp, m):
+    """The first ``i`` in ``samp[:m]`` with the smallest ``vals[i]``: uniform among the tied
+    smallest when the sample is in uniformly random order."""
+    best = samp[0]
+    bv = vals[best]
+    for j in range(1, m):
+        c = samp[j]
+        if vals[c] < bv:
+            best = c
+            bv = vals[c]
+    return best
+
+
+@njit(cache=True, inline="always")
+def shortest_fy(vals, d, samp, s0, s1, s2, s3):
+    """Index of the smallest of ``d`` distinct uniformly sampled entries of ``vals``, ties
+    uniform, by partial Fisher-Yates on ``samp`` (:func:`sample_fy`; a permutation of the
+    indices of ``vals``, left permuted between calls, which does not change the law). O(d).
+    Returns ``(index, s0..s3)``."""
+    s0, s1, s2, s3 = sample_fy(samp, d, s0, s1, s2, s3)
+    return first_min(vals, samp, d), s0, s1, s2, s3
+
+
 @njit(cache=True)
 def sample_rej(samp, m, mark, stamp, s0, s1, s2, s3):
     """Uniform draws with rejection of repeats into ``samp[:m]``; a server is taken iff
@@ -121,6 +159,23 @@ def draw_levels(x, n_servers, n, low, stop, hs, s0, s1, s2, s3):
         if lvl == low and hs[lvl] >= stop:
             break
     return top, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def min_of_sample(c, n, d, hs, first, s0, s1, s2, s3):
+    """Lowest index among ``d`` distinct items drawn uniformly without replacement from counts
+    ``c`` (``n = sum(c)``, ``c[i] = 0`` below ``first``, the lowest occupied index); ``hs`` is
+    zero scratch of ``c``'s size (left zero). The draw works on the views from ``first`` on, so
+    its level scans do not walk the empty sizes below (O(N) for one I-queue listing N(1-lam))."""
+    cv = c[first:]
+    hv = hs[first:]
+    top, s0, s1, s2, s3 = draw_levels(cv, n, d, 0, 1, hv, s0, s1, s2, s3)
+    i = 0
+    while hv[i] == 0:
+        i += 1
+    for k in range(top + 1):
+        hv[k] = 0
+    return first + i, s0, s1, s2, s3
 
 
 _STIRLING_MIN = 20.0

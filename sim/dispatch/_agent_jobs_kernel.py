@@ -74,7 +74,8 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets
-from sim.core.jobdelay import expected_max_gamma, expected_max_gamma_wide
+from sim.core.fifo import grow_levels, level_arrays
+from sim.core.jobdelay import expected_max_gamma, expected_max_gamma_wide, nonzero_counts
 from sim.core.responses import dummy_recorder, grid_add, sig_id
 from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, sample_fy, sample_rej
@@ -110,16 +111,43 @@ LOOKAHEAD = 32  # events drawn ahead of time (power of two)
 # --------------------------------------------------------------------------------------------
 # plans: where the k tasks of one job go (dest[:k], placement order), or -1 if dropped
 # --------------------------------------------------------------------------------------------
-@njit(cache=True)
-def _fill_plan(q, samp, m, k, b, hist, dest):
-    """Batch-filling of ``k`` tasks into the sampled queues ``samp[:m]`` (sample order breaks
-    ties). ``hist``: zeroed scratch of size > max q, left zeroed. Returns k, or -1 if dropped."""
+@njit(cache=True, inline="always")
+def _draw_sample(samp, m, use_fy, mark, stamp, s0, s1, s2, s3):
+    """``m`` distinct servers into ``samp[:m]`` in uniformly random order: by partial
+    Fisher-Yates (``use_fy``) or by rejection of repeats under a fresh ``stamp``. Returns
+    ``(stamp, s0..s3)``."""
+    if use_fy:
+        s0, s1, s2, s3 = sample_fy(samp, m, s0, s1, s2, s3)
+    else:
+        stamp += 1
+        s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp, s0, s1, s2, s3)
+    return stamp, s0, s1, s2, s3
+
+
+@njit(cache=True, inline="always")
+def _sample_hist(q, samp, m, hist):
+    """Count the sampled queues ``samp[:m]`` by length into ``hist``; returns the shortest length."""
     lo = q[samp[0]]
     for i in range(m):
         v = q[samp[i]]
         hist[v] += 1
         if v < lo:
             lo = v
+    return lo
+
+
+@njit(cache=True, inline="always")
+def _clear_hist(q, samp, m, hist):
+    """Zero the entries of ``hist`` that :func:`_sample_hist` raised (before ``q`` changes)."""
+    for i in range(m):
+        hist[q[samp[i]]] = 0
+
+
+@njit(cache=True)
+def _fill_plan(q, samp, m, k, b, hist, dest):
+    """Batch-filling of ``k`` tasks into the sampled queues ``samp[:m]`` (sample order breaks
+    ties). ``hist``: zeroed scratch of size > max q, left zeroed. Returns k, or -1 if dropped."""
+    lo = _sample_hist(q, samp, m, hist)
     top = hist.size
     spaces = 0  # spaces(l): free slots at positions <= l
     cum = 0  # sampled queues with length <= l
@@ -133,8 +161,7 @@ def _fill_plan(q, samp, m, k, b, hist, dest):
         lvl += 1
     last = lvl + 1  # highest position taken
     rest = k - spaces  # tasks at position `last`
-    for i in range(m):
-        hist[q[samp[i]]] = 0
+    _clear_hist(q, samp, m, hist)
     if last > b:
         return -1
     t = 0
@@ -156,12 +183,7 @@ def _fill_plan(q, samp, m, k, b, hist, dest):
 def _sampling_plan(q, samp, m, k, b, hist, dest):
     """Batch-sampling: one task to each of the ``k`` shortest sampled queues (sample order
     breaks ties). Returns k, or -1 if the k-th shortest already holds ``b`` tasks."""
-    lo = q[samp[0]]
-    for i in range(m):
-        v = q[samp[i]]
-        hist[v] += 1
-        if v < lo:
-            lo = v
+    lo = _sample_hist(q, samp, m, hist)
     cum = 0
     lvl = lo
     while True:
@@ -170,13 +192,11 @@ def _sampling_plan(q, samp, m, k, b, hist, dest):
             break
         lvl += 1
     rest = k - (cum - hist[lvl])  # tasks for queues of length exactly lvl
-    for i in range(m):
-        hist[q[samp[i]]] = 0
+    _clear_hist(q, samp, m, hist)
     if lvl >= b:
         return -1
     t = 0
-    for i in range(m):
-        n = samp[i]
+    for n in samp[:m]:
         v = q[n]
         if v < lvl:
             dest[t] = n
@@ -290,11 +310,7 @@ def plan_job(q, policy, k, m, b, state):
     hist = np.zeros(q.max() + k + 2, dtype=np.int64)
     placed = 0
     if policy == BATCH_FILLING or policy == BATCH_SAMPLING:
-        if use_fy:
-            s0, s1, s2, s3 = sample_fy(samp, m, s0, s1, s2, s3)
-        else:
-            stamp += 1
-            s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp, s0, s1, s2, s3)
+        stamp, s0, s1, s2, s3 = _draw_sample(samp, m, use_fy, mark, stamp, s0, s1, s2, s3)
         if policy == BATCH_FILLING:
             placed = _fill_plan(q, samp, m, k, b, hist, dest)
         else:
@@ -376,15 +392,9 @@ def _make_run_span(policy: int, record: bool = False):
             total += srv[n, Q]
         a0, a1, a2, a3 = state[0], state[1], state[2], state[3]  # event stream
         s0, s1, s2, s3 = state[4], state[5], state[6], state[7]  # decision stream
-        ia = st[ST_AHEAD]
-        w = st[ST_WINDOW]
-        e_next = st[ST_EVENT]
-        t_res = st[ST_TASK]
-        j = st[ST_SLOT]
-        wflag = st[ST_WAITED]
-        hflag = st[ST_WITHIN]
-        nfree = st[ST_NFREE]
-        stamp = st[ST_STAMP]
+        w, e_next, t_res, j = st[ST_WINDOW], st[ST_EVENT], st[ST_TASK], st[ST_SLOT]
+        wflag, hflag, nfree, stamp, ia = (st[ST_WAITED], st[ST_WITHIN], st[ST_NFREE], st[ST_STAMP],
+                                          st[ST_AHEAD])
         stop = STOP_DONE
         while w < n_windows and stop == STOP_DONE:
             e0 = bounds[w]
@@ -436,12 +446,8 @@ def _make_run_span(policy: int, record: bool = False):
                                 srv[n, MARK] = 0
                             stamp = 0
                         if sampled_batch:
-                            if use_fy:
-                                s0, s1, s2, s3 = sample_fy(samp, m, s0, s1, s2, s3)
-                            else:
-                                stamp += 1
-                                s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp,
-                                                             s0, s1, s2, s3)
+                            stamp, s0, s1, s2, s3 = _draw_sample(samp, m, use_fy, mark, stamp,
+                                                                 s0, s1, s2, s3)
                             if policy == BATCH_FILLING:
                                 placed = _fill_plan(q, samp, m, k, b, hist, dest)
                             else:
@@ -595,23 +601,11 @@ def _make_run_span(policy: int, record: bool = False):
             if e == e1:
                 flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
                 w += 1
-        state[0] = a0
-        state[1] = a1
-        state[2] = a2
-        state[3] = a3
-        state[4] = s0
-        state[5] = s1
-        state[6] = s2
-        state[7] = s3
-        st[ST_AHEAD] = ia
-        st[ST_WINDOW] = w
-        st[ST_EVENT] = e_next
-        st[ST_TASK] = t_res
-        st[ST_SLOT] = j
-        st[ST_WAITED] = wflag
-        st[ST_WITHIN] = hflag
-        st[ST_NFREE] = nfree
-        st[ST_STAMP] = stamp
+        state[0], state[1], state[2], state[3] = a0, a1, a2, a3
+        state[4], state[5], state[6], state[7] = s0, s1, s2, s3
+        st[ST_WINDOW], st[ST_EVENT], st[ST_TASK], st[ST_SLOT] = w, e_next, t_res, j
+        st[ST_WAITED], st[ST_WITHIN], st[ST_NFREE], st[ST_STAMP], st[ST_AHEAD] = (wflag, hflag, nfree,
+                                                                                  stamp, ia)
         return stop
 
     return run_span
@@ -651,12 +645,7 @@ def _grow_servers(srv, cnt, acc, start, k):
                 idx -= c_old
             nsrv[n, RING0 + i] = srv[n, RING0 + idx]
     size = w_new - RING0 + k + 2
-    ncnt = np.zeros(size, dtype=np.int64)
-    nacc = np.zeros(size, dtype=np.int64)
-    nstart = np.full(size, n_servers, dtype=np.int64)
-    ncnt[: cnt.size] = cnt
-    nacc[: acc.size] = acc
-    nstart[: start.size] = start
+    ncnt, nacc, nstart = grow_levels(cnt, acc, start, size, n_servers)
     nhist = np.zeros(size, dtype=np.int64)
     return nsrv, ncnt, nacc, nstart, nhist
 
@@ -728,16 +717,7 @@ def agent_jobs_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
     use_fy = policy in SAMPLING_POLICIES and 2 * m > n_servers
     q = srv[:, Q].astype(np.int64)
     size = srv.shape[1] - RING0 + k + 2
-    cnt = np.zeros(size, dtype=np.int64)
-    hist_q = np.bincount(q, minlength=size)[:size]
-    cnt[1:] = n_servers - np.cumsum(hist_q)[:-1]
-    acc = np.zeros(size, dtype=np.int64)
-    if policy == JSQ:
-        perm, pos, start = build_buckets(q, size)
-    else:  # placeholders of the same types
-        perm = np.zeros(1, dtype=np.int64)
-        pos = np.zeros(1, dtype=np.int64)
-        start = np.full(size, n_servers, dtype=np.int64)
+    cnt, acc, perm, pos, start = level_arrays(q, size, policy == JSQ)
     samp = np.arange(n_servers, dtype=np.int64) if use_fy else np.zeros(max(m, 1), np.int64)
     hist = np.zeros(size, dtype=np.int64)
     dest = np.zeros(k, dtype=np.int64)
@@ -879,12 +859,7 @@ def close_censored(srv, jobtab, rate, bounds, w_jobs, w_resp, w_tasks, w_tresp,
                 ex = expected_max_gamma(counts[: hi + 1], gl_x, gl_w)
                 memo[key] = ex
             else:  # high positions: the windowed quadrature
-                nd = 0
-                for p in range(1, hi + 1):
-                    if counts[p] > 0:
-                        ps[nd] = p
-                        cs[nd] = counts[p]
-                        nd += 1
+                nd = nonzero_counts(counts, hi, ps, cs)
                 ex = expected_max_gamma_wide(ps[:nd], cs[:nd], gl_x, gl_w)
             for i in range(off[jj], off[jj + 1]):
                 counts[positions[i]] = 0

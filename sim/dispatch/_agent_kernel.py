@@ -37,10 +37,11 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
-from sim.core.fifo import grow_rings, queue_dtype
+from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
-from sim.core.windows import flush_window, window_of, window_shift
+from sim.core.sampling import shortest_fy
+from sim.core.windows import flush_levels, window_of, window_shift
 from sim.dispatch.policies import JSQ, POD, RANDOM
 
 # --------------------------------------------------------------------------------------------
@@ -63,37 +64,18 @@ def _pick_pod(q, d, samp, use_fy, s0, s1, s2, s3):
 
     The sample comes out in uniformly random order, so keeping the *first* minimum (strict ``<``)
     breaks ties uniformly at random among the sampled shortest queues without extra draws.
-    ``use_fy``: partial Fisher-Yates (:func:`_pick_pod_fy`), else rejection of repeats
-    (:func:`_pick_pod_rej`).
+    ``use_fy``: partial Fisher-Yates (:func:`sim.core.sampling.shortest_fy`), else rejection of
+    repeats (:func:`_pick_pod_rej`).
     """
     if use_fy:
-        return _pick_pod_fy(q, d, samp, s0, s1, s2, s3)
+        return shortest_fy(q, d, samp, s0, s1, s2, s3)
     return _pick_pod_rej(q, d, samp, s0, s1, s2, s3)
 
 
-# The two pod samplers are inlined into the event loop at numba-IR level (inline='always'):
-# left to LLVM, _pick_pod_rej stays an out-of-line call on every arrival (its loops exceed the
+# The two pod samplers (shortest_fy, _pick_pod_rej) are inlined into the event loop at numba-IR
+# level (inline='always'): left to LLVM, _pick_pod_rej stays an out-of-line call on every arrival (its loops exceed the
 # inlining threshold) -- 16 arguments pushed on the stack, the result tuple returned through
 # memory and the RNG state spilled (figures: docs/performance.md).
-@njit(cache=True, inline='always')
-def _pick_pod_fy(q, d, samp, s0, s1, s2, s3):
-    """Power-of-d by partial Fisher-Yates on ``samp``: any permutation of the servers, left
-    permuted between calls (which does not change the law of the sample). O(d)."""
-    n_servers = q.size
-    best = np.int64(-1)
-    bq = np.int64(0)
-    for j in range(d):
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        k = j + below(r, n_servers - j)
-        c = samp[k]
-        samp[k] = samp[j]
-        samp[j] = c
-        if best < 0 or q[c] < bq:
-            best = c
-            bq = q[c]
-    return best, s0, s1, s2, s3
-
-
 @njit(cache=True, inline='always')
 def _pick_pod_rej(q, d, samp, s0, s1, s2, s3):
     """Power-of-d by rejection of repeats (``samp[:d]`` is scratch): O(d**2), for d << N."""
@@ -230,7 +212,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                 if r < p_arrival:
                     # ---- arrival: route, append to the server's FIFO
                     if policy == POD and use_fy:
-                        n, s0, s1, s2, s3 = _pick_pod_fy(q, d, samp, s0, s1, s2, s3)
+                        n, s0, s1, s2, s3 = shortest_fy(q, d, samp, s0, s1, s2, s3)
                     elif policy == POD:
                         n, s0, s1, s2, s3 = _pick_pod_rej(q, d, samp, s0, s1, s2, s3)
                     elif policy == JSQ:
@@ -303,13 +285,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
             w_probes[w] += arrivals * probes_per_job
             e_next = e
             if e == e1:
-                total = np.int64(0)  # tasks in the system
-                qacc = np.int64(0)  # lazy part of the queue area (see flush_window)
-                for i in range(1, cnt.size):
-                    total += cnt[i]
-                    qacc += acc[i]
-                w_qarea[w] -= qacc
-                flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
+                flush_levels(w, e1 - e0, cnt, acc, w_tail, w_qarea)
                 w += 1
         state[0] = s0
         state[1] = s1
@@ -367,18 +343,7 @@ def agent_kernel(policy, d, use_fy, p_arrival, hetero, alias_thr, alias_idx,
     policy, d = int(policy), int(d)
     use_fy = bool(use_fy) and policy == POD
     hetero = bool(hetero)
-    cap = buf.shape[1] + 2
-    # cnt[l] = number of servers with at least l tasks
-    cnt = np.zeros(cap, dtype=np.int64)
-    hist = np.bincount(q, minlength=cap)[:cap]
-    cnt[1:] = n_servers - np.cumsum(hist)[:-1]
-    acc = np.zeros(cap, dtype=np.int64)
-    if policy == JSQ:
-        perm, pos, start = build_buckets(q, cap)
-    else:  # unused placeholders of the same types
-        perm = np.zeros(1, dtype=np.int64)
-        pos = np.zeros(1, dtype=np.int64)
-        start = np.full(cap, n_servers, dtype=np.int64)
+    cnt, acc, perm, pos, start = level_arrays(q, buf.shape[1] + 2, policy == JSQ)
     samp = np.arange(n_servers, dtype=np.int64)
     probes_per_job = {RANDOM: 0, JSQ: n_servers, POD: d}[policy]
     n_windows = bounds.size - 1

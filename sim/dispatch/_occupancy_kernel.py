@@ -74,7 +74,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.jobdelay import delay_table, empty_delay_table, expected_max_gamma, expected_max_gamma_table
-from sim.core.responses import dummy_recorder, record_job, sig_id
+from sim.core.responses import dummy_recorder, find_key, record_job, sig_id, store_key
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import (  # noqa: F401
     HG_MIN_SAMPLE,
@@ -327,7 +327,6 @@ def fill_sample(policy, hs, k, bmax, state):
 MEMO_WORDS = 8
 MEMO_MAX_POS = 4 * MEMO_WORDS  # longest memoised signature
 MEMO_MAX_COUNT = 1 << 16  # counts must fit in 16 bits (k < 2**16)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True)
@@ -363,26 +362,12 @@ def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_
         key[q] = 0
     for p in range(1, top_pos + 1):
         key[(p - 1) >> 2] |= tcnt[p] << (16 * ((p - 1) & 3))
-    hsh = np.uint64(top_pos)
-    for q in range(n_words):
-        hsh = (hsh ^ np.uint64(key[q])) * _GOLDEN
-    mask = size - 1
-    i = np.int64(hsh >> np.uint64(40)) & mask
-    while memo_pos[i] != 0:
-        if memo_pos[i] == top_pos:
-            same = True
-            for q in range(n_words):
-                if memo_keys[i, q] != key[q]:
-                    same = False
-                    break
-            if same:
-                return memo_val[i]
-        i = (i + 1) & mask
+    i, found = find_key(key, top_pos, n_words, memo_keys, memo_pos)
+    if found:
+        return memo_val[i]
     v = _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab)
     if 2 * memo_fill[0] < size:
-        memo_pos[i] = top_pos
-        for q in range(n_words):
-            memo_keys[i, q] = key[q]
+        store_key(i, key, top_pos, n_words, memo_keys, memo_pos)
         memo_val[i] = v
         memo_fill[0] += 1
     return v

@@ -13,11 +13,11 @@ continuous: a grid time that is exactly an event time, a null event, sees the st
 The run ends at the first event after ``t_grid[-1]``, which is not applied. Cost: O(levels +
 d) per event (the level scans of the sampling) plus O(levels held) per grid write.
 
-Policies: power-of-d (:func:`pod_span`: ``d`` distinct queues sampled without replacement, join
-the shortest; ties uniform -- in counts any server of the lowest sampled level), with the sampling
-of :func:`sim.core.sampling.draw_levels` (multivariate hypergeometric, exact). ``d = 1`` is random
-routing: N independent M/M/1 queues. Batch-filling (:func:`batch_span`): jobs of ``k`` tasks at
-rate ``N lam / k``, ``k d`` distinct queues sampled, the tasks water-filled one by one into a
+Policies, in one loop (:func:`_span`): power-of-d (``d`` distinct queues sampled without
+replacement, join the shortest; ties uniform -- in counts any server of the lowest sampled
+level), with the sampling of :func:`sim.core.sampling.min_of_sample` (multivariate
+hypergeometric, exact). ``d = 1`` is random routing: N independent M/M/1 queues. Batch-filling:
+jobs of ``k`` tasks at rate ``N lam / k``, ``k d`` distinct queues sampled, the tasks water-filled one by one into a
 currently shortest sampled queue -- the placement of the occupancy engine, imported from
 :mod:`sim.dispatch._occupancy_kernel` (``_place_batch``), not copied; here only the clock differs.
 
@@ -25,12 +25,11 @@ Random numbers: xoshiro256+ (:mod:`sim.core.rng`), state advanced in place.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-from sim.core._trajectory_kernel import record_tail, top_level
+from sim.core._loop import join_level, leave_level
+from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
 from sim.dispatch._occupancy_kernel import _place_batch
@@ -48,159 +47,94 @@ def _departure(x, busy, top, s0, s1, s2, s3):
     while u >= x[lvl]:
         u -= x[lvl]
         lvl += 1
-    x[lvl] -= 1
-    x[lvl - 1] += 1
-    if lvl == 1:
-        busy -= 1
-    if lvl == top and x[lvl] == 0:
-        top = lvl - 1
+    busy, top = leave_level(x, lvl, busy, top)
     return busy, top, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def pod_span(n_servers, arr_rate, d, x, hs, t_grid, out, clock, state, max_events):
+def _span(batch, n_servers, arr_rate, k, n_samp, x, hs, tcnt, plev, t_grid, out, clock, state,
+          max_events):
     """Run events from the state in ``clock`` (``clock[0]`` = time now, ``clock[1]`` = next
     grid index, ``clock[2]`` = events so far; updated in place) until the grid is recorded to
     its end, or return early before an arrival that could write past the end of ``x`` (the
-    caller doubles ``x`` and ``hs`` and calls again). Returns True when the grid is done or
-    ``max_events`` events have been applied (then the rows after ``clock[1]`` are not written)."""
+    caller doubles ``x`` and the scratch arrays and calls again). Returns True when the grid is
+    done or ``max_events`` events have been applied (then the rows after ``clock[1]`` are not
+    written).
+
+    An arrival joins the shortest of ``n_samp = d`` distinct queues (power-of-d, ``batch``
+    False), or is a job of ``k`` tasks placed by the occupancy engine's ``_place_batch``
+    (batch-filling, ``batch`` True: ``n_samp = k d`` distinct queues sampled, water-filling on
+    the sample's histogram), then applied to ``x``."""
     cap = x.size
-    n_grid = t_grid.size
-    t = clock[0]
-    j = np.int64(clock[1])
-    events = np.int64(clock[2])
+    room = k if batch else 0  # levels an arrival may add above the top
+    t, j, events = load_clock(clock)
     busy = n_servers - x[0]
     top = top_level(x)
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
     done = False
-    while True:
-        if top + 2 > cap:
-            break
+    while top + room + 2 <= cap:
         rate = arr_rate + busy
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time (inline: a helper
-        while j < n_grid and t_grid[j] < t_next:  # returning a tuple is slower: docs/performance.md)
-            record_tail(x, n_servers, out, j)
-            j += 1
-        if j >= n_grid or events >= max_events:  # the grid is recorded, or the cap is hit
-            done = True
+        t, j_end, done, s0, s1, s2, s3 = clock_step(t, rate, t_grid, j, events, max_events,
+                                                    s0, s1, s2, s3)
+        for i in range(j, j_end):
+            record_tail(x, n_servers, out, i)
+        j = j_end
+        if done:
             break
-        t = t_next
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         if u01(r) * rate < arr_rate:
-            low = lowest_occupied(x)
-            hi, s0, s1, s2, s3 = draw_levels(x, n_servers, d, low, 1, hs, s0, s1, s2, s3)
-            lvl = low
-            while hs[lvl] == 0:
-                lvl += 1
-            for i in range(hi + 1):
-                hs[i] = 0
-            x[lvl] -= 1
-            x[lvl + 1] += 1
-            if lvl == 0:
-                busy += 1
-            if lvl + 1 > top:
-                top = lvl + 1
+            if batch:
+                _, placed, s0, s1, s2, s3 = _place_batch(BATCH_FILLING, x, tcnt, hs, plev, k,
+                                                         n_samp, _UNBOUNDED, n_servers,
+                                                         s0, s1, s2, s3)
+            else:
+                placed = 1
+                low = lowest_occupied(x)
+                hi, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
+                lvl = low
+                while hs[lvl] == 0:
+                    lvl += 1
+                for i in range(hi + 1):
+                    hs[i] = 0
+                plev[0] = lvl
+            for i in range(placed):
+                busy, top = join_level(x, plev[i], busy, top)
+            if batch:
+                for i in range(placed):
+                    tcnt[plev[i]] = 0
+                    tcnt[plev[i] + 1] = 0
         else:
             busy, top, s0, s1, s2, s3 = _departure(x, busy, top, s0, s1, s2, s3)
         events += 1
-    clock[0] = t
-    clock[1] = j
-    clock[2] = events
-    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    store_clock(clock, t, j, events, state, s0, s1, s2, s3)
     return done
+
+
+def _trajectory(batch, n_servers, arr_rate, k, n_samp, x, t_grid, out, state, max_events):
+    """Drive :func:`_span` to the end of the grid, doubling the arrays when it asks. Returns
+    ``(final counts, events, time of the last event, grid rows written)``."""
+    xx = padded(x, k + 2 if batch else 2)
+    hs = np.zeros(xx.size, dtype=np.int64)
+    tcnt = np.zeros(xx.size, dtype=np.int64)
+    plev = np.zeros(k, dtype=np.int64)
+    clock = np.zeros(3)
+    while not _span(batch, int(n_servers), float(arr_rate), k, n_samp, xx, hs, tcnt, plev,
+                    t_grid, out, clock, state, int(max_events)):
+        xx = np.concatenate((xx, np.zeros(xx.size, dtype=np.int64)))
+        hs = np.zeros(xx.size, dtype=np.int64)
+        tcnt = np.zeros(xx.size, dtype=np.int64)
+    return xx, int(clock[2]), float(clock[0]), int(clock[1])
 
 
 def pod_trajectory(n_servers, arr_rate, d, x, t_grid, out, state, max_events=2**62):
     """Fill ``out[len(t_grid), levels]`` with the path of ``s_1..s_levels`` from counts ``x``
     (int64, sum N; grown as needed), stopping after ``max_events`` events at the latest.
     Returns ``(final counts, events, time of the last event, grid rows written)``."""
-    x = np.ascontiguousarray(x, dtype=np.int64)
-    cap = 16
-    while cap < x.size + 2:
-        cap *= 2
-    xx = np.zeros(cap, dtype=np.int64)
-    xx[: x.size] = x
-    hs = np.zeros(cap, dtype=np.int64)
-    clock = np.zeros(3)
-    while not pod_span(int(n_servers), float(arr_rate), int(d), xx, hs, t_grid, out, clock, state,
-                       int(max_events)):
-        xx = np.concatenate((xx, np.zeros(xx.size, dtype=np.int64)))
-        hs = np.zeros(xx.size, dtype=np.int64)
-    return xx, int(clock[2]), float(clock[0]), int(clock[1])
-
-
-@njit(cache=True)
-def batch_span(n_servers, arr_rate, k, n_samp, x, hs, tcnt, plev, t_grid, out, clock, state,
-               max_events):
-    """As :func:`pod_span` for batch-filling: an arrival is a job of ``k`` tasks placed by the
-    occupancy engine's ``_place_batch`` (``n_samp = k d`` distinct queues sampled, water-filling
-    on the sample's histogram), then applied to ``x``. Returns False before a job that could
-    write past the end of ``x`` (the caller grows the arrays)."""
-    cap = x.size
-    n_grid = t_grid.size
-    t = clock[0]
-    j = np.int64(clock[1])
-    events = np.int64(clock[2])
-    busy = n_servers - x[0]
-    top = top_level(x)
-    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    done = False
-    while True:
-        if top + k + 2 > cap:
-            break
-        rate = arr_rate + busy
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time
-        while j < n_grid and t_grid[j] < t_next:
-            record_tail(x, n_servers, out, j)
-            j += 1
-        if j >= n_grid or events >= max_events:
-            done = True
-            break
-        t = t_next
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        if u01(r) * rate < arr_rate:
-            _, placed, s0, s1, s2, s3 = _place_batch(BATCH_FILLING, x, tcnt, hs, plev, k, n_samp,
-                                                     _UNBOUNDED, n_servers, s0, s1, s2, s3)
-            for i in range(placed):
-                lvl = plev[i]
-                x[lvl] -= 1
-                x[lvl + 1] += 1
-                if lvl == 0:
-                    busy += 1
-                if lvl + 1 > top:
-                    top = lvl + 1
-            for i in range(placed):
-                tcnt[plev[i]] = 0
-                tcnt[plev[i] + 1] = 0
-        else:
-            busy, top, s0, s1, s2, s3 = _departure(x, busy, top, s0, s1, s2, s3)
-        events += 1
-    clock[0] = t
-    clock[1] = j
-    clock[2] = events
-    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
-    return done
+    return _trajectory(False, n_servers, arr_rate, 1, int(d), x, t_grid, out, state, max_events)
 
 
 def batch_trajectory(n_servers, arr_rate, k, d, x, t_grid, out, state, max_events=2**62):
     """Batch-filling (``k`` tasks per job, ``k d`` queues sampled; ``arr_rate`` = job rate
     ``N lam / k``) as :func:`pod_trajectory`: same arguments and returns."""
-    x = np.ascontiguousarray(x, dtype=np.int64)
-    k, n_samp = int(k), int(k) * int(d)
-    cap = 16
-    while cap < x.size + k + 2:
-        cap *= 2
-    xx = np.zeros(cap, dtype=np.int64)
-    xx[: x.size] = x
-    hs = np.zeros(cap, dtype=np.int64)
-    tcnt = np.zeros(cap, dtype=np.int64)
-    plev = np.zeros(k, dtype=np.int64)
-    clock = np.zeros(3)
-    while not batch_span(int(n_servers), float(arr_rate), k, n_samp, xx, hs, tcnt, plev, t_grid,
-                         out, clock, state, int(max_events)):
-        xx = np.concatenate((xx, np.zeros(xx.size, dtype=np.int64)))
-        hs = np.zeros(xx.size, dtype=np.int64)
-        tcnt = np.zeros(xx.size, dtype=np.int64)
-    return xx, int(clock[2]), float(clock[0]), int(clock[1])
+    return _trajectory(True, n_servers, arr_rate, int(k), int(k) * int(d), x, t_grid, out, state,
+                       max_events)

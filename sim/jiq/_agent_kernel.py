@@ -54,11 +54,11 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core.fifo import grow_rings, queue_dtype
+from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
-from sim.core.sampling import prefetch, sample_fy
-from sim.core.windows import flush_window, window_of, window_shift
+from sim.core.sampling import prefetch, shortest_fy
+from sim.core.windows import flush_levels, window_of, window_shift
 
 __all__ = ["JIQ", "JIQ_POD", "JIQ_ORIGINAL", "JIQ_THRESHOLD", "JIQ_SQD", "POLICY_CODES",
            "agent_kernel", "make_iqueues", "iqueue_lists", "check_state", "apply_arrival",
@@ -106,14 +106,7 @@ def _iq_add(n, m, iq, isize, where, kshift):
 def _iq_remove(n, iq, isize, where, kshift):
     """Unlist server ``n`` (listed): the row's last member takes its slot; returns the new length."""
     pos = where[n]
-    m = pos >> kshift
-    sz = isize[m] - 1
-    last = iq[(m << kshift) + sz]
-    iq[pos] = last
-    where[last] = pos
-    where[n] = -1
-    isize[m] = sz
-    return sz
+    return _iq_remove_at(pos, pos >> kshift, iq, isize, where, kshift)
 
 
 @njit(cache=True)
@@ -152,27 +145,12 @@ def _draw_listed(m, sz, iq, kshift, s0, s1, s2, s3):
 def _pick_shortest(vals, d, samp, use_fy, s0, s1, s2, s3):
     """Index of the smallest of ``d`` distinct uniformly sampled entries of ``vals`` (queue or
     I-queue lengths), ties uniform: the sample is in uniformly random order and the *first*
-    minimum is kept. ``use_fy``: partial Fisher-Yates on ``samp`` (:func:`_shortest_fy`), else
-    rejection of repeats (:func:`_shortest_rej`): two functions, as one holding both bodies is
-    too large for LLVM to inline."""
+    minimum is kept. ``use_fy``: partial Fisher-Yates on ``samp``
+    (:func:`sim.core.sampling.shortest_fy`), else rejection of repeats (:func:`_shortest_rej`):
+    two functions, as one holding both bodies is too large for LLVM to inline."""
     if use_fy:
-        return _shortest_fy(vals, d, samp, s0, s1, s2, s3)
+        return shortest_fy(vals, d, samp, s0, s1, s2, s3)
     return _shortest_rej(vals, d, samp, s0, s1, s2, s3)
-
-
-@njit(cache=True)
-def _shortest_fy(vals, d, samp, s0, s1, s2, s3):
-    """:func:`_pick_shortest` by partial Fisher-Yates on ``samp`` (a permutation of the
-    indices of ``vals``, left permuted between calls, which does not change the law). O(d)."""
-    s0, s1, s2, s3 = sample_fy(samp, d, s0, s1, s2, s3)
-    best = samp[0]
-    bv = vals[best]
-    for j in range(1, d):
-        c = samp[j]
-        if vals[c] < bv:
-            best = c
-            bv = vals[c]
-    return best, s0, s1, s2, s3
 
 
 @njit(cache=True)
@@ -224,7 +202,7 @@ def _blind(policy, d, use_fy, q, samp, s0, s1, s2, s3):
     """The server of a task whose scheduler's I-queue is empty: the shortest of ``d`` probed
     (jiq_pod), else a uniform one."""
     if policy == JIQ_POD and use_fy:
-        return _shortest_fy(q, d, samp, s0, s1, s2, s3)
+        return shortest_fy(q, d, samp, s0, s1, s2, s3)
     if policy == JIQ_POD:
         return _shortest_rej(q, d, samp, s0, s1, s2, s3)
     r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
@@ -286,7 +264,7 @@ def _join_target(policy, d, use_fy, isize, ssamp, rj, s0, s1, s2, s3):
     """The I-queue a server joins: the shortest of ``d`` sampled by fresh draws (jiq_sqd),
     else a uniform one by the service's join draw ``rj`` (:func:`_join_draw`)."""
     if policy == JIQ_SQD and use_fy:
-        return _shortest_fy(isize, d, ssamp, s0, s1, s2, s3)
+        return shortest_fy(isize, d, ssamp, s0, s1, s2, s3)
     if policy == JIQ_SQD:
         return _shortest_rej(isize, d, ssamp, s0, s1, s2, s3)
     return below(rj, isize.size), s0, s1, s2, s3
@@ -755,15 +733,9 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
             w_listed[w] -= lacc
             e_next = e
             if e == e1:
-                total = np.int64(0)  # tasks in the system
-                qacc = np.int64(0)  # lazy part of the queue area (see flush_window)
-                for i in range(1, cnt.size):
-                    total += cnt[i]
-                    qacc += acc[i]
-                w_qarea[w] -= qacc
-                if not track_listed:  # area of N - cnt[1] (before flush resets acc)
+                if not track_listed:  # area of N - cnt[1] (before the flush resets acc)
                     w_listed[w] += (n_servers - cnt[1]) * (e1 - e0) + acc[1]
-                flush_window(w, e1 - e0, cnt, acc, total, w_tail, w_qarea)
+                flush_levels(w, e1 - e0, cnt, acc, w_tail, w_qarea)
                 if track_listed:
                     w_listed[w] += listed * (e1 - e0)
                 w += 1
@@ -829,12 +801,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
     policy, d, z, kshift = int(policy), int(d), int(z), int(kshift)
     pod_fy = policy == JIQ_POD and 2 * d > n_servers
     sqd_fy = policy == JIQ_SQD and 2 * d > n_sched
-    cap = buf.shape[1] + 2
-    cnt = np.zeros(cap, dtype=np.int64)
-    hist = np.bincount(q, minlength=cap)[:cap]
-    cnt[1:] = n_servers - np.cumsum(hist)[:-1]
-    acc = np.zeros(cap, dtype=np.int64)
-    start = np.zeros(cap, dtype=np.int64)  # unused by this model; grow_rings keeps it
+    cnt, acc, _, _, start = level_arrays(q, buf.shape[1] + 2)  # start: unused, grow_rings keeps it
     samp = np.arange(n_servers, dtype=np.int64) if pod_fy else np.zeros(max(d, 1), np.int64)
     ssamp = np.arange(n_sched, dtype=np.int64) if sqd_fy else np.zeros(max(d, 1), np.int64)
     ctr = np.zeros(N_CTR, dtype=np.int64)

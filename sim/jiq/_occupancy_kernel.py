@@ -64,7 +64,7 @@ from numba import njit
 
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below64, next_raw, u01
-from sim.core.sampling import draw_levels, lowest_occupied
+from sim.core.sampling import lowest_occupied, min_of_sample
 from sim.core.windows import flush_occupancy_window
 
 #: kernel codes of the policies this engine serves
@@ -102,32 +102,31 @@ def _size_biased(y, listed, first, s0, s1, s2, s3):
     return j, s0, s1, s2, s3
 
 
-@njit(cache=True)
-def _min_of_sample(c, n, d, hs, first, s0, s1, s2, s3):
-    """Lowest index among ``d`` distinct items drawn uniformly without replacement from counts
-    ``c`` (``n = sum(c)``, ``c[i] = 0`` below ``first``, the lowest occupied index); ``hs`` is
-    zero scratch of ``c``'s size (left zero). The draw works on the views from ``first`` on, so
-    its level scans do not walk the empty sizes below (O(N) for one I-queue listing N(1-lam))."""
-    cv = c[first:]
-    hv = hs[first:]
-    top, s0, s1, s2, s3 = draw_levels(cv, n, d, 0, 1, hv, s0, s1, s2, s3)
-    i = 0
-    while hv[i] == 0:
-        i += 1
-    for k in range(top + 1):
-        hv[k] = 0
-    return first + i, s0, s1, s2, s3
+@njit(cache=True, inline="always")
+def iq_scan(y):
+    """``(listed servers, largest occupied size, smallest occupied size)`` of the I-queue
+    counts ``y`` (``y[j]`` I-queues of size ``j``)."""
+    listed = np.int64(0)
+    ytop = 0
+    ylow = -1
+    for j in range(y.size):
+        listed += j * y[j]
+        if y[j] > 0:
+            ytop = j
+            if ylow < 0:
+                ylow = j
+    return listed, ytop, ylow
 
 
 # --------------------------------------------------------------------------------------------
 # the policy-specific choices, dispatched at run time (for :func:`step`; the event loop calls
-# the same _pick / _min_of_sample directly, its policy being a compile-time constant there)
+# the same _pick / min_of_sample directly, its policy being a compile-time constant there)
 # --------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _blind_level(policy, x, hs, n_servers, d, s0, s1, s2, s3):
     """Level of the server a blind task (empty I-queue) goes to."""
     if policy == JIQ_POD:
-        return _min_of_sample(x, n_servers, d, hs, lowest_occupied(x), s0, s1, s2, s3)
+        return min_of_sample(x, n_servers, d, hs, lowest_occupied(x), s0, s1, s2, s3)
     return _pick(x, n_servers, 0, s0, s1, s2, s3)
 
 
@@ -136,7 +135,7 @@ def _join_size(policy, y, hsy, n_iq, d, first, s0, s1, s2, s3):
     """Size of the I-queue a server becoming idle joins (before it joins); ``first``: the
     smallest occupied size."""
     if policy == JIQ_SQD:
-        return _min_of_sample(y, n_iq, d, hsy, first, s0, s1, s2, s3)
+        return min_of_sample(y, n_iq, d, hsy, first, s0, s1, s2, s3)
     return _pick(y, n_iq, first, s0, s1, s2, s3)
 
 
@@ -258,30 +257,29 @@ def _make_run_span(policy: int, record: bool = False):
                         lvl = 0
                         y[j] -= 1
                         y[j - 1] += 1
-                        if j == 1:
-                            y0acc += t_w
                         if j == ytop and y[j] == 0:
                             ytop = j - 1
                         if j == ylow:
                             ylow = j - 1
+                        if j == 1:
+                            y0acc += t_w
                     else:
                         if pod:
-                            lvl, s0, s1, s2, s3 = _min_of_sample(x, n_servers, d, hs,
-                                                                 lowest_occupied(x), s0, s1, s2, s3)
+                            lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs,
+                                                                lowest_occupied(x), s0, s1, s2, s3)
                             w_probe[w] += probe_msgs
                         else:
                             lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
                         if lvl == 0:
-                            # the idle server is listed elsewhere: delete message
                             jd, s0, s1, s2, s3 = _size_biased(y, listed, ylow, s0, s1, s2, s3)
                             y[jd] -= 1
                             y[jd - 1] += 1
-                            if jd == 1:
-                                y0acc += t_w
                             if jd == ytop and y[jd] == 0:
                                 ytop = jd - 1
                             if jd == ylow:
                                 ylow = jd - 1
+                            if jd == 1:
+                                y0acc += t_w
                             w_del[w] += 1
                     if lvl == 0:
                         busy += 1
@@ -319,7 +317,7 @@ def _make_run_span(policy: int, record: bool = False):
                         # ---- the server is idle: it joins an I-queue
                         busy -= 1
                         if sqd:
-                            j, s0, s1, s2, s3 = _min_of_sample(y, n_iq, d, hsy, ylow,
+                            j, s0, s1, s2, s3 = min_of_sample(y, n_iq, d, hsy, ylow,
                                                                s0, s1, s2, s3)
                             w_probe[w] += probe_msgs
                         else:
@@ -328,10 +326,10 @@ def _make_run_span(policy: int, record: bool = False):
                         y[j + 1] += 1
                         if j == ylow and y[j] == 0:
                             ylow = j + 1
-                        if j == 0:
-                            y0acc -= t_w
                         if j + 1 > ytop:
                             ytop = j + 1
+                        if j == 0:
+                            y0acc -= t_w
                         listed += 1
                         lacc += t_w
                         w_join[w] += 1

@@ -2,7 +2,7 @@
 
 State ``(x, y)`` as in :mod:`sim.jiq._occupancy_kernel` (servers per queue length, I-queues per
 size; ``sum_j j y[j] = x[0]``) and the same transitions, drawn with that module's helpers
-(:func:`~sim.jiq._occupancy_kernel._pick`, ``_size_biased``, ``_min_of_sample``), but with the
+(:func:`~sim.jiq._occupancy_kernel.arrival_level`, ``_pick``, ``iq_grow``), but with the
 *real* clock: the holding time in a state is an ``Exp(R)`` draw, ``R = lam N + busy``. At each
 grid time the state held is written: ``out[j, i - 1] = s_i`` and ``p0_out[j] = y[0] / M`` (the
 fraction of empty I-queues). The run ends at the first event after the last grid time (not
@@ -11,23 +11,13 @@ shortest of ``d`` distinct servers); an idle server joins a uniform I-queue.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-from sim.core._trajectory_kernel import record_tail, top_level
+from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
 from sim.core.rng import next_raw, u01
-from sim.core.sampling import lowest_occupied
-from sim.jiq._occupancy_kernel import _min_of_sample, _pick, _size_biased
-
-
-@njit(cache=True)
-def _record(x, y, n_servers, n_iq, out, p0_out, j):
-    """The tail ``s_i`` (:func:`sim.core._trajectory_kernel.record_tail`) and ``p0 = y[0] / M``
-    at grid row ``j``."""
-    record_tail(x, n_servers, out, j)
-    p0_out[j] = y[0] / n_iq
+from sim.core.sampling import lowest_occupied, min_of_sample
+from sim.jiq._occupancy_kernel import _pick, _size_biased, iq_scan
 
 
 @njit(cache=True)
@@ -39,39 +29,26 @@ def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, c
     doubles them)."""
     cap = x.size
     ycap = y.size
-    n_grid = t_grid.size
-    t = clock[0]
-    j = np.int64(clock[1])
-    events = np.int64(clock[2])
+    t, j, events = load_clock(clock)
     busy = n_servers - x[0]
     top = top_level(x)
-    listed = np.int64(0)
-    ytop = 0
-    ylow = -1
-    for k in range(ycap):
-        listed += k * y[k]
-        if y[k] > 0:
-            ytop = k
-            if ylow < 0:
-                ylow = k
+    listed, ytop, ylow = iq_scan(y)
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
     done = False
-    while True:
-        if top + 2 > cap or ytop + 2 > ycap:
-            break
+    while top + 2 <= cap and ytop + 2 <= ycap:
         rate = arr_rate + busy
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        t_next = t - math.log(1.0 - u01(r)) / rate  # Exp(rate) holding time
-        while j < n_grid and t_grid[j] < t_next:
-            _record(x, y, n_servers, n_iq, out, p0_out, j)
-            j += 1
-        if j >= n_grid or events >= max_events:  # the grid is recorded, or the cap is hit
-            done = True
+        t, j_end, done, s0, s1, s2, s3 = clock_step(t, rate, t_grid, j, events, max_events,
+                                                    s0, s1, s2, s3)
+        for i in range(j, j_end):  # the tail s_i and p0 = y[0] / M
+            record_tail(x, n_servers, out, i)
+            p0_out[i] = y[0] / n_iq
+        j = j_end
+        if done:
             break
-        t = t_next
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         if u01(r) * rate < arr_rate:
             # arrival at a uniform scheduler: its I-queue has size jj w.p. y[jj] / M
+            # (written out, as in the occupancy loop: inlined helpers measured slower here)
             jj, s0, s1, s2, s3 = _pick(y, n_iq, ylow, s0, s1, s2, s3)
             if jj > 0:
                 lvl = 0
@@ -83,8 +60,8 @@ def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, c
                     ylow = jj - 1
             else:
                 if pod:
-                    lvl, s0, s1, s2, s3 = _min_of_sample(x, n_servers, d, hs, lowest_occupied(x),
-                                                         s0, s1, s2, s3)
+                    lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs, lowest_occupied(x),
+                                                        s0, s1, s2, s3)
                 else:
                     lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
                 if lvl == 0:  # the idle server is listed elsewhere: a delete shrinks that I-queue
@@ -119,20 +96,8 @@ def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, c
                     ytop = jj + 1
                 listed += 1
         events += 1
-    clock[0] = t
-    clock[1] = j
-    clock[2] = events
-    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    store_clock(clock, t, j, events, state, s0, s1, s2, s3)
     return done
-
-
-def _padded(c: np.ndarray) -> np.ndarray:
-    cap = 16
-    while cap < c.size + 2:
-        cap *= 2
-    out = np.zeros(cap, dtype=np.int64)
-    out[: c.size] = c
-    return out
 
 
 def jiq_trajectory(pod, n_servers, n_iq, arr_rate, d, x, y, t_grid, out, p0_out, state,
@@ -140,8 +105,8 @@ def jiq_trajectory(pod, n_servers, n_iq, arr_rate, d, x, y, t_grid, out, p0_out,
     """Fill ``out[grid, levels]`` (s_i) and ``p0_out[grid]`` along one path from ``(x, y)``.
     Stops after ``max_events`` events at the latest. Returns ``(x, y, events, time of the last
     event, grid rows written)``."""
-    x = _padded(np.asarray(x, dtype=np.int64))
-    y = _padded(np.asarray(y, dtype=np.int64))
+    x = padded(x, 2)
+    y = padded(y, 2)
     hs = np.zeros(x.size, dtype=np.int64)
     clock = np.zeros(3)
     while not jiq_span(bool(pod), int(n_servers), int(n_iq), float(arr_rate), int(d), x, hs, y,

@@ -54,7 +54,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.rng import below, next_raw, u01
-from sim.core.sampling import alias_table, sample_fy
+from sim.core.sampling import alias_server, alias_table, sample_fy
 from sim.core.windows import window_shift
 
 __all__ = ["POLICY_CODES", "UPDATE_CODES", "TIE_CODES", "sample_law", "sample_many",
@@ -291,12 +291,7 @@ def pick_ljba(est, m, esum_m, mu, alias_thr, alias_idx, hetero, s0, s1, s2, s3):
     n_servers = est.shape[1]
     theta = esum_m // n_servers
     for _ in range(JBA_TRIES):
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        n = below(r, n_servers)
-        if hetero:
-            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-            if r >= alias_thr[n]:
-                n = alias_idx[n]
+        n, s0, s1, s2, s3 = alias_server(n_servers, hetero, alias_thr, alias_idx, s0, s1, s2, s3)
         if est[m, n] <= theta:
             return np.int64(n), 0, s0, s1, s2, s3
     total = 0.0
