@@ -91,7 +91,7 @@ from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, 
 from sim.core.windows import window_bounds
 from sim.jiq import SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
-from sim.jiq._trajectory_kernel import _padded  # counts in a power-of-two array, room above the top
+from sim.core._trajectory_kernel import padded  # counts in a power-of-two array, room above the top
 
 __all__ = ["JiqOccupancyResult", "simulate", "run_task", "initial_counts", "OCCUPANCY_POLICIES",
            "AGENT_ONLY_POLICIES", "EXTRA_KEYS"]
@@ -239,7 +239,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
 
     # ---- set-up
     x0, y0, how = initial_counts(policy, lam, r, d, n_servers, n_iq, init, seed)
-    x, y = _padded(x0), _padded(y0)
+    x, y = padded(x0, 2), padded(y0, 2)
     state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
     bounds = window_bounds(events, n_windows)
     n_win = bounds.size - 1
