@@ -84,6 +84,7 @@ import math
 
 import numpy as np
 
+from sim.core._trajectory_kernel import padded  # counts in a power-of-two array, room above the top
 from sim.core.output import epilogue, mser5, warmup_cut
 from sim.core.responses import new_recorder
 from sim.core.results import is_int, is_number, simulation_result, simulation_row
@@ -91,7 +92,6 @@ from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, 
 from sim.core.windows import window_bounds
 from sim.jiq import SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
-from sim.core._trajectory_kernel import padded  # counts in a power-of-two array, room above the top
 
 __all__ = ["JiqOccupancyResult", "simulate", "run_task", "initial_counts", "OCCUPANCY_POLICIES",
            "AGENT_ONLY_POLICIES", "EXTRA_KEYS"]
