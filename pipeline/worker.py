@@ -6,25 +6,69 @@ Compiled kernels are imported inside the task, never passed in (see docs/archite
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
+import shutil
+import sys
 import tempfile
 import traceback
+from pathlib import Path
+
+
+def tree_digest(root: Path) -> str:
+    """A digest of every ``.py`` file below ``root`` (relative path and bytes)."""
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        if "__pycache__" in f.parts:
+            continue
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+#: cache folders of other versions of sim/ kept beside the current one (the most recently used)
+KEEP_CACHES = 3
 
 
 def configure_numba(num_threads: int = 1) -> None:
-    """Numba settings for a worker: its thread count and a node-local writable cache."""
+    """Numba settings for a worker: its thread count and a node-local writable cache.
+
+    The cache folder is ``~/.cache/lbsweep/numba/<digest of sim/>`` (``XDG_CACHE_HOME``
+    honoured): numba keys a cached kernel on its own file's time stamp only, so a kernel
+    whose file is unchanged but whose inlined helpers in another file changed would load
+    stale code from a shared folder. A new version of ``sim/`` gets a folder of its own;
+    the :data:`KEEP_CACHES` most recently used others are kept, older ones removed. A
+    ``NUMBA_CACHE_DIR`` set by the user is used as it is."""
     os.environ["NUMBA_NUM_THREADS"] = str(num_threads)
-    if "NUMBA_CACHE_DIR" not in os.environ:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = os.path.join(base, "lbsweep", "numba")
-        try:
-            os.makedirs(path, exist_ok=True)
-            probe = tempfile.NamedTemporaryFile(dir=path)
-            probe.close()
-        except OSError:
-            path = os.path.join(tempfile.gettempdir(), "lbsweep-numba-cache")
-            os.makedirs(path, exist_ok=True)
-        os.environ["NUMBA_CACHE_DIR"] = path
+    if "NUMBA_CACHE_DIR" in os.environ:
+        return
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    spec = importlib.util.find_spec("sim")
+    digest = tree_digest(Path(list(spec.submodule_search_locations)[0]))
+    root = os.path.join(base, "lbsweep", "numba")
+    path = os.path.join(root, digest)
+    try:
+        os.makedirs(path, exist_ok=True)
+        os.utime(path)
+        probe = tempfile.NamedTemporaryFile(dir=path)
+        probe.close()
+        _prune(Path(root), keep=Path(path))
+    except OSError:
+        path = os.path.join(tempfile.gettempdir(), "lbsweep-numba-cache", digest)
+        os.makedirs(path, exist_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = path
+    if "numba" in sys.modules:  # numba read its config at import: kernels decorated from now on
+        import numba  # use the folder too
+
+        numba.config.CACHE_DIR = path
+
+
+def _prune(root: Path, keep: Path) -> None:
+    """Remove the cache folders of other versions but the :data:`KEEP_CACHES` most recent."""
+    others = sorted((p for p in root.iterdir() if p.is_dir() and p != keep),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in others[KEEP_CACHES:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def row_header(task: dict) -> dict:
