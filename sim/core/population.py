@@ -6,7 +6,7 @@ I-queue lengths, ...), each truncated at a level. Its dynamics are a finite list
 transitions: from ``x`` the state jumps by ``l / N`` (``l`` a vector of small integers) at rate
 ``N beta_l(x, N, params)``. :class:`Population` declares that, in families of transitions
 indexed by a level ``i`` (:class:`Transitions`: one rate function and one jump pattern for
-``i = lo .. hi - 1``), and says what to report (the queue as a linear form of the state, the
+``i = lo .. hi - 1``; a component may name a fixed coordinate, :class:`At`), and says what to report (the queue as a linear form of the state, the
 tail, which transitions are arrivals and at which queue position an arriving job lands).
 
 From one declaration the project derives
@@ -276,13 +276,15 @@ class Population:
 
     def start_counts(self, p: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
         """The counts of ``n`` servers for the state of fractions ``x`` (flat): the
-        declaration's ``counts`` or each coordinate rounded; checked to lie in ``[0, n]``."""
+        declaration's ``counts`` or each coordinate rounded; checked to be >= 0 (a coordinate
+        may exceed ``n``: JIQ's ``P_0 = M / N`` with more schedulers than servers; the engine
+        checks the moved ones at every jump)."""
         c = (np.rint(np.asarray(x) * float(n)) if self.counts is None
              else np.asarray(self.counts(p, np.asarray(x, dtype=np.float64), int(n))))
         c = c.astype(np.int64)
-        if c.shape != np.shape(x) or c.min() < 0 or c.max() > n:
-            raise ValueError(f"population {self.name!r}: start counts outside [0, {n}] or of the "
-                             "wrong length")
+        if c.shape != np.shape(x) or c.min() < 0:
+            raise ValueError(f"population {self.name!r}: start counts negative or of the wrong "
+                             "length")
         return c
 
     def start_state(self, p: np.ndarray, lay: "Layout") -> np.ndarray:

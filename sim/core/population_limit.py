@@ -7,7 +7,9 @@ check each other: the ODE ``dx/dt = f(x)`` is integrated from the declared empty
 :data:`T_MAX` time units), then ``scipy.optimize.root`` (hybr) polishes the end state to a zero
 of ``f``; the two must agree to :data:`AGREE` in every coordinate, else ``ValueError`` (a drift
 with several zeros, or an ODE that does not settle, is not silently given one of them).
-Coordinates no transition moves keep their start values (``s_0 = 1``).
+Coordinates no transition moves keep their start values (``s_0 = 1``). A linear quantity every
+jump keeps (:func:`conserved`; JIQ's listed = idle servers) is kept at its start value by the
+root finding (and the refined expansion is solved along its plane).
 
 The row of the ``population_meanfield`` engine (:func:`limit_row`): the queue, Little's law over
 the admitted arrival rate, the tail, the drop probability at the truncation and, where the
@@ -78,20 +80,25 @@ def _free(decl: Population, lay) -> np.ndarray:
     return mask
 
 
-def conserved(decl: Population, lay) -> np.ndarray:
-    """The linear quantities every jump keeps, on the moved coordinates: orthonormal rows
-    ``C`` with ``C l = 0`` for every jump ``l`` (the null space of the jumps, by SVD; none for
-    power-of-d; JIQ's ``s_1 + sum_j P_j``, listed = idle). The drift keeps them too, so its
-    Jacobian is singular along them: the fixed point is sought on the plane of the start's
-    values and the refined expansion is solved in the coordinates along the plane."""
-    free = _free(decl, lay)
+def _jump_matrix(decl: Population, lay) -> np.ndarray:
+    """Every transition's jump as a row (families in order, as :func:`fill_rates` lays out
+    the rates), over the flat state."""
     rows = []
     for comps, (lo, hi) in zip(_jump_table(decl, lay), lay.ranges):
         block = np.zeros((hi - lo, int(lay.offsets[-1])))
         for idx, dl in comps:
             np.add.at(block, (np.arange(hi - lo), idx), dl)
         rows.append(block)
-    jumps = np.vstack(rows)[:, free]
+    return np.vstack(rows)
+
+
+def conserved(decl: Population, lay) -> np.ndarray:
+    """The linear quantities every jump keeps, on the moved coordinates: orthonormal rows
+    ``C`` with ``C l = 0`` for every jump ``l`` (the null space of the jumps, by SVD; none for
+    power-of-d; JIQ's ``s_1 + sum_j P_j``, listed = idle). The drift keeps them too, so its
+    Jacobian is singular along them: the fixed point is sought on the plane of the start's
+    values and the refined expansion is solved in the coordinates along the plane."""
+    jumps = _jump_matrix(decl, lay)[:, _free(decl, lay)]
     _, sv, vt = np.linalg.svd(jumps, full_matrices=True)
     rank = int(np.sum(sv > 1e-10 * max(sv.max(initial=0.0), 1.0)))
     return vt[rank:]
@@ -255,12 +262,26 @@ def expansion(decl: Population, p: np.ndarray) -> Expansion:
         x[free] = yy
         return drift(decl, x, p, lay, n)[free]
 
+    cons = conserved(decl, lay)
     a = np.empty((m, m))
+    if cons.shape[0]:
+        # with kept quantities A = sum_l l D(beta_l): the rates differenced one by one, then
+        # summed by the jumps, so that A's image lies in their plane to rounding (differencing
+        # the summed drift loses a tiny coordinate's change in the rounding of an O(1) sum)
+        jumps = _jump_matrix(decl, lay)[:, free].T
+
+        def rates_at(yy):
+            x = fp.x.copy()
+            x[free] = yy
+            return fill_rates(decl, x, np.inf, p, lay, strict=False)
     for k in range(m):
         h = JAC_STEP * max(abs(y[k]), 1e-12)
         e = np.zeros(m)
         e[k] = h
-        a[:, k] = (f(y + e) - f(y - e)) / (2.0 * h)
+        if cons.shape[0]:
+            a[:, k] = jumps @ ((rates_at(y + e) - rates_at(y - e)) / (2.0 * h))
+        else:
+            a[:, k] = (f(y + e) - f(y - e)) / (2.0 * h)
     f0 = f(y)
 
     def hess_w(w):
@@ -286,7 +307,6 @@ def expansion(decl: Population, p: np.ndarray) -> Expansion:
     g1 = F1_N * (f(y, F1_N) - f0)
     g2 = 2.0 * F1_N * (f(y, 2.0 * F1_N) - f0)
     f1 = 2.0 * g2 - g1
-    cons = conserved(decl, lay)
     if cons.shape[0]:  # along the plane of the kept quantities (where f, Q, f1 and V lie)
         u = _complement(cons)
         v_red, _ = refined_expansion(u.T @ y, u.T @ a @ u,
