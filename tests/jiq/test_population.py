@@ -138,10 +138,10 @@ def test_simulation_agrees_with_the_occupancy_engine(policy, d, n, r):
 @pytest.mark.parametrize("policy,d", [("jiq", None), ("jiq_pod", 2)])
 @pytest.mark.parametrize("n", [10**4, 10**5, 10**6])
 def test_simulation_agrees_with_the_occupancy_engine_at_large_n(policy, d, n):
-    """At N = 10^6 a run of 4e7 events covers about 22 time units at lam = 0.9: batch means
+    """At N = 10^6 a run of 2e7 events covers about 11 time units at lam = 0.9: batch means
     over that are honest (the mean-field start leaves little to relax), and both engines run
     the same chain."""
-    pop, occ = _pair(policy, n, 0.9, 10.0, d, 40_000_000 if n == 10**6 else 10_000_000, seed=7)
+    pop, occ = _pair(policy, n, 0.9, 10.0, d, 20_000_000 if n == 10**6 else 10_000_000, seed=7)
     _agree(pop, occ, f"{policy} N={n}")
 
 
