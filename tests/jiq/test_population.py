@@ -166,3 +166,38 @@ def test_entries_and_refusals():
         jp.run_task(_task("jiq_sqd", 0.5, 2.0, events=1000, d=2))
     with pytest.raises(ValueError, match="r="):
         jp.run_task(_task("jiq", 0.5, 3.0, n_servers=100, events=1000))
+
+
+def test_a_sweep_of_jiq_runs_on_the_population_engines():
+    """The jiq sweep (pod, jiq, jiq_pod at r = 10, N = 1000) with ``engines: [population,
+    population_meanfield]``, one load and a short run: the plan gives the simulations seeds and
+    events and the limits none, every task runs through ``sim.run``, each limit is the
+    hand-written mean field (1e-9) and each simulation is within 4 SE of it plus the refined
+    1/N term of the same declaration (the finite-N gap: x* + V/N minus x*)."""
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+    from tests.helpers import compose
+
+    cfg = to_plain(compose(["+sweep=jiq", "output_dir=/nonexistent"]))
+    cfg["engines"] = ["population", "population_meanfield"]
+    cfg["axes"]["lam"] = [0.7]
+    cfg["replications"] = 1
+    cfg["params"]["T"] = 100
+    plan = make_plan(cfg)
+    sims = [t for t in plan.tasks if t["engine"] == "population"]
+    limits = [t for t in plan.tasks if t["engine"] == "population_meanfield"]
+    assert sorted(t["policy"] for t in sims) == ["jiq", "jiq_pod", "pod"]
+    assert all(t["seed"] > 0 and t["events"] == 170_000 for t in sims)
+    assert all("events" not in t for t in limits)
+    rows = {}
+    for t in plan.tasks:
+        task = {k: v for k, v in t.items() if k != "_meta"}
+        rows[(t["engine"], t["policy"])] = (task, sim.run(task))
+    for policy in ("jiq", "jiq_pod"):
+        task, limit = rows[("population_meanfield", policy)]
+        ref = sim.run({**task, "engine": "meanfield"})
+        assert abs(limit["mean_response"] - ref["mean_response"]) < 1e-9
+        refined = sim.run({**task, "engine": "population_refined"})
+        gap = abs(refined["mean_response"] - limit["mean_response"])
+        row = rows[("population", policy)][1]
+        assert abs(row["mean_response"] - limit["mean_response"]) <= 4 * row["mean_response_se"] + gap
