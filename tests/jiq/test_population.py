@@ -4,7 +4,7 @@ against sim.jiq.refined (1e-6), the simulation against the occupancy engine. The
 simulations run the same finite-N chain (counts of servers per level and I-queues per size,
 with delete messages), so they must agree within 4 combined estimated SEs with no allowance:
 there is no finite-N gap between them to measure. N = 10^2 and 10^3 here; 10^4 .. 10^6 are
-marked integration (minutes of CPU).
+marked integration (minutes of CPU; independent replications at 10^5 and 10^6).
 """
 from __future__ import annotations
 
@@ -136,13 +136,35 @@ def test_simulation_agrees_with_the_occupancy_engine(policy, d, n, r):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("policy,d", [("jiq", None), ("jiq_pod", 2)])
-@pytest.mark.parametrize("n", [10**4, 10**5, 10**6])
+def test_simulation_agrees_with_the_occupancy_engine_at_n_10_4(policy, d):
+    """N = 10^4: one run of 10^7 events each covers about 550 time units at lam = 0.9, many
+    relaxation times, so the batch-means SE is honest."""
+    pop, occ = _pair(policy, 10**4, 0.9, 10.0, d, 10_000_000, seed=7)
+    _agree(pop, occ, f"{policy} N=10^4")
+
+
+def _replicated(task, seeds):
+    import statistics
+
+    values = [sim.run({**task, "seed": s})["mean_response"] for s in seeds]
+    return statistics.mean(values), statistics.stdev(values) / len(values) ** 0.5
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("policy,d", [("jiq", None), ("jiq_pod", 2)])
+@pytest.mark.parametrize("n", [10**5, 10**6])
 def test_simulation_agrees_with_the_occupancy_engine_at_large_n(policy, d, n):
-    """At N = 10^6 a run of 2e7 events covers about 11 time units at lam = 0.9: batch means
-    over that are honest (the mean-field start leaves little to relax), and both engines run
-    the same chain."""
-    pop, occ = _pair(policy, n, 0.9, 10.0, d, 20_000_000 if n == 10**6 else 10_000_000, seed=7)
-    _agree(pop, occ, f"{policy} N={n}")
+    """N = 10^5, 10^6: a run of 4e6 events covers 22 (2.2) time units, fewer than the slow
+    relaxation of the I-queue sizes needs for batch means within one run (measured: one run of
+    2e7 events at N = 10^6, seed 7, put jiq's engines 1.7607 and 1.7652, 5.5 batch-means SEs
+    apart), so each engine runs 5 independent replications from the mean-field start and the
+    SE is their spread (the start is O(1/N) from the stationary mean). Measured at N = 10^6:
+    jiq 1.76567 +- 0.00047 against 1.76519 +- 0.00117 (0.38 SE), jiq_pod 1.43842 +- 0.00055
+    against 1.43869 +- 0.00079 (-0.28 SE); mean field 1.76537 and 1.43822."""
+    base = _task(policy, 0.9, 10.0, d, n_servers=n, events=4_000_000)
+    pop = _replicated({**base, "engine": "population"}, range(20, 25))
+    occ = _replicated({**base, "engine": "occupancy"}, range(120, 125))
+    assert_engines_agree(pop[0], pop[1], occ[0], occ[1], f"E[T], {policy} N={n}, replications")
 
 
 def test_small_r_and_one_scheduler():
