@@ -6,7 +6,7 @@ I-queue lengths, ...), each truncated at a level. Its dynamics are a finite list
 transitions: from ``x`` the state jumps by ``l / N`` (``l`` a vector of small integers) at rate
 ``N beta_l(x, N, params)``. :class:`Population` declares that, in families of transitions
 indexed by a level ``i`` (:class:`Transitions`: one rate function and one jump pattern for
-``i = lo .. hi - 1``), and says what to report (the queue as a linear form of the state, the
+``i = lo .. hi - 1``; a component may name a fixed coordinate, :class:`At`), and says what to report (the queue as a linear form of the state, the
 tail, which transitions are arrivals and at which queue position an arriving job lands).
 
 From one declaration the project derives
@@ -39,11 +39,37 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Vector", "Transitions", "Population", "Fluid"]
+__all__ = ["Vector", "Transitions", "Population", "At", "Fluid"]
 
 
 def _is_jitted(f) -> bool:
     return hasattr(f, "py_func") and callable(f)
+
+
+@dataclass(frozen=True)
+class At:
+    """A fixed coordinate ``k`` of a vector, whatever the index ``i`` of the transition: in a
+    jump component ``(vector, At(k), delta)``, a stencil entry ``(vector, At(k))`` or a
+    ``position``. For a family indexed by one vector that also moves a set coordinate of
+    another (JIQ: an I-queue of size ``j`` shrinks, indexed by ``j``, and a server leaves the
+    idle level, ``s_1``)."""
+
+    k: int
+
+    def __post_init__(self):
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 0:
+            raise ValueError(f"At({self.k!r}): a fixed coordinate must be an int >= 0")
+
+
+def _is_offset(o) -> bool:
+    """An offset from the index (an int) or a fixed coordinate (:class:`At`)."""
+    return isinstance(o, At) or (isinstance(o, int) and not isinstance(o, bool))
+
+
+def coordinate(o, i):
+    """The coordinate ``o`` names for transition ``i`` (an int offset: ``i + o``; ``At(k)``:
+    ``k``); ``i`` may be an int or an integer array."""
+    return o.k + 0 * i if isinstance(o, At) else i + o
 
 
 @dataclass(frozen=True)
@@ -69,27 +95,31 @@ class Transitions:
     first vector of ``jump``: ``hi = -1`` stops one short of its last coordinate).
 
     ``jump``: the jump of transition ``i`` as ``(vector, offset, delta)`` triples: coordinate
-    ``i + offset`` of ``vector`` changes by ``delta / N`` (``delta`` a non-zero int).
+    ``i + offset`` of ``vector`` changes by ``delta / N`` (``delta`` a non-zero int); an offset
+    :class:`At` ``(k)`` names coordinate ``k`` whatever ``i`` (a fixed coordinate).
     ``rate``: the ``@njit`` rate function ``beta(i, *vectors, n, p)`` (module docstring).
     ``reads``: the coordinates the rate of transition ``i`` depends on, as ``(vector, offset)``
-    pairs (a stencil: ``(("s", -1), ("s", 0))`` for a rate of ``s_{i-1}`` and ``s_i``); after a
+    pairs (a stencil: ``(("s", -1), ("s", 0))`` for a rate of ``s_{i-1}`` and ``s_i``; ``("s",
+    At(1))`` for one that reads ``s_1`` whatever ``i``: a change of ``s_1`` then recomputes the
+    whole family); after a
     jump the engine recomputes only the rates that read a changed coordinate. ``None``: the
     rate may read anything, and the whole family is recomputed after every jump (correct
     whatever the rate reads, slower). A stencil that misses a coordinate the rate reads gives
     wrong results: declare ``None`` when in doubt.
     ``arrival``: the transitions are job arrivals (counted for Little's law and the drop
     probability); ``position``: then the arriving job's queue position is ``i + position``
-    (its wait for ``prob_wait`` and ``frac_within_h``), or None where the state does not say.
+    (``At(k)``: ``k`` whatever ``i``; its wait for ``prob_wait`` and ``frac_within_h``), or
+    None where the state does not say.
     """
 
     name: str
     rate: Callable
-    jump: tuple[tuple[str, int, int], ...]
+    jump: tuple[tuple[str, int | At, int], ...]
     lo: int
     hi: int
-    reads: tuple[tuple[str, int], ...] | None = None
+    reads: tuple[tuple[str, int | At], ...] | None = None
     arrival: bool = False
-    position: int | None = None
+    position: int | At | None = None
 
     def __post_init__(self):
         where = f"transitions {self.name!r}"
@@ -102,25 +132,26 @@ class Transitions:
             raise ValueError(f"{where}: jump must be a non-empty tuple of (vector, offset, delta)")
         for comp in self.jump:
             if (not isinstance(comp, tuple) or len(comp) != 3 or not isinstance(comp[0], str)
-                    or not all(isinstance(c, int) and not isinstance(c, bool) for c in comp[1:])
-                    or comp[2] == 0):
+                    or not _is_offset(comp[1]) or not isinstance(comp[2], int)
+                    or isinstance(comp[2], bool) or comp[2] == 0):
                 raise ValueError(f"{where}: jump component {comp!r} is not (vector, offset, "
-                                 "non-zero delta) with integer offset and delta")
+                                 "non-zero delta) with an integer (or At) offset and integer delta")
         if len({(v, o) for v, o, _ in self.jump}) != len(self.jump):
             raise ValueError(f"{where}: jump names a coordinate twice")
         if self.reads is not None:
             if not isinstance(self.reads, tuple) or not all(
                     isinstance(r, tuple) and len(r) == 2 and isinstance(r[0], str)
-                    and isinstance(r[1], int) and not isinstance(r[1], bool) for r in self.reads):
-                raise ValueError(f"{where}: reads must be None or a tuple of (vector, offset)")
+                    and _is_offset(r[1]) for r in self.reads):
+                raise ValueError(f"{where}: reads must be None or a tuple of (vector, offset) "
+                                 "(an int or At offset)")
         if not all(isinstance(b, int) and not isinstance(b, bool) for b in (self.lo, self.hi)):
             raise ValueError(f"{where}: lo and hi must be integers")
         if self.lo < 0:
             raise ValueError(f"{where}: lo={self.lo!r} must be >= 0")
         if self.position is not None and not self.arrival:
             raise ValueError(f"{where}: position is for arrival transitions only")
-        if self.position is not None and (not isinstance(self.position, int) or isinstance(self.position, bool)):
-            raise ValueError(f"{where}: position={self.position!r} must be an int or None")
+        if self.position is not None and not _is_offset(self.position):
+            raise ValueError(f"{where}: position={self.position!r} must be an int, At or None")
 
 
 @dataclass(frozen=True)
@@ -151,12 +182,15 @@ class Population:
     ``x[vector][lo:]``; ``arrival_rate(p)``: the job arrival rate per server (``lam``), so that
     jobs the truncation refuses show as ``drop_prob``; ``mean_service``: the mean service time
     (``mean_wait = mean_response - mean_service``, ``queueing_ratio`` in its units), or None;
-    ``messages(p)``: messages per job, or None. ``smooth=False``: the drift is discontinuous
-    (a server of the longest queue), so no mean field, fixed point or refined term is derived
-    from it: the ``population_meanfield`` and ``population_refined`` engines refuse the
-    declaration, and ``init: meanfield`` and the path's fluid limit come from ``fluid``
-    (:class:`Fluid`; without it they are refused too). A smooth declaration may give ``fluid``
-    as well: its path then replaces the integrated drift.
+    ``messages(p)``: messages per job, or None. ``counts(p, x, n) -> int64 array``: the
+    start counts of ``n`` servers from a flat state of fractions ``x`` (the fixed point, for
+    ``init: meanfield``); None rounds each coordinate. A model whose jumps keep a quantity
+    exactly (JIQ: the listed servers are the idle ones) rounds so that it holds at the start.
+    ``smooth=False``: the drift is discontinuous (a server of the longest queue), so no mean
+    field, fixed point or refined term is derived from it: the ``population_meanfield`` and
+    ``population_refined`` engines refuse the declaration, and ``init: meanfield`` and the
+    path's fluid limit come from ``fluid`` (:class:`Fluid`; without it they are refused too).
+    A smooth declaration may give ``fluid`` as well: its path then replaces the integrated drift.
     """
 
     name: str
@@ -171,6 +205,7 @@ class Population:
     messages: Callable[[np.ndarray], float] | None = None
     smooth: bool = True
     fluid: "Fluid | None" = None
+    counts: Callable | None = None
     #: the compiled kernels of this declaration (filled on first use; not part of equality)
     _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -213,6 +248,8 @@ class Population:
             raise ValueError(f"{where}: smooth={self.smooth!r} must be True or False")
         if self.fluid is not None and not isinstance(self.fluid, Fluid):
             raise ValueError(f"{where}: fluid must be a Fluid (fixed_point, path) or None")
+        if self.counts is not None and not callable(self.counts):
+            raise ValueError(f"{where}: counts must be None or a callable counts(p, x, n)")
 
     # ---- the layout of one run's state (sizes may depend on the parameters)
     def layout(self, p: np.ndarray) -> "Layout":
@@ -236,10 +273,21 @@ class Population:
                                  f"range [{t.lo}, {hi}) for sizes {sizes}")
             for v, o, *_ in tuple(t.jump) + tuple((r[0], r[1], 0) for r in t.reads or ()):
                 size = sizes[index[v]]
-                if t.lo + o < 0 or hi - 1 + o >= size:
+                if isinstance(o, At):
+                    if o.k >= size:
+                        raise ValueError(f"population {self.name!r}, transitions {t.name!r}: "
+                                         f"coordinate At({o.k}) of vector {v!r} is outside [0, {size})")
+                elif t.lo + o < 0 or hi - 1 + o >= size:
                     raise ValueError(f"population {self.name!r}, transitions {t.name!r}: coordinate "
                                      f"i{o:+d} of vector {v!r} leaves [0, {size}) for i in "
                                      f"[{t.lo}, {hi})")
+            for v, o, _ in t.jump:  # a fixed coordinate must not meet a moving one of the jump
+                if isinstance(o, At):
+                    for v2, o2, _ in t.jump:
+                        if v2 == v and not isinstance(o2, At) and t.lo <= o.k - o2 < hi:
+                            raise ValueError(f"population {self.name!r}, transitions {t.name!r}: "
+                                             f"the jump names coordinate {o.k} of vector {v!r} "
+                                             f"twice at i={o.k - o2} (At({o.k}) and i{o2:+d})")
             ranges.append((t.lo, hi))
         return Layout(tuple(sizes), offsets, tuple(ranges), index)
 
@@ -251,6 +299,19 @@ class Population:
             top = hi if hi > 0 else lay.sizes[j] + hi
             w[lay.offsets[j] + lo: lay.offsets[j] + top] += float(weight)
         return w
+
+    def start_counts(self, p: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
+        """The counts of ``n`` servers for the state of fractions ``x`` (flat): the
+        declaration's ``counts`` or each coordinate rounded; checked to be >= 0 (a coordinate
+        may exceed ``n``: JIQ's ``P_0 = M / N`` with more schedulers than servers; the engine
+        checks the moved ones at every jump)."""
+        c = (np.rint(np.asarray(x) * float(n)) if self.counts is None
+             else np.asarray(self.counts(p, np.asarray(x, dtype=np.float64), int(n))))
+        c = c.astype(np.int64)
+        if c.shape != np.shape(x) or c.min() < 0:
+            raise ValueError(f"population {self.name!r}: start counts negative or of the wrong "
+                             "length")
+        return c
 
     def start_state(self, p: np.ndarray, lay: "Layout") -> np.ndarray:
         """The declared empty state as one flat array of fractions, checked."""

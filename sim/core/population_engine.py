@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.output import epilogue
-from sim.core.population import Population
+from sim.core.population import At, Population
 from sim.core.results import is_int, simulation_result
 from sim.core.rng import next_raw, seed_state, u01
 from sim.core.settings import N_WINDOWS, RunSettings, check_run_args
@@ -94,7 +94,7 @@ def _jump_lines(decl: Population, g: int, ind: str, add, areas: bool) -> None:
     t = decl.transitions[g]
     for v, o, dl in t.jump:
         jv = vindex[v]
-        add(f"{ind}j = off{jv} + i + {o}")
+        add(f"{ind}j = off{jv} + {o.k}" if isinstance(o, At) else f"{ind}j = off{jv} + i + {o}")
         add(f"{ind}c[j] += {dl}")
         add(f"{ind}if c[j] < 0 or c[j] > n:")
         add(f"{ind}    err[0] = {g}")
@@ -115,34 +115,44 @@ def _update_lines(decl: Population, g: int, ind: str, add) -> None:
     running total ``ftot<h>``. Shared with the path kernel."""
     views = _views(decl)
     t = decl.transitions[g]
-    # the rates to recompute: stencil families whose reads meet a changed coordinate,
-    # and every family without a stencil
-    shifts = {}
-    whole = []
-    for h, th in enumerate(decl.transitions):
-        if th.reads is None:
-            whole.append(h)
+    shifts, fixed, whole, whole_if = _recompute(decl, t)
+
+    def refresh(indent, h, idx):
+        add(f"{indent}if {idx} >= lo{h} and {idx} < hi{h}:")
+        add(f"{indent}    nr = beta{h}({idx}, {views}, nf, p)")
+        _rate_check(add, indent + "    ", h, idx)
+        add(f"{indent}    kk = base{h} + {idx} - lo{h}")
+        add(f"{indent}    ftot{h} += nr - rates[kk]")
+        add(f"{indent}    rates[kk] = nr")
+
+    def refresh_all(indent, h):
+        add(f"{indent}ftot{h} = 0.0")
+        add(f"{indent}for jj in range(lo{h}, hi{h}):")
+        add(f"{indent}    nr = beta{h}(jj, {views}, nf, p)")
+        _rate_check(add, indent + "    ", h, "jj")
+        add(f"{indent}    rates[base{h} + jj - lo{h}] = nr")
+        add(f"{indent}    ftot{h} += nr")
+
+    for h in sorted(set(shifts) | set(fixed)):
+        if h in whole:
             continue
-        for v, o, _ in t.jump:
-            for rv, ro in th.reads:
-                if rv == v:
-                    shifts.setdefault(h, set()).add(o - ro)
-    for h in sorted(shifts):
-        for sh in sorted(shifts[h]):
-            add(f"{ind}jj = i + {sh}")
-            add(f"{ind}if jj >= lo{h} and jj < hi{h}:")
-            add(f"{ind}    nr = beta{h}(jj, {views}, nf, p)")
-            _rate_check(add, ind + "    ", h, "jj")
-            add(f"{ind}    kk = base{h} + jj - lo{h}")
-            add(f"{ind}    ftot{h} += nr - rates[kk]")
-            add(f"{ind}    rates[kk] = nr")
-    for h in whole:
-        add(f"{ind}ftot{h} = 0.0")
-        add(f"{ind}for jj in range(lo{h}, hi{h}):")
-        add(f"{ind}    nr = beta{h}(jj, {views}, nf, p)")
-        _rate_check(add, ind + "    ", h, "jj")
-        add(f"{ind}    rates[base{h} + jj - lo{h}] = nr")
-        add(f"{ind}    ftot{h} += nr")
+        conds = sorted(whole_if.get(h, ()))
+        sub = ind
+        if conds:  # a coordinate the whole family reads may have moved: all of it, or the stencil
+            add(f"{ind}if " + " or ".join(f"i == {c}" for c in conds) + ":")
+            refresh_all(ind + "    ", h)
+            add(f"{ind}else:")
+            sub = ind + "    "
+        for sh in sorted(shifts.get(h, ())):
+            add(f"{sub}jj = i + {sh}")
+            refresh(sub, h, "jj")
+        for k in sorted(fixed.get(h, ())):
+            refresh(sub, h, str(k))
+    for h in sorted(set(whole_if) - set(shifts) - set(fixed) - set(whole)):
+        add(f"{ind}if " + " or ".join(f"i == {c}" for c in sorted(whole_if[h])) + ":")
+        refresh_all(ind + "    ", h)
+    for h in sorted(whole):
+        refresh_all(ind, h)
 
 
 def _source(decl: Population) -> str:
@@ -236,7 +246,8 @@ def _source(decl: Population) -> str:
         if t.arrival:
             add(f"{ind}w_adm[w] += 1")
             if t.position is not None:
-                add(f"{ind}pos = i + {t.position}")
+                pos = t.position
+                add(f"{ind}pos = {pos.k}" if isinstance(pos, At) else f"{ind}pos = i + {pos}")
                 add(f"{ind}if pos >= 2:")
                 add(f"{ind}    w_waited[w] += 1")
                 add(f"{ind}if pos <= h_thr:")
@@ -251,6 +262,34 @@ def _source(decl: Population) -> str:
     add("    state[0], state[1], state[2], state[3] = s0, s1, s2, s3")
     add("    return 0")
     return "\n".join(lines) + "\n"
+
+
+def _recompute(decl: Population, t) -> tuple[dict, dict, set, dict]:
+    """Which rates a jump of family ``t`` (at index ``i``) changes, per family ``h``:
+    ``shifts[h]``: indices ``i + shift`` (a moving coordinate meets a moving read);
+    ``fixed[h]``: set indices ``k`` (a fixed coordinate ``At`` of the jump meets a moving
+    read); ``whole``: the families recomputed whole after every jump of ``t`` (no stencil, or a
+    read of a fixed coordinate the jump always moves); ``whole_if[h]``: the values of ``i`` for
+    which the jump moves a fixed coordinate family ``h`` reads (whole recompute then)."""
+    shifts, fixed, whole, whole_if = {}, {}, set(), {}
+    for h, th in enumerate(decl.transitions):
+        if th.reads is None:
+            whole.add(h)
+            continue
+        for v, o, _ in t.jump:
+            for rv, ro in th.reads:
+                if rv != v:
+                    continue
+                if isinstance(ro, At) and isinstance(o, At):
+                    if ro.k == o.k:
+                        whole.add(h)
+                elif isinstance(ro, At):  # coordinate i + o is ro.k when i = ro.k - o
+                    whole_if.setdefault(h, set()).add(ro.k - o)
+                elif isinstance(o, At):  # the rate at index jj reads o.k when jj + ro = o.k
+                    fixed.setdefault(h, set()).add(o.k - ro)
+                else:
+                    shifts.setdefault(h, set()).add(o - ro)
+    return shifts, fixed, whole, whole_if
 
 
 def kernels(decl: Population):
@@ -326,7 +365,7 @@ def simulate(decl: Population, task: dict, *, n_windows: int = N_WINDOWS) -> Pop
         x0 = fixed_point(decl, p).x
     else:
         x0 = decl.start_state(p, lay)
-    c = np.rint(x0 * nf).astype(np.int64)
+    c = decl.start_counts(p, x0, n)
     x = c / nf
     kernel, _ = kernels(decl)
     lo, hi, base, offs, sizes = _tables(decl, lay)

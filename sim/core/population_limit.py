@@ -7,7 +7,9 @@ check each other: the ODE ``dx/dt = f(x)`` is integrated from the declared empty
 :data:`T_MAX` time units), then ``scipy.optimize.root`` (hybr) polishes the end state to a zero
 of ``f``; the two must agree to :data:`AGREE` in every coordinate, else ``ValueError`` (a drift
 with several zeros, or an ODE that does not settle, is not silently given one of them).
-Coordinates no transition moves keep their start values (``s_0 = 1``).
+Coordinates no transition moves keep their start values (``s_0 = 1``). A linear quantity every
+jump keeps (:func:`conserved`; JIQ's listed = idle servers) is kept at its start value by the
+root finding (and the refined expansion is solved along its plane).
 
 The row of the ``population_meanfield`` engine (:func:`limit_row`): the queue, Little's law over
 the admitted arrival rate, the tail, the drop probability at the truncation and, where the
@@ -29,13 +31,13 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.optimize import root
 
-from sim.core.population import Population
+from sim.core.population import Population, coordinate
 from sim.core.population_engine import fill_rates
 from sim.core.refined import refined_expansion
 from sim.core.results import exact_row
 
-__all__ = ["drift", "fixed_point", "FixedPoint", "limit_row", "expansion", "Expansion", "refined_row",
-           "ode_path", "ODE_TOL", "T_MAX", "AGREE", "F1_N", "PATH_RTOL", "PATH_ATOL"]
+__all__ = ["drift", "conserved", "fixed_point", "FixedPoint", "limit_row", "expansion", "Expansion",
+           "refined_row", "ode_path", "ODE_TOL", "T_MAX", "AGREE", "F1_N", "PATH_RTOL", "PATH_ATOL"]
 
 #: the ODE is run until max |f(x)| is below this
 ODE_TOL = 1e-9
@@ -69,7 +71,8 @@ def _jump_table(decl: Population, lay):
     out = []
     for t, (lo, hi) in zip(decl.transitions, lay.ranges):
         idx = np.arange(lo, hi)
-        comps = [(int(lay.offsets[lay.index[v]]) + o + idx, float(dl)) for v, o, dl in t.jump]
+        comps = [(int(lay.offsets[lay.index[v]]) + coordinate(o, idx), float(dl))
+                 for v, o, dl in t.jump]
         out.append(comps)
     return out
 
@@ -94,6 +97,30 @@ def _free(decl: Population, lay) -> np.ndarray:
         for idx, _ in comps:
             mask[idx] = True
     return mask
+
+
+def _jump_matrix(decl: Population, lay) -> np.ndarray:
+    """Every transition's jump as a row (families in order, as :func:`fill_rates` lays out
+    the rates), over the flat state."""
+    rows = []
+    for comps, (lo, hi) in zip(_jump_table(decl, lay), lay.ranges):
+        block = np.zeros((hi - lo, int(lay.offsets[-1])))
+        for idx, dl in comps:
+            np.add.at(block, (np.arange(hi - lo), idx), dl)
+        rows.append(block)
+    return np.vstack(rows)
+
+
+def conserved(decl: Population, lay) -> np.ndarray:
+    """The linear quantities every jump keeps, on the moved coordinates: orthonormal rows
+    ``C`` with ``C l = 0`` for every jump ``l`` (the null space of the jumps, by SVD; none for
+    power-of-d; JIQ's ``s_1 + sum_j P_j``, listed = idle). The drift keeps them too, so its
+    Jacobian is singular along them: the fixed point is sought on the plane of the start's
+    values and the refined expansion is solved in the coordinates along the plane."""
+    jumps = _jump_matrix(decl, lay)[:, _free(decl, lay)]
+    _, sv, vt = np.linalg.svd(jumps, full_matrices=True)
+    rank = int(np.sum(sv > 1e-10 * max(sv.max(initial=0.0), 1.0)))
+    return vt[rank:]
 
 
 def fixed_point(decl: Population, p: np.ndarray) -> FixedPoint:
@@ -134,10 +161,19 @@ def fixed_point(decl: Population, p: np.ndarray) -> FixedPoint:
     if sol.status < 0:
         raise ValueError(f"population {decl.name!r}: the mean-field ODE failed: {sol.message}")
     y_ode, t_run = sol.y[:, -1], float(sol.t[-1])
-    res = root(lambda y: rhs(0.0, y), y_ode, method="hybr", options={"xtol": 1e-14})
+    cons = conserved(decl, lay)  # kept at the start's values: F = f + C^T C (y - y_start)
+    y_start = x0[free]
+
+    def func(y):
+        return rhs(0.0, y) + cons.T @ (cons @ (y - y_start))
+
+    res = root(func, y_ode, method="hybr", options={"xtol": 1e-14})
     y_root = res.x
     resid = float(np.max(np.abs(rhs(0.0, y_root)))) if y_root.size else 0.0
-    if not res.success and resid > 1e-12:
+    if not res.success and resid > 1e-12:  # hybr stalls on badly scaled states: Newton
+        y_root = _newton(func, y_ode)
+        resid = float(np.max(np.abs(rhs(0.0, y_root))))
+    if resid > 1e-12:
         raise ValueError(f"population {decl.name!r}: no fixed point found from the ODE's end "
                          f"state ({res.message}; max |f| = {resid:.3g})")
     gap = float(np.max(np.abs(y_root - y_ode))) if y_root.size else 0.0
@@ -148,6 +184,26 @@ def fixed_point(decl: Population, p: np.ndarray) -> FixedPoint:
     out = FixedPoint(full(y_root), full(y_ode), t_run, resid)
     decl._cache[key] = out
     return out
+
+
+def _newton(func, y: np.ndarray, steps: int = 20) -> np.ndarray:
+    """Newton's method on ``func`` from ``y``, the Jacobian by central differences (relative
+    step :data:`JAC_STEP`, absolute below 1e-12), until ``max |func|`` stops decreasing."""
+    best, fbest = y, float(np.max(np.abs(func(y))))
+    for _ in range(steps):
+        m = y.size
+        jac = np.empty((m, m))
+        for k in range(m):
+            h = JAC_STEP * max(abs(y[k]), 1e-12)
+            e = np.zeros(m)
+            e[k] = h
+            jac[:, k] = (func(y + e) - func(y - e)) / (2.0 * h)
+        y = y - np.linalg.solve(jac, func(y))
+        fy = float(np.max(np.abs(func(y))))
+        if not fy < fbest:
+            break
+        best, fbest = y, fy
+    return best
 
 
 def limit_row(decl: Population, task: dict) -> dict:
@@ -170,7 +226,7 @@ def limit_row(decl: Population, task: dict) -> dict:
             admitted += float(r.sum())
             if t.position is not None:
                 has_pos = True
-                pos = np.arange(lo, hi) + t.position
+                pos = coordinate(t.position, np.arange(lo, hi))
                 waited += float(r[pos >= 2].sum())
                 within += float(r[pos <= h].sum())
         k += hi - lo
@@ -237,12 +293,26 @@ def expansion(decl: Population, p: np.ndarray) -> Expansion:
         x[free] = yy
         return drift(decl, x, p, lay, n)[free]
 
+    cons = conserved(decl, lay)
     a = np.empty((m, m))
+    if cons.shape[0]:
+        # with kept quantities A = sum_l l D(beta_l): the rates differenced one by one, then
+        # summed by the jumps, so that A's image lies in their plane to rounding (differencing
+        # the summed drift loses a tiny coordinate's change in the rounding of an O(1) sum)
+        jumps = _jump_matrix(decl, lay)[:, free].T
+
+        def rates_at(yy):
+            x = fp.x.copy()
+            x[free] = yy
+            return fill_rates(decl, x, np.inf, p, lay, strict=False)
     for k in range(m):
         h = JAC_STEP * max(abs(y[k]), 1e-12)
         e = np.zeros(m)
         e[k] = h
-        a[:, k] = (f(y + e) - f(y - e)) / (2.0 * h)
+        if cons.shape[0]:
+            a[:, k] = jumps @ ((rates_at(y + e) - rates_at(y - e)) / (2.0 * h))
+        else:
+            a[:, k] = (f(y + e) - f(y - e)) / (2.0 * h)
     f0 = f(y)
 
     def hess_w(w):
@@ -268,12 +338,24 @@ def expansion(decl: Population, p: np.ndarray) -> Expansion:
     g1 = F1_N * (f(y, F1_N) - f0)
     g2 = 2.0 * F1_N * (f(y, 2.0 * F1_N) - f0)
     f1 = 2.0 * g2 - g1
-    v_free, _ = refined_expansion(y, a, hess_w, q, f1)
+    if cons.shape[0]:  # along the plane of the kept quantities (where f, Q, f1 and V lie)
+        u = _complement(cons)
+        v_red, _ = refined_expansion(u.T @ y, u.T @ a @ u,
+                                     lambda w: u.T @ hess_w(u @ w @ u.T), u.T @ q @ u, u.T @ f1)
+        v_free = u @ v_red
+    else:
+        v_free, _ = refined_expansion(y, a, hess_w, q, f1)
     v = np.zeros(fp.x.size)
     v[free] = v_free
     out = Expansion(fp.x, v, free)
     decl._cache[key] = out
     return out
+
+
+def _complement(cons: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (columns) of the vectors orthogonal to the rows of ``cons``."""
+    _, _, vt = np.linalg.svd(cons, full_matrices=True)
+    return vt[cons.shape[0]:].T
 
 
 def refined_row(decl: Population, task: dict) -> dict:

@@ -47,6 +47,11 @@ Engines
   (jiq, jiq_pod, jiq_sqd: the policies whose counts are a Markov chain).
 - ``meanfield`` (:mod:`sim.jiq.meanfield`): the ``N, M -> infinity`` limit with ``r`` fixed
   (``p0``, the server tails, the I-queue size law, message rates), by root and by ODE.
+- ``population``, ``population_meanfield`` and ``population_refined``
+  (:mod:`sim.jiq.population`): ``jiq`` and ``jiq_pod`` declared by their transitions
+  (:mod:`sim.core.population`; the server tail and the I-queue tail, with delete messages),
+  simulated by the generic engine, the mean field and refined 1/N term derived from the same
+  declaration; rows with the population engine's keys (no ``p0`` or message rates).
 
 :func:`check_task` validates the model's parameters of a task (kept light: numpy only, no numba).
 """
@@ -58,7 +63,7 @@ from sim.core.declare import Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.engines import AGENT, MEANFIELD, OCCUPANCY, PROBES, REFINED, TRAJECTORY
+from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
 
 __all__ = ["MODEL", "POLICIES", "check_task", "n_schedulers", "events_per_time", "response_law"]
 
@@ -85,7 +90,7 @@ def events_per_time(task: dict) -> float:
     n, lam = task["n_servers"], task["lam"]
     if task["engine"] == "trajectory":
         return events_bound((1.0 + lam) * n, task["time"])
-    return 2.0 * lam * n if task["engine"] == "occupancy" else (1.0 + lam) * n
+    return 2.0 * lam * n if task["engine"] in ("occupancy", "population") else (1.0 + lam) * n
 
 
 def _integral(x) -> bool:
@@ -136,6 +141,14 @@ def memory_bytes(task: dict) -> float:
     events = float(task.get("events") or 10**6)
     iq_len = r * max(1.0 - lam, 0.0) + 10.0 * math.sqrt(r) + 16
     run_time = events / (n * (1.0 + lam))
+    if engine in ("population", "population_meanfield", "population_refined"):
+        # sim.jiq.population: L levels (at most random routing's) and K = r + 8 sqrt(r) + 8
+        # I-queue sizes; the simulation keeps an area per coordinate and window (up to 2000
+        # windows), the limits dense (L + K)^2 matrices (the ODE's Jacobian, A, W, Q: about ten)
+        dim = longest_queue(n * 1e6, lam, 1, None, run_time) + r + 8.0 * math.sqrt(r) + 16
+        if engine == "population":
+            return 2000 * 8.0 * dim + 8 * 8.0 * dim + fixed
+        return 10 * 8.0 * (longest_queue(1e20, lam, 1) + 2.0 * r + 10.0 * math.sqrt(r) + 64) ** 2 + fixed
     if engine == "agent":
         slots = 4 * ring_slots(n, lam, 2, None, run_time)
         return n * (72 + 4 * slots + 8 * max(1.0 - lam, 0.05)) + fixed
@@ -209,7 +222,11 @@ _NEEDS = {"jiq": ("r",), "jiq_pod": ("r", "d"), "jiq_original": ("r",), "jiq_thr
 #: those whose counts are a Markov chain; trajectories for jiq and jiq_pod
 _MARKOV = ("jiq", "jiq_pod", "jiq_sqd")
 _SERVED = {"agent": POLICIES, "occupancy": _MARKOV, "meanfield": _MARKOV, "refined": _MARKOV,
-           "trajectory": ("jiq", "jiq_pod")}
+           "trajectory": ("jiq", "jiq_pod"), "population": ("jiq", "jiq_pod"),
+           "population_meanfield": ("jiq", "jiq_pod"), "population_refined": ("jiq", "jiq_pod")}
+#: the function of each engine's module that runs a task (sim.jiq.<module>:<function>)
+_TARGET = {"population": "population:run_task", "population_meanfield": "population:run_meanfield",
+           "population_refined": "population:run_refined"}
 #: the contract check's examples (sim.testing): N = 500, lam = 0.7, r = 5, 400,000 events; a
 #: trajectory to time 5 at N = 100
 _EXAMPLE_PARAMS = {"jiq": {}, "jiq_pod": {"d": 2}, "jiq_original": {}, "jiq_threshold": {"z": 1},
@@ -220,13 +237,13 @@ def _example(engine: str, policy: str) -> dict:
     base = {"n_servers": 500, "lam": 0.7, "r": 5.0, **_EXAMPLE_PARAMS[policy]}
     if engine == "trajectory":
         return {**base, "n_servers": 100, "time": 5.0, "events": 100_000}
-    return {**base, "events": 400_000} if engine in ("agent", "occupancy") else base
+    return {**base, "events": 400_000} if engine in ("agent", "occupancy", "population") else base
 
 
 MODEL = Model(
     name="jiq",
     title="distributed Join-the-Idle-Queue (Wang, Feng & Cheng): M = N / r schedulers with I-queues",
-    entries=tuple(Entry(engine, policy, f"sim.jiq.{engine}:run_task", _NEEDS[policy],
+    entries=tuple(Entry(engine, policy, f"sim.jiq.{_TARGET.get(engine, engine + ':run_task')}", _NEEDS[policy],
                         ("init_tail",) if engine == "trajectory" else (), example=_example(engine, policy))
                   for engine, policies in _SERVED.items() for policy in policies),
     params={
@@ -260,5 +277,6 @@ MODEL = Model(
     analyses={"jiq": "analysis.models.jiq:analyze_jiq"},
     engine_decls=(
         AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
+        POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED,
     ),
 )

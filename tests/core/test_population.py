@@ -182,3 +182,57 @@ def test_same_seed_same_numbers():
     b = simulate(toy(), _task(events=50_000))
     c = simulate(toy(), _task(events=50_000, seed=4))
     assert a.mean_response == b.mean_response and a.mean_response != c.mean_response
+
+
+# ---------------------------------------------------------------------------------------------
+# a fixed coordinate (At): declared, checked, generated
+# ---------------------------------------------------------------------------------------------
+def test_a_fixed_coordinate_is_checked():
+    from sim.core.population import At
+
+    for bad in (-1, True, "1", 1.0):
+        with pytest.raises(ValueError, match="fixed coordinate must be an int >= 0"):
+            At(bad)
+    with pytest.raises(ValueError, match="jump component"):
+        Transitions("a", _arr, (("s", 1.0, 1),), 1, 2)
+    with pytest.raises(ValueError, match="reads must be None"):
+        Transitions("a", _arr, (("s", 0, 1),), 1, 2, reads=(("s", 0.5),))
+    with pytest.raises(ValueError, match="position=.* must be an int, At or None"):
+        Transitions("a", _arr, (("s", 0, 1),), 1, 2, arrival=True, position="1")
+    ok = Transitions("a", _arr, (("s", 0, 1), ("s", At(1), -1)), 2, 3, reads=(("s", At(0)),),
+                     arrival=True, position=At(1))
+    assert ok.jump[1][1] == At(1)
+    # At outside its vector, and At meeting the moving coordinate of the same jump
+    outside = toy(transitions=(Transitions("arrive", _arr, (("s", 0, 1), ("s", At(99), 1)), 1, -1,
+                                           arrival=True),))
+    with pytest.raises(ValueError, match=r"coordinate At\(99\) of vector 's' is outside"):
+        outside.layout(np.array([0.5]))
+    twice = toy(transitions=(Transitions("arrive", _arr, (("s", 0, 1), ("s", At(3), -1)), 1, -1,
+                                         arrival=True),))
+    with pytest.raises(ValueError, match=r"names coordinate 3 of vector 's' twice at i=3"):
+        twice.layout(np.array([0.5]))
+
+
+def test_fixed_coordinate_stencils_agree_with_recomputing_every_rate():
+    """JIQ-Po(2) (sim.jiq.population) moves the fixed coordinate s_1 from families indexed by
+    I-queue size and reads s_1, s_2 and P_1 from families indexed by level or size: the
+    generated recomputation (stencils with At) must give the numbers of recomputing every rate
+    after every jump (reads=None), the same seed: the same path up to the rounding of the
+    running totals (which could flip a draw with probability ~1e-16 an event)."""
+    import dataclasses
+
+    from sim.jiq.population import JIQ_POD
+
+    whole = dataclasses.replace(
+        JIQ_POD, name="jiq_pod_whole",
+        transitions=tuple(dataclasses.replace(t, reads=None) for t in JIQ_POD.transitions),
+        _cache={})
+    task = {"policy": "jiq_pod", "n_servers": 60, "lam": 0.85, "r": 3.0, "d": 2,
+            "events": 20_000, "seed": 5, "init": "empty", "n_batches": 10, "max_level": 8,
+            "h": 1}
+    a = simulate(JIQ_POD, task)
+    b = simulate(whole, task)
+    assert a.mean_response == pytest.approx(b.mean_response, rel=1e-9)
+    assert np.allclose(a.tail, b.tail, rtol=1e-9, atol=0.0)
+    src = JIQ_POD._cache["source"]
+    assert "j = off1 + 1" not in src and "j = off0 + 1\n" in src  # c[s_1] by its fixed offset

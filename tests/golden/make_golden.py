@@ -117,6 +117,11 @@ def jiq_tasks() -> list[dict]:
                 _limit("meanfield", pol, **base, **extra[pol]),
                 _limit("refined", pol, **base, **extra[pol])]
     out += [_traj("jiq", 71, **base), _traj("jiq_pod", 72, **base, d=2)]
+    # jiq and jiq_pod declared by their transitions (issue 38, sim.jiq.population)
+    out += [_sim("population", "jiq", 73, **base), _sim("population", "jiq_pod", 74, **base, d=2)]
+    for pol in ("jiq", "jiq_pod"):
+        out += [_limit("population_meanfield", pol, **base, **extra[pol]),
+                _limit("population_refined", pol, **base, **extra[pol])]
     return [{"model": "jiq", **t} for t in out]
 
 
