@@ -404,16 +404,18 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
 
     @njit(cache=True)
     def run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
-                 x, g, acc, tcnt, hs, plev, harm, memo_keys, memo_pos, memo_val, memo_fill,
-                 memo_key, gl_x, gl_w, tab, bounds, state,
-                 w_first, e_first, t_w, qacc,
-                 w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
-                 w_within, r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig,
-                 r_tgrid, r_ps, r_cs, r_key):
+                 x, g, acc, tcnt, hs, plev, harm, memo, gl_x, gl_w, tab, bounds, state,
+                 w_first, e_first, t_w, qacc, outputs, rec):
         """Process events from ``e_first`` (inside window ``w_first``, ``t_w`` of its time and
         ``qacc`` of its lazy queue area already elapsed) until the end of the run, or until a
         job could reach the top level of the arrays (then return before that event so that the
-        caller can grow them). Returns ``(window, next event, t_w, qacc)``."""
+        caller can grow them). Returns ``(window, next event, t_w, qacc)``. ``memo``,
+        ``outputs`` and ``rec`` are the tuples :func:`occupancy_kernel` takes, unpacked here."""
+        memo_keys, memo_pos, memo_val, memo_fill, memo_key = memo
+        (w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
+         w_within) = outputs
+        (r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs,
+         r_key) = rec
         cap = x.size
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
@@ -707,8 +709,8 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
     w, e, t_w, qacc = 0, int(bounds[0]), 0.0, 0.0
     while True:
         w, e, t_w, qacc = run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
-                                   x, g, acc, tcnt, hs, plev, harm, *memo, gl_x, gl_w, tab, bounds,
-                                   state, w, e, t_w, qacc, *outputs, *rec)
+                                   x, g, acc, tcnt, hs, plev, harm, tuple(memo), gl_x, gl_w, tab,
+                                   bounds, state, w, e, t_w, qacc, tuple(outputs), tuple(rec))
         if w >= n_windows:
             return x
         cap = 2 * x.size
