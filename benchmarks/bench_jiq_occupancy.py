@@ -31,7 +31,8 @@ sys.path.insert(0, str(REPO))
 from benchmarks.common import cpu_model, engine_arguments  # noqa: E402
 from sim.core.windows import window_bounds  # noqa: E402
 from sim.jiq import _occupancy_kernel as K  # noqa: E402
-from sim.jiq.occupancy import _padded, initial_counts, simulate  # noqa: E402
+from sim.core._trajectory_kernel import padded  # noqa: E402
+from sim.jiq.occupancy import initial_counts, simulate  # noqa: E402
 
 
 def best_time(fn, repeat: int):
@@ -54,7 +55,7 @@ def kernel_ns(n, lam, policy, r, d, events, repeat):
     bounds = window_bounds(events, 1000)
 
     def run():
-        x, y = _padded(x0), _padded(y0)
+        x, y = padded(x0, 2), padded(y0, 2)
         state = np.random.SeedSequence(1).generate_state(4, dtype=np.uint64)
         outs = K.new_outputs(bounds.size - 1, 64)
         K.occupancy_kernel(K.POLICY_CODES[policy], n, m, lam * n, d, x, y, bounds, state, outs)
