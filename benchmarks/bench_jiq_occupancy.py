@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import cpu_model, engine_arguments  # noqa: E402
+from sim.core._trajectory_kernel import padded  # noqa: E402
 from sim.core.windows import window_bounds  # noqa: E402
 from sim.jiq import _occupancy_kernel as K  # noqa: E402
-from sim.core._trajectory_kernel import padded  # noqa: E402
 from sim.jiq.occupancy import initial_counts, simulate  # noqa: E402
 
 
