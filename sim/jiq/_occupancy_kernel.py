@@ -208,14 +208,16 @@ def _make_run_span(policy: int, record: bool = False):
 
     @njit(cache=True)
     def run_span(n_servers, n_iq, arr_rate, d, x, acc, hs, y, hsy, bounds, state,
-                 w_first, e_first, lazy,
-                 w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited,
-                 w_join, w_del, w_probe, r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts,
-                 r_nsig, r_tgrid, r_ps, r_cs, r_key):
+                 w_first, e_first, lazy, outputs, rec):
         """Process events from ``e_first`` (inside window ``w_first``; ``lazy`` holds that
         window's elapsed time and lazy accumulators ``t_w, qacc, y0acc, lacc``) until the run
         ends, or return before an event that could outgrow ``x`` or ``y``. Returns
-        ``(window, next event)``."""
+        ``(window, next event)``. ``outputs`` and ``rec``: the tuples the kernel takes,
+        unpacked here."""
+        (w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited, w_join, w_del,
+         w_probe) = outputs
+        (r_sig, r_grid, r_over, r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs,
+         r_key) = rec
         cap = x.size
         ycap = y.size
         n_windows = bounds.size - 1
@@ -397,7 +399,7 @@ def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, 
     w, e = 0, int(bounds[0])
     while True:
         w, e = run_span(int(n_servers), int(n_iq), float(arr_rate), int(d), x, acc, hs, y, hsy,
-                        bounds, state, w, e, lazy, *outputs, *rec)
+                        bounds, state, w, e, lazy, tuple(outputs), tuple(rec))
         if w >= n_windows:
             return x, y
         # something is near the top of x or y: double the one(s) that need it
