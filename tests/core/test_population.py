@@ -236,3 +236,36 @@ def test_fixed_coordinate_stencils_agree_with_recomputing_every_rate():
     assert np.allclose(a.tail, b.tail, rtol=1e-9, atol=0.0)
     src = JIQ_POD._cache["source"]
     assert "j = off1 + 1" not in src and "j = off0 + 1\n" in src  # c[s_1] by its fixed offset
+
+
+def test_kernels_come_from_a_cached_module_and_match_the_in_memory_ones(tmp_path, monkeypatch):
+    """A declaration whose rate functions are importable by name gets its kernels from a
+    generated module in the cache folder (numba's disk cache then serves the next process);
+    the numbers are those of the kernels compiled in memory; a rate made at run time (a
+    closure) is compiled in memory."""
+    import dataclasses
+
+    from sim.core import population_engine as pe
+    from sim.dispatch.population import POD
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    decl = dataclasses.replace(POD, _cache={})
+    kernel, _ = pe.kernels(decl)
+    written = list((tmp_path / "population").glob("_lbsweep_population_*.py"))
+    assert len(written) == 1 and kernel.__module__ == written[0].stem
+    task = {"policy": "pod", "n_servers": 50, "lam": 0.8, "d": 2, "events": 20_000, "seed": 3}
+    cached = simulate(decl, task)
+    memory = dataclasses.replace(POD, _cache={})
+    memory._cache["kernels"] = pe._exec_kernels(memory, pe._source(memory))
+    again = simulate(memory, task)
+    for name in cached._fields:  # bitwise, every field
+        a, b = getattr(again, name), getattr(cached, name)
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, name
+
+    @njit
+    def depart_closure(i, s, n, p):
+        return s[i] - s[i + 1]
+
+    fam = tuple(dataclasses.replace(t, rate=depart_closure) if t.name == "depart" else t
+                for t in POD.transitions)
+    assert pe._module_text(dataclasses.replace(POD, transitions=fam, _cache={}), "") is None
