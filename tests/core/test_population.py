@@ -8,6 +8,8 @@ lam) for every N (independent M/M/1 queues). Statistical checks: 4 estimated SEs
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from numba import njit
@@ -249,6 +251,8 @@ def test_kernels_come_from_a_cached_module_and_match_the_in_memory_ones(tmp_path
     from sim.dispatch.population import POD
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    for name in [m for m in sys.modules if m.startswith("_lbsweep_population_")]:
+        monkeypatch.delitem(sys.modules, name)  # loaded by an earlier test: written anew here
     decl = dataclasses.replace(POD, _cache={})
     kernel, _ = pe.kernels(decl)
     written = list((tmp_path / "population").glob("_lbsweep_population_*.py"))
