@@ -77,6 +77,7 @@ LABELS: dict[str, str] = {
 #: model parameters (a parameter's is its declaration's ``Param.symbol``)
 SYMBOLS: dict[str, str] = {"alpha": "\u03b1", "beta": "\u03b2", "eps": "\u03b5"}
 
+
 def time_unit(engines: Sequence[str] = ()) -> str:
     """``slots`` when every engine is the discrete-time one, else the mean service time."""
     engines = [e for e in engines if e is not None]
