@@ -120,6 +120,32 @@ def _jump_lines(decl: Population, g: int, ind: str, add, areas: bool) -> None:
             add(f"{ind}qacc += qw[j] * {dl} * t_w")
 
 
+def _select_lines(decl: Population, g: int, ind: str, top: str, add) -> str:
+    """The branch of family ``g`` in the choice of the next transition (``u`` against the
+    running totals), the index ``i`` picked within it (a null event where only rounding residue
+    is left); ``top`` names the end of the last family's rates. Returns the branch's indent.
+    Shared with the path kernel."""
+    nfam = len(decl.transitions)
+    nxt = f"base{g + 1}" if g + 1 < nfam else top
+    last = g == nfam - 1
+    below = " + ".join(f"ftot{h}" for h in range(g + 1))
+    if g == 0:
+        add(f"{ind}if u < ftot0{' or True' if last else ''}:")
+    elif last:
+        add(f"{ind}else:")
+    else:
+        add(f"{ind}elif u < {below}:")
+    ind += "    "
+    if g > 0:
+        add(f"{ind}u -= " + " + ".join(f"ftot{h}" for h in range(g)))
+    add(f"{ind}k = _pick(rates, base{g}, {nxt}, u)")
+    add(f"{ind}if k < 0:  # only rounding residue left in this family's total")
+    add(f"{ind}    ftot{g} = 0.0")
+    add(f"{ind}    continue")
+    add(f"{ind}i = lo{g} + k - base{g}")
+    return ind
+
+
 def _update_lines(decl: Population, g: int, ind: str, add) -> None:
     """The lines that recompute, after a jump of family ``g`` at index ``i``, the rates that
     read a changed coordinate (and every family without a stencil), keeping each family's
@@ -233,23 +259,7 @@ def _source(decl: Population) -> str:
     arrivals = [g for g, t in enumerate(decl.transitions) if t.arrival]
     add("            arr_now = " + " + ".join(f"ftot{g}" for g in arrivals))
     for g, t in enumerate(decl.transitions):
-        nxt = f"base{g + 1}" if g + 1 < nfam else "top"
-        last = g == nfam - 1
-        below = " + ".join(f"ftot{h}" for h in range(g + 1))
-        if g == 0:
-            add(f"            if u < ftot0{' or True' if last else ''}:")
-        elif last:
-            add("            else:")
-        else:
-            add(f"            elif u < {below}:")
-        ind = "                "
-        if g > 0:
-            add(f"{ind}u -= " + " + ".join(f"ftot{h}" for h in range(g)))
-        add(f"{ind}k = _pick(rates, base{g}, {nxt}, u)")
-        add(f"{ind}if k < 0:  # only rounding residue left in this family's total")
-        add(f"{ind}    ftot{g} = 0.0")
-        add(f"{ind}    continue")
-        add(f"{ind}i = lo{g} + k - base{g}")
+        ind = _select_lines(decl, g, "            ", "top", add)
         add(f"{ind}t_w += hold")
         add(f"{ind}if arr_rate - arr_now > 1e-10 * arr_rate:  # below: rounding of the totals")
         add(f"{ind}    w_lost[w] += (arr_rate - arr_now) * nf * hold")

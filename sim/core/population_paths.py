@@ -38,7 +38,7 @@ from numba import njit
 
 from sim.core import trajectory as paths
 from sim.core.population import Population
-from sim.core.population_engine import _jump_lines, _pick, _raise, _tables, _update_lines, kernels
+from sim.core.population_engine import _jump_lines, _pick, _raise, _select_lines, _tables, _update_lines, kernels
 from sim.core.results import is_int
 from sim.core.rng import next_raw, seed_state, u01
 
@@ -130,23 +130,7 @@ def _path_source(decl: Population) -> str:
     add("        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)")
     add("        u = u01(r) * tot")
     for g, t in enumerate(decl.transitions):
-        nxt = f"base{g + 1}" if g + 1 < nfam else "rtop"
-        last = g == nfam - 1
-        below = " + ".join(f"ftot{h}" for h in range(g + 1))
-        if g == 0:
-            add(f"        if u < ftot0{' or True' if last else ''}:")
-        elif last:
-            add("        else:")
-        else:
-            add(f"        elif u < {below}:")
-        ind = "            "
-        if g > 0:
-            add(f"{ind}u -= " + " + ".join(f"ftot{h}" for h in range(g)))
-        add(f"{ind}k = _pick(rates, base{g}, {nxt}, u)")
-        add(f"{ind}if k < 0:  # only rounding residue in this family's total: a null event")
-        add(f"{ind}    ftot{g} = 0.0")
-        add(f"{ind}    continue")
-        add(f"{ind}i = lo{g} + k - base{g}")
+        ind = _select_lines(decl, g, "        ", "rtop", add)
         _jump_lines(decl, g, ind, add, areas=False)
         _update_lines(decl, g, ind, add)
     add("        events += 1")
