@@ -33,6 +33,43 @@ PREFIX = "run"
 KEY_PACKAGES = ("numpy", "numba", "llvmlite", "scipy", "polars", "ray", "mlflow", "hydra-core", "simpleeval")
 
 
+#: environment variables that change which machine code computes the numbers on one CPU
+CPU_OVERRIDES = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES",
+                 "GLIBC_TUNABLES", "OPENBLAS_CORETYPE")
+
+
+def cpu() -> dict:
+    """The CPU as the numbers see it: its model name, the target numba compiles for (name and
+    features), numpy's enabled SIMD extensions and any variable that overrides them. The last
+    bits of float results follow these (docs/reproduce.md, "Across CPUs"); on a cluster this is
+    the driver's CPU (each row names its ``node``)."""
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    out = {"model": model}
+    try:
+        from llvmlite import binding as llvm
+        from numba.core import config as numba_config
+
+        out["llvm_target"] = numba_config.CPU_NAME or llvm.get_host_cpu_name()
+        out["llvm_features"] = numba_config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
+    except Exception as exc:  # numba missing or broken: say so rather than guess
+        out["llvm_target"] = f"unknown ({type(exc).__name__})"
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as simd
+
+        out["numpy_simd"] = sorted(k for k, on in simd.items() if on)
+    except ImportError:
+        out["numpy_simd"] = None
+    out["overrides"] = {k: os.environ[k] for k in CPU_OVERRIDES if k in os.environ}
+    return out
+
+
 def environment() -> dict:
     packages = {}
     for dist in importlib.metadata.distributions():
@@ -44,6 +81,7 @@ def environment() -> dict:
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "machine": platform.machine(),
+        "cpu": cpu(),
         "key_packages": {p: packages.get(p) for p in KEY_PACKAGES},
         "packages": dict(sorted(packages.items())),
     }

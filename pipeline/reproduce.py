@@ -134,12 +134,20 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+#: the default ``--rtol`` where bits may differ: the loosest tolerance the golden rows grant a
+#: field across CPUs (the refined mean field's linear solves, tests/golden/test_golden.py)
+DEFAULT_RTOL = 1e-6
+#: where bits may differ, numbers this close in absolute value also agree: a limit's tail at
+#: 1e-15 moves by more than rtol relative across CPUs, and means nothing at that size
+ATOL = 1e-12
+
+
 def _floats_same(a: float, b: float, rtol: float, exact: bool) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     if exact:
         return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    return math.isclose(a, b, rel_tol=rtol, abs_tol=1e-300)
+    return math.isclose(a, b, rel_tol=rtol, abs_tol=ATOL)
 
 
 def cell_difference(a: Any, b: Any, rtol: float, exact: bool) -> tuple[str, Any, Any] | None:
@@ -386,12 +394,31 @@ def png_pixels(data: bytes) -> bytes | None:
         return None
 
 
+def cpu_differences(archived: dict | None, current: dict | None) -> list[str]:
+    """What differs between two CPUs as :func:`pipeline.archive.cpu` records them (numba's
+    target and features, numpy's SIMD extensions, overrides): last bits may differ, so the
+    comparison goes to ``--rtol``. An archive that records no CPU (made before it did) counts
+    as another CPU: nothing shows that its bits can match."""
+    if not isinstance(archived, dict):
+        return [f"cpu not recorded in the archive -> {(current or {}).get('model') or 'this CPU'}"]
+    current = current or {}
+    keys = ("llvm_target", "llvm_features", "numpy_simd", "overrides")
+    if all(archived.get(k) == current.get(k) for k in keys):
+        return []
+    what = [k for k in keys if archived.get(k) != current.get(k)]
+
+    def name(c: dict) -> str:
+        return f"{c.get('model') or '?'} ({c.get('llvm_target') or '?'})"
+    return [f"cpu {name(archived)} -> {name(current)} ({', '.join(what)} differ)"]
+
+
 def env_differences(archived: dict, current: dict) -> list[str]:
     diffs = []
     if archived.get("python") != current.get("python"):
         diffs.append(f"python {archived.get('python')} -> {current.get('python')}")
     if archived.get("machine") != current.get("machine"):
         diffs.append(f"machine {archived.get('machine')} -> {current.get('machine')}")
+    diffs += cpu_differences(archived.get("cpu"), current.get("cpu"))
     for pkg, v in (archived.get("key_packages") or {}).items():
         w = current["key_packages"].get(pkg)
         if v != w:
@@ -513,7 +540,7 @@ def _ray_environment(address: str | None) -> Iterator[None]:
 
 
 def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = None,
-              rtol: float = 1e-9, progress: bool = True, *, address: str | None = None,
+              rtol: float = DEFAULT_RTOL, progress: bool = True, *, address: str | None = None,
               num_cpus: int | None = None, max_bytes: int = MAX_BYTES,
               max_members: int = MAX_MEMBERS, ignore_columns: tuple[str, ...] = (),
               ignore_files: tuple[str, ...] = (), trust_archive_models: bool = False) -> dict:
@@ -635,8 +662,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--num-cpus", type=_positive_int, default=None, metavar="N",
                     help="CPUs of the local Ray cluster (default: all cores of this machine; the "
                          "archived value is not used)")
-    ap.add_argument("--rtol", type=float, default=1e-9,
-                    help="relative tolerance used when the environment differs (default 1e-9)")
+    ap.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
+                    help="relative tolerance used when the environment (packages, Python or CPU) differs "
+                         f"(default {DEFAULT_RTOL:g}; numbers within {ATOL:g} absolute also agree)")
     ap.add_argument("--max-bytes", type=_size, default=MAX_BYTES, metavar="SIZE",
                     help="refuse an archive whose members declare more uncompressed bytes than "
                          "this (default 2G; suffixes K, M, G, T are powers of 1024)")

@@ -2,6 +2,7 @@
 altered in one place at a time, and reproduced; plus damaged, oversized and hostile archives."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -702,3 +703,30 @@ def test_sigterm_removes_the_temporary_folder(archive, tmp_path):
             proc.kill()
     assert proc.returncode == 130 and err.strip().endswith("error: interrupted"), err
     assert list(tmpdir.glob("lbsweep-reproduce-*")) == []
+
+
+def test_another_cpu_is_another_environment():
+    """Last bits follow the CPU's code paths (numba's target, numpy's SIMD): a rerun on another
+    CPU, or of an archive that recorded none, is compared to --rtol, never bitwise."""
+    from pipeline.archive import cpu, environment
+
+    here = environment()
+    assert here["cpu"] == cpu() and here["cpu"]["llvm_target"] and here["cpu"]["model"] is not None
+    assert rp.env_differences(here, here) == []
+    other = json.loads(json.dumps(here))
+    other["cpu"]["llvm_target"], other["cpu"]["model"] = "skylake-avx512", "Intel Xeon"
+    assert rp.env_differences(other, here) == [
+        f"cpu Intel Xeon (skylake-avx512) -> {here['cpu']['model']} ({here['cpu']['llvm_target']}) (llvm_target differ)"]
+    old = {k: v for k, v in here.items() if k != "cpu"}  # an archive made before the CPU was recorded
+    assert rp.env_differences(old, here) == [f"cpu not recorded in the archive -> {here['cpu']['model'] or 'this CPU'}"]
+    forced = json.loads(json.dumps(here))
+    forced["cpu"]["overrides"] = {"NUMBA_CPU_NAME": "generic"}
+    assert "overrides differ" in rp.env_differences(forced, here)[0]
+
+
+def test_where_bits_may_differ_the_default_tolerance_covers_a_cpu_change():
+    # a refined mean-field value as it moved between an AMD EPYC and an Intel Xeon (issue 43)
+    assert rp.cell_difference(1.5012335128, 1.5012335712, rp.DEFAULT_RTOL, False) is None
+    assert rp.cell_difference(1.5012335128, 1.5012335712, rp.DEFAULT_RTOL, True) is not None
+    assert rp.cell_difference(1e-15, 3e-15, rp.DEFAULT_RTOL, False) is None  # below ATOL
+    assert rp.cell_difference(1.0, 1.0 + 3 * rp.DEFAULT_RTOL, rp.DEFAULT_RTOL, False) is not None
