@@ -507,7 +507,7 @@ def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None,
             parts.append(f"{n_arms - len(generic)} no mean field")
         # the metric and the rule are in the generic report, one line per arm
         print(f"{'' if screen else chr(10)}generic gap check ({_in(analysis.get('report'), folder)}): "
-              f"{n_arms} arms, " + ", ".join(parts))
+              f"{n_arms} arm{'' if n_arms == 1 else 's'}, " + ", ".join(parts))
     elif generic:
         print(f"\nverdicts: the gap of {metric_of(analysis)} to the mean field as N grows:")
         for line in generic:
