@@ -340,7 +340,9 @@ def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable) ->
                 continue
             delivered.add(row["task_id"])
             deliver([row])
-    log.info("executed %d Ray tasks in %.1f s", len(groups), time.perf_counter() - t0)
+    # a Ray task runs a group of the sweep's tasks on one worker (group_tasks): say both counts
+    log.info("executed %d tasks as %d Ray tasks (groups of tasks, one worker each) in %.1f s",
+             sum(map(len, groups)), len(groups), time.perf_counter() - t0)
 
 
 def _failed_row(task: dict, exc: BaseException) -> dict:

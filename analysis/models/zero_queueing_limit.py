@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from analysis import declared
+from analysis.fmt import positive as _positive
 from analysis.fmt import pow10 as _sci10
 
 HEAVY_ENGINE = "heavy_traffic"
@@ -145,6 +146,86 @@ def heavy_path_verdict(heavy: pl.DataFrame, exact: pl.DataFrame | None, top: flo
     return out
 
 
+#: the decades at which the report gives the limit along the path (where the path has them)
+MARK_DECADES = (15, 100, 300)
+
+
+def path_marks(exact: pl.DataFrame | None, heavy: pl.DataFrame | None, x: str = "n_servers") -> dict:
+    """The limit along one arm's whole path (the exact mean field, then the heavy-traffic rows
+    past its end): ``path_marks`` ({decade: ratio} at :data:`MARK_DECADES` where the path has a
+    point there, the exact value where both have one) and ``path_peak`` ({"log10_n", "ratio"}:
+    the path's largest ratio where it lies strictly inside the path, a rise that turns; None
+    otherwise). Only the path's own points: a peak between two of them is not interpolated."""
+    pts: dict[float, float] = {}
+    if heavy is not None and heavy.height:
+        for r in heavy.iter_rows(named=True):
+            q = r["queueing_ratio"]
+            if q is not None and math.isfinite(q):
+                pts[round(float(r["log10_n"]), 6)] = float(q)
+    if exact is not None and exact.height:
+        for r in exact.iter_rows(named=True):
+            q = r["queueing_ratio"]
+            if q is not None and math.isfinite(q) and r[x] is not None:
+                pts[round(math.log10(float(r[x])), 6)] = float(q)
+    if not pts:
+        return {}
+    xs = sorted(pts)
+    marks = {m: pts[float(m)] for m in MARK_DECADES if float(m) in pts}
+    i = max(range(len(xs)), key=lambda j: pts[xs[j]])
+    peak = {"log10_n": xs[i], "ratio": pts[xs[i]]} if 0 < i < len(xs) - 1 else None
+    return {"path_marks": marks, "path_peak": peak}
+
+
+def reading(verdicts: list[dict]) -> str | None:
+    """The sentence that reconciles simulations and limit, from the run's numbers: which rules
+    d = Theta(1/((1-lam) ln k)) (``rule_class`` Theta, the c/((1-lam) ln k) rules) the limit along
+    the path carries to the heavy-traffic form, what it says of them and at what rate, and how
+    far the simulations sit from the mean field at the largest N they share (relative gap,
+    |sim - limit| / limit), the rules that sample as many idle queues as they have tasks
+    (``d (1 - lam) > RHO_LIKE``) apart. None where no Theta rule has a heavy-traffic verdict."""
+    # a rule whose d (1 - lam) reaches RHO_LIKE is the single-task kind (a path too short to
+    # tell omega from Theta may call it Theta): said apart, below
+    theta = [v for v in verdicts if v.get("rule_class") == "Theta" and v.get("heavy_verdict") is not None
+             and v["heavy_rho_at_max"] <= RHO_LIKE]
+    if not theta:
+        return None
+    words = {v["heavy_verdict"] for v in theta}
+    if words == {"vanishing"}:
+        head = ("every c/((1-lam) ln k) rule reaches zero queueing delay in the mean-field limit, but only like "
+                "ln ln k / ln k: no simulation can show it")
+    else:
+        head = "the c/((1-lam) ln k) rules' limit along the path: " + ", ".join(sorted(words))
+
+    def rel(v):
+        g = (v.get("gaps") or [None])[-1]
+        if g is None or not g.get("limit"):
+            return None
+        return g["n"], (g["sim"] - g["limit"]) / g["limit"]
+
+    near = [r for r in map(rel, theta) if r is not None]
+    if not near:
+        return f"{head}."
+    n = max(x for x, _ in near)
+    tail = f". To {_sci10(math.log10(n))} the simulations sit within {_pct(max(abs(r) for _, r in near))} of the mean field on those rules"
+    fast = {}
+    for v in verdicts:
+        if v.get("heavy_verdict") is not None and v["heavy_rho_at_max"] > RHO_LIKE and rel(v) is not None:
+            fast.setdefault(v.get("variant") or v["label"], []).append(rel(v)[1])
+    extra = []
+    for name, rs in fast.items():
+        lo, hi = min(rs), max(rs)
+        way = "above" if lo > 0 else "below" if hi < 0 else "off"
+        size = _pct(max(abs(lo), abs(hi)))
+        extra.append(f"{name} {size} {way} it" + (", a finite-N excess" if way == "above" else ""))
+    return f"{head}{tail}" + (f" ({'; '.join(extra)})" if extra else "") + "."
+
+
+def _pct(r: float) -> str:
+    """A relative gap as a percentage to 1-2 significant digits: 0.2%, 0.006%, 39%."""
+    p = 100 * r
+    return f"{p:.2g}%" if p < 10 else f"{p:.0f}%"
+
+
 def answer_line(v: dict, sim_text: str | None = None) -> str:
     """One rule's answer in one line: the rule as a formula, the simulations' calibrated
     verdict (to which N; ``sim_text``, the verdict with its evidence, else the verdict alone),
@@ -166,7 +247,7 @@ def answer_line(v: dict, sim_text: str | None = None) -> str:
                      f"{rate_text(v)}: limit {v['heavy_verdict']}")
     elif v.get("path_verdict") is not None and v.get("path_n_max") is not None:
         parts.append(f"mean field along the path to N = {_sci10(math.log10(v['path_n_max']))}: "
-                     f"{v['path_ratio_at_max']:.3g} there, limit {v['path_verdict']}")
+                     f"{_positive(v['path_ratio_at_max'])} there, limit {v['path_verdict']}")
     if v.get("drop_at_max_n") is not None:
         parts.append(f"jobs dropped {v['drop_at_max_n']:.3g} at the largest N")
     return " | ".join(parts)

@@ -87,6 +87,7 @@ from analysis.models.zero_queueing.verdicts import (  # noqa: F401
     _sim_text,
     _tail_size,
     answer_lines,
+    console_lines,
     hypotheses,
     path_verdict,
     rule_class,
@@ -176,6 +177,8 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             v["rule_class"] = rule_class(path, x)
         else:
             v["rule_class"] = rule_class(pts, x)
+        if v.get("path_n_max") is not None:  # the exact path's end, kept when the heavy-traffic rows carry it on
+            v.update(exact_n_max=v["path_n_max"], exact_ratio_at_max=v["path_ratio_at_max"])
         hrows = heavy.filter(hcond) if heavy.height else heavy
         if hrows.height:
             heavies[key] = hrows.sort("log10_n")
@@ -185,6 +188,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
                          path_verdict=v["heavy_verdict"], path_note=v["heavy_note"],
                          path_n_max=10.0 ** v["heavy_log10_max"], path_ratio_at_max=v["heavy_ratio_at_max"],
                          path_level=None, path_level_exponent=None, path_top_slope=v.get("path_top_slope"))
+        v.update(zql.path_marks(paths.get(key), heavies.get(key), x))
         verdicts.append(v)
 
     rules = _rule_labels(arms, arm, verdicts)
@@ -217,7 +221,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             metrics.append(("queueing_ratio_level", v["level"], 0, route))
     return {"report": report, "plots": plots, "metrics": metrics, "verdicts": verdicts,
             "summary": summary, "verdicts_json": vpath, "arm_params": arm,
-            "verdict_lines": answer_lines(verdicts)}
+            "verdict_lines": answer_lines(verdicts), "console_lines": console_lines(verdicts)}
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)

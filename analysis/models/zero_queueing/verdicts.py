@@ -11,6 +11,8 @@ import polars as pl
 
 from analysis import asymptotics, style
 from analysis.fit import gap_rate_verdict
+from analysis.fmt import interval as _interval
+from analysis.fmt import positive as _positive
 from analysis.fmt import sci as _sci
 from analysis.models import zero_queueing_limit as zql
 from analysis.models.zero_queueing.fit import floor_fit, power_fit
@@ -264,6 +266,87 @@ def answer_lines(verdicts: list[dict]) -> list[str]:
     return out
 
 
+#: the console's lines are at most this wide (issue 43: the answer on one screen)
+CONSOLE_WIDTH = 120
+
+
+def _sim_short(v: dict, ci: bool = True) -> str:
+    """The simulations' verdict of one arm for the console: the verdict with the one number
+    that carries it (the level of a floor, the slope of a trend, with their 95% intervals when
+    ``ci``), why it is undecided (the rivals fit alike, or fragile), and the drops of a buffered
+    arm. The rivals and p-values are in the report's answer lines (:func:`_sim_text`)."""
+    verdict = v.get("verdict")
+    if verdict == CONVERGES and v.get("level") is not None:
+        text = f"{verdict} {v['level']:.3g}" + (f" {_interval(v['level_lo'], v.get('level_hi'))}" if ci else "")
+    elif verdict == UNDECIDED:
+        text = f"{verdict} ({'fragile' if v.get('unfragile_verdict') else 'fit alike'})"
+    elif verdict in (VANISHING, NOT_VANISHING) and v.get("slope") is not None:
+        band = f" [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}]" if ci and v.get("slope_lo") is not None else ""
+        text = f"{verdict} (slope {v['slope']:.2f}{band})"
+    elif verdict == INCONCLUSIVE:
+        text = f"{verdict} ({v.get('n_points', 0)} points)"
+    else:
+        text = str(verdict)
+    if v.get("fragile") and verdict != UNDECIDED:
+        text += ", fragile"
+    if v.get("drop_at_max_n") is not None:
+        text += f"; jobs dropped {v['drop_at_max_n']:.3g}"
+    return text
+
+
+def _limit_short(v: dict) -> str:
+    """The limit along the path for the console: its value at the end of the exact mean field
+    and at the end of the heavy-traffic path, and the limit's verdict; ``-`` without a path."""
+    if v.get("heavy_verdict") is not None:
+        exact = ""
+        if v.get("exact_n_max") is not None and v["exact_n_max"] < v["path_n_max"]:
+            exact = f"{_positive(v['exact_ratio_at_max'])} at {_sci(v['exact_n_max'])}, "
+        return f"{exact}{_positive(v['path_ratio_at_max'])} at {_sci(v['path_n_max'])}: {v['path_verdict']}"
+    if v.get("path_verdict") is not None and v.get("path_n_max") is not None:
+        return f"{_positive(v['path_ratio_at_max'])} at {_sci(v['path_n_max'])}: {v['path_verdict']}"
+    return "- (no mean field)" if v.get("b") is not None else "-"
+
+
+def console_lines(verdicts: list[dict], width: int = CONSOLE_WIDTH) -> list[str]:
+    """The console's answer on one screen (issue 43): a header, one line per policy and rule
+    (the policy named on its first line; the rule by its variant name, as a formula in the
+    report), each with the simulated queueing ratio at the largest N, the simulations' verdict
+    and the limit along the path; then the reading (:func:`zql.reading`), wrapped. Lines are at
+    most ``width`` characters: where the intervals would make a line wider they are left to the
+    report, the slope's first."""
+    if not verdicts:
+        return []
+    n_sim = max((v["n_max"] for v in verdicts if v.get("n_max")), default=None)
+    at = _sci(n_sim) if n_sim else "-"
+    rows = []
+    for policy in dict.fromkeys(v["policy"] for v in verdicts):
+        group = sorted((v for v in verdicts if v["policy"] == policy), key=lambda v: v.get("b") is not None)
+        for i, v in enumerate(group):
+            ratio = "-" if v.get("ratio_at_max_n") is None else zql.fmt_ratio(v["ratio_at_max_n"])
+            if v.get("n_max") and v["n_max"] != n_sim:
+                ratio += f" ({_sci(v['n_max'])})"
+            rows.append((policy if i == 0 else "", str(v.get("variant") or v["label"]), ratio, v, _limit_short(v)))
+    head = ("policy", "rule for d", f"at {at}", f"simulated to N = {at}: verdict", "mean field along the path: limit")
+
+    def render(ci_slope: bool, ci_level: bool) -> list[str]:
+        cells = [(p, r, q, _sim_short(v, ci=ci_slope if v.get("verdict") != CONVERGES else ci_level), lim)
+                 for p, r, q, v, lim in rows]
+        w = [max(len(c[j]) for c in [head, *cells]) for j in range(4)]
+        return [f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:>{w[2]}}  {c[3]:<{w[3]}}  {c[4]}".rstrip()
+                for c in [head, *cells]]
+
+    for ci_slope, ci_level in ((True, True), (False, True), (False, False)):
+        lines = render(ci_slope, ci_level)
+        if max(map(len, lines)) <= width:
+            break
+    text = zql.reading(verdicts)
+    if text:
+        import textwrap
+
+        lines += textwrap.wrap(f"Reading: {text}", width=width, break_on_hyphens=False)
+    return lines
+
+
 def _drops(pts: pl.DataFrame, x: str) -> dict:
     """The drop probability at the smallest and largest N of an arm with a finite buffer (its
     admitted jobs may all start at once, so its ratio alone says nothing of the jobs lost)."""
@@ -278,7 +361,7 @@ def _drop_text(v: dict) -> str:
     if v.get("drop_at_max_n") is None:
         return ""
     lo, hi = v.get("drop_lo_at_max_n"), v.get("drop_hi_at_max_n")
-    ci = "" if lo is None or hi is None else f" [{lo:.3g}, {hi:.3g}]"
+    ci = "" if lo is None or hi is None else f" {_interval(lo, hi)}"
     return f"; jobs dropped: {v['drop_at_min_n']:.3g} at the smallest N, {v['drop_at_max_n']:.3g}{ci} at the largest"
 
 
@@ -303,8 +386,7 @@ def _sim_text(v: dict) -> str:
         rivals = (f"{formula[v['best_level']]} vs {formula[v['best_zero']]}: "
                   f"p(zero) = {v['p_zero']:.2g}, p(level) = {v['p_level']:.2g}")
     if v.get("verdict") == CONVERGES and v.get("level") is not None:
-        hi = "-" if v.get("level_hi") is None else f"{v['level_hi']:.3g}"
-        extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}]; {rivals})"
+        extra = f" (level {v['level']:.3g} {_interval(v['level_lo'], v.get('level_hi'))}; {rivals})"
     elif v.get("verdict") == UNDECIDED and rivals:
         why = (_fragile_text(v["fragile"])
                if v.get("unfragile_verdict") else "fit alike")
