@@ -13,6 +13,17 @@ bound on reaching layer 2 is above 1e-12), so a job's tasks all start at positio
 ratio is at most that of k tasks all at position 2, ``(E[max of k Gamma(2, 1)] - H_k) / H_k``,
 which falls like ``ln ln k / ln k`` to 0. The verdict is then *vanishing*, with the rate: it is a
 property of the limit along the path that the numbers illustrate, not a fit to them.
+
+Per-task power-of-(kd) (issue 44, item 4; docs/analysis.md, "Per-task power-of-(kd) along the
+path"): its mean field is a closed form at any ``1 - lam``, which the analysis evaluates in logs
+(the model's theory ``per_task_ratio``) at the heavy-traffic rows' N (:func:`far_path`), past the
+exact path's end, and the claim comes from the derived forms: vanishing like ``lam^(kd)`` on rules
+with ``d (1 - lam) ln k`` bounded below, growing without bound like ``ln(1 / (1 - lam)) / (ln(kd)
+H_k)`` with constant d. The batch policies with constant d (no heavy-traffic rows: jobs reach
+layer 2) get the derived lower bound ``E[Q] / (lam H_k) - 1``, which grows without bound
+(``batch_queue_bound``). Every other arm's limit (the exact path's extrapolation,
+:func:`analysis.models.zero_queueing.verdicts.path_verdict`) is *undecided beyond* the path's end
+(:func:`settle_limit`): nothing carries it further.
 """
 from __future__ import annotations
 
@@ -91,7 +102,7 @@ def _bound_and_rate(k: int) -> tuple[float, float]:
 
 
 def heavy_path_verdict(heavy: pl.DataFrame, exact: pl.DataFrame | None, top: float | None,
-                       x: str = "n_servers") -> dict:
+                       x: str = "n_servers", rule: str | None = None) -> dict:
     """The verdict of the limit along the path from one arm's heavy-traffic rows (``log10_n``,
     ``k``, ``d_real``, ``one_minus_lam``, ``queueing_ratio``) and its exact mean-field rows
     (``exact``, on ``x``): module docstring. ``top`` is the path's last ``log10_n`` (the sweep's
@@ -130,6 +141,9 @@ def heavy_path_verdict(heavy: pl.DataFrame, exact: pl.DataFrame | None, top: flo
             i = int(np.argmax(gaps))
             out["heavy_overlap"] = {"gap_max": float(gaps[i]), "at_log10_n": float(both["_x10"][i]),
                                     "n_points": both.height}
+    if "policy" in h.columns and h["policy"][0] == PER_TASK:
+        out.update(_per_task_claim(h, rule))
+        return out
     if top is not None and last["log10_n"] < math.log10(top) - 1e-6:
         out["heavy_note"] = (f"the heavy-traffic form holds only to N = 10^{last['log10_n']:g} on this arm "
                              f"(the path goes to 10^{math.log10(top):g}); no verdict from it")
@@ -138,12 +152,153 @@ def heavy_path_verdict(heavy: pl.DataFrame, exact: pl.DataFrame | None, top: flo
         out["heavy_note"] = f"ratio {ratio:.4g} above the form's bound {bound:.4g}: not judged"
         return out
     out["heavy_verdict"] = "vanishing"
+    out["limit_carried_by"] = "the heavy-traffic form (jobs on layers 0-1, bounded by k tasks at position 2)"
     out["heavy_note"] = (
         f"jobs end on layers 0-1 at every point from 10^{out['heavy_log10_min']:g} (P(layer 2) < 1e-12), so the "
         f"ratio is at most that of k tasks all at position 2 ({bound:.3g} at 10^{last['log10_n']:g}, k = {k}), "
         f"which falls like ln ln k / ln k to 0; the path's ratio there is {ratio:.3g} = "
         f"{ratio / rate:.3g} x ln ln k / ln k")
     return out
+
+
+PER_TASK = "pod_per_task"
+BATCH = ("batch_filling", "batch_sampling")
+#: ``k d (1 - lam)`` (the idle queues a task samples) from which lam^(kd) is below e^-30 (1e-13)
+IDLE_PROBES_MIN = 30.0
+
+
+def _theory(name: str):
+    return declared.theory("dispatch", name)
+
+
+def far_path(row: dict, arm_heavy: pl.DataFrame, heavy: pl.DataFrame, exact: pl.DataFrame | None) -> pl.DataFrame:
+    """The limit rows past the exact path for one arm: its own heavy-traffic rows (``arm_heavy``)
+    if it has any; for pod_per_task, whose mean field is a closed form at any 1 - lam, the exact
+    values in logs (theory ``per_task_ratio``) at the N of the run's heavy-traffic rows (any arm:
+    ``k`` and ``one_minus_lam`` must be one value per N), with the d of the same variant's rows
+    there, else the exact path's d where it is the same at every N (a constant rule; the cap d <=
+    N/k does not bind from 10^10). An empty frame where neither applies."""
+    if arm_heavy.height or row.get("policy") != PER_TASK or heavy.height == 0 or exact is None or exact.height == 0:
+        return arm_heavy
+    coords = heavy.group_by("log10_n").agg(pl.col("k").unique().alias("_k"),
+                                           pl.col("one_minus_lam").unique().alias("_e")).sort("log10_n")
+    if coords.height == 0 or (coords["_k"].list.len() != 1).any() or (coords["_e"].list.len() != 1).any():
+        return arm_heavy.clear()
+    d_of: dict[float, float] = {}
+    if "variant" in heavy.columns and row.get("variant") is not None:
+        for r in heavy.filter(pl.col("variant") == row["variant"]).iter_rows(named=True):
+            if r.get("d_real") is not None:
+                d_of[float(r["log10_n"])] = float(r["d_real"])
+    ds = exact["d"].drop_nulls().unique() if "d" in exact.columns else pl.Series([])
+    const_d = float(ds[0]) if len(ds) == 1 else None
+    ratio = _theory("per_task_ratio")
+    rows = []
+    for r in coords.iter_rows(named=True):
+        lx, k, eps = float(r["log10_n"]), int(r["_k"][0]), float(r["_e"][0])
+        d = d_of.get(lx, const_d)
+        if d is None or eps is None:
+            continue
+        d = min(d, math.floor(10.0 ** min(lx, 300.0) / k))
+        res = ratio(k, d, eps)
+        rows.append({"policy": PER_TASK, "engine": "meanfield (closed form in logs)", "log10_n": lx, "k": k,
+                     "d_real": d, "one_minus_lam": eps, "queueing_ratio": float(res["queueing_ratio"]),
+                     "mean_response": float(res["mean_response"])})
+    return pl.DataFrame(rows) if rows else arm_heavy.clear()
+
+
+def _per_task_claim(h: pl.DataFrame, rule: str | None) -> dict:
+    """The limit of a pod_per_task arm from its rows to the path's end and the derived forms
+    (docs/analysis.md, "Per-task power-of-(kd) along the path")."""
+    form = _theory("per_task_form")
+    forms = [form(int(r["k"]), float(r["d_real"]), float(r["one_minus_lam"])) for r in h.iter_rows(named=True)]
+    last, end = h.row(-1, named=True), float(h["log10_n"][-1])
+    probes = [f["idle_probes"] for f in forms]
+    grow = [f["growing_form"] for f in forms]
+    marks = ", ".join(f"{r['queueing_ratio']:.3g} at 10^{r['log10_n']:g}" for r in h.iter_rows(named=True)
+                      if round(r["log10_n"]) in (15, 30, 100, 200, 300) and abs(r["log10_n"] - round(r["log10_n"])) < 1e-6)
+    out: dict = {}
+    if rule in ("Theta", "omega") and probes[-1] >= IDLE_PROBES_MIN and probes[-1] > probes[0]:
+        out.update(heavy_verdict="vanishing", limit_carried_by="derived form lam^(kd)",
+                   heavy_note=(f"derived: a job waits only when one of its tasks samples no idle queue, so the ratio is "
+                               f"lam^(kd) (1 + O(k lam^(kd))) ~ e^-(k d (1 - lam)); k d (1 - lam) = {probes[-1]:.3g} at "
+                               f"10^{end:g} and, with d (1 - lam) ln k bounded below ({rule} rule), at least c k / ln k "
+                               f"-> infinity; closed form {last['queueing_ratio']:.3g} at 10^{end:g}"),
+                   limit_text=(f"-> 0 like lam^(kd) = e^-(k d (1 - lam)) (derived; k d (1 - lam) = {probes[-1]:.3g} "
+                               f"at 10^{end:g})"))
+    elif rule == "constant" and all(b > a for a, b in zip(grow, grow[1:])):
+        little = forms[-1]["little_bound"]
+        out.update(heavy_verdict="not vanishing", limit_carried_by="derived form ln(1/(1-lam)) / (ln(kd) H_k)",
+                   heavy_note=(f"derived: with d constant a task waits behind about x = ln(1/(1 - lam)) / ln(k d) "
+                               f"tasks ({forms[-1]['levels_ahead']:.3g} at 10^{end:g}), and the ratio grows without "
+                               f"bound like x / H_k ({grow[0]:.3g} at 10^{h['log10_n'][0]:g}, {grow[-1]:.3g} at "
+                               f"10^{end:g}; 0.075 ln N / (ln ln N)^2 on lam = 1 - N^-0.3, k = ln^2 N, d = 2); exact "
+                               f"mean field (closed form) {marks}; a task's mean sojourn alone gives ratio >= "
+                               f"{little:.3g} at 10^{end:g}"),
+                   limit_text=(f"grows without bound like ln(1/(1-lam)) / (ln(kd) H_k) (derived; closed form {marks})"))
+    else:
+        out.update(heavy_verdict="undecided", limit_carried_by=None,
+                   heavy_note=(f"undecided beyond N = 10^{end:g}: the closed form reaches there ({marks}); no derived "
+                               f"form applies to a rule of class {rule!r}"),
+                   limit_text=f"undecided beyond N = 10^{end:g} ({marks})")
+    return out
+
+
+def settle_limit(v: dict, exact: pl.DataFrame | None, heavy: pl.DataFrame, x: str = "n_servers") -> dict:
+    """The limit claim of an arm that no heavy-traffic or closed-form rows carried to the path's
+    end (``heavy_verdict`` None): the exact path's verdict is an extrapolation from its last
+    decades, so it is replaced by what carries a claim past that end, or by *undecided beyond N
+    = <its end>*. Carried: a fixed system (lam and d the same at every N: the mean field is its
+    N -> infinity limit); a batch policy with constant d, growing without bound by the derived
+    bound ``E[Q] / (lam H_k) - 1`` (theory ``batch_queue_bound``). Returns the fields to update."""
+    if v.get("heavy_verdict") is not None or v.get("path_verdict") is None or v.get("path_n_max") is None:
+        return {}
+    end = math.log10(v["path_n_max"])
+    rule = v.get("rule_class")
+    if rule == "fixed":
+        return {"limit_carried_by": "the mean field of a fixed system (lam and d do not change with N)"}
+    if v.get("policy") in BATCH and rule == "constant" and exact is not None and _lam_to_one_k_polylog(exact, x):
+        bound = _theory("batch_queue_bound")
+        top = exact.sort(x).row(-1, named=True)
+        d = float(top["d"])
+        b_end = bound(int(top["k"]), d, 1.0 - float(top["lam"]), v["policy"])
+        at_end = (float(top["mean_queue"]) / (float(top["lam"]) * b_end["h_k"]) - 1.0
+                  if top.get("mean_queue") is not None else None)
+        far = ""
+        if heavy.height:
+            c = heavy.sort("log10_n").row(-1, named=True)
+            b = bound(int(c["k"]), d, float(c["one_minus_lam"]), v["policy"])
+            far = f", {b['bound']:.3g} at 10^{c['log10_n']:g}"
+        base = "d" if v["policy"] == "batch_sampling" else "d + 1"
+        note = (f"derived: grows without bound: ratio >= E[Q] / (lam H_k) - 1 (a job's last task ends no earlier "
+                f"than the mean of its tasks) and, d constant, E[Q] >= sum_i (1 - (1 - lam) g_i)^+ ~ "
+                f"ln(1/(1 - lam)) / ln({base}), which grows without bound as lam -> 1 while ln k does not keep up"
+                + (f"; the bound with the exact E[Q] is {at_end:.3g} at 10^{end:g}" if at_end is not None else "")
+                + f"; the derived bound {b_end['bound']:.3g} "
+                  f"at 10^{end:g}{far} (its rate constant, not the bound's, is not derived)")
+        return {"path_verdict": "not vanishing", "path_note": note, "path_level": None, "path_level_exponent": None,
+                "limit_carried_by": "derived lower bound E[Q] / (lam H_k) - 1",
+                "limit_text": f"grows without bound (derived lower bound E[Q] / (lam H_k) - 1{far})"}
+    return {"path_verdict": "undecided", "path_level": None, "path_level_exponent": None, "limit_carried_by": None,
+            "path_note": (f"undecided beyond N = 10^{end:g}: the exact path ends there and nothing carries a limit "
+                          f"past it (its last decades: {v.get('path_verdict')}, {v.get('path_note')})"),
+            "limit_text": f"undecided beyond N = 10^{end:g}"}
+
+
+def _lam_to_one_k_polylog(exact: pl.DataFrame, x: str) -> bool:
+    """What the batch policies' derived growth needs of the path, checked on its rows: 1 - lam
+    falls like a power of N (log-log slope below -0.05 over the first and the second half alike),
+    and ``ln k / ln(1 / (1 - lam))`` falls (ln k does not keep up with ln(1 / (1 - lam)))."""
+    if not {"lam", "k"} <= set(exact.columns):
+        return False
+    p = exact.filter(pl.col("lam").is_not_null() & (pl.col("lam") < 1.0) & pl.col("k").is_not_null()).sort(x)
+    if p.height < 4:
+        return False
+    ln_n = np.log(p[x].to_numpy().astype(float))
+    ln_e = np.log1p(-p["lam"].to_numpy().astype(float))
+    half = p.height // 2
+    slopes = [(ln_e[j] - ln_e[i]) / (ln_n[j] - ln_n[i]) for i, j in ((0, half), (half, p.height - 1))]
+    ratio = np.log(p["k"].to_numpy().astype(float)) / -ln_e
+    return max(slopes) < -0.05 and ratio[-1] < ratio[half] < ratio[0]
 
 
 #: the decades at which the report gives the limit along the path (where the path has them)
@@ -240,14 +395,18 @@ def answer_line(v: dict, sim_text: str | None = None) -> str:
     if v.get("ratio_at_max_n") is not None and n_sim:
         sim += f", ratio {fmt_ratio(v['ratio_at_max_n'])} at {_sci10(math.log10(n_sim))}"
     parts = [head, f"simulated to N = {_sci10(math.log10(n_sim)) if n_sim else '-'}: {sim}"]
-    if v.get("heavy_verdict") is not None:
+    if v.get("heavy_verdict") is not None and v.get("limit_text"):
+        parts.append(f"mean field along the path to N = {_sci10(v['heavy_log10_max'])}: {v['limit_text']}: "
+                     f"limit {v['heavy_verdict']}")
+    elif v.get("heavy_verdict") is not None:
         marks = v.get("heavy_marks") or {}
         vals = ", ".join(f"{r:.4g} at 10^{m}" for m, r in sorted(marks.items()) if m in (100, 300))
         parts.append(f"mean field along the path to N = {_sci10(v['heavy_log10_max'])}: {vals}; "
                      f"{rate_text(v)}: limit {v['heavy_verdict']}")
     elif v.get("path_verdict") is not None and v.get("path_n_max") is not None:
+        extra = f"; {v['limit_text']}" if v.get("limit_text") else ""
         parts.append(f"mean field along the path to N = {_sci10(math.log10(v['path_n_max']))}: "
-                     f"{_positive(v['path_ratio_at_max'])} there, limit {v['path_verdict']}")
+                     f"{_positive(v['path_ratio_at_max'])} there{extra}, limit {v['path_verdict']}")
     if v.get("drop_at_max_n") is not None:
         parts.append(f"jobs dropped {v['drop_at_max_n']:.3g} at the largest N")
     return " | ".join(parts)

@@ -179,15 +179,16 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             v["rule_class"] = rule_class(pts, x)
         if v.get("path_n_max") is not None:  # the exact path's end, kept when the heavy-traffic rows carry it on
             v.update(exact_n_max=v["path_n_max"], exact_ratio_at_max=v["path_ratio_at_max"])
-        hrows = heavy.filter(hcond) if heavy.height else heavy
+        hrows = zql.far_path(row, heavy.filter(hcond) if heavy.height else heavy, heavy, paths.get(key))
         if hrows.height:
             heavies[key] = hrows.sort("log10_n")
-            v.update(zql.heavy_path_verdict(hrows, paths.get(key), top, x))
+            v.update(zql.heavy_path_verdict(hrows, paths.get(key), top, x, rule=v.get("rule_class")))
             if v.get("heavy_verdict") is not None:  # the limit's verdict comes from the form
                 v.update(path_engine=f"{v.get('path_engine', 'meanfield')} + {zql.HEAVY_ENGINE}",
                          path_verdict=v["heavy_verdict"], path_note=v["heavy_note"],
                          path_n_max=10.0 ** v["heavy_log10_max"], path_ratio_at_max=v["heavy_ratio_at_max"],
                          path_level=None, path_level_exponent=None, path_top_slope=v.get("path_top_slope"))
+        v.update(zql.settle_limit(v, paths.get(key), heavy, x))  # no limit extrapolated past the path's end
         v.update(zql.path_marks(paths.get(key), heavies.get(key), x))
         verdicts.append(v)
 
