@@ -340,7 +340,9 @@ def reading(verdicts: list[dict]) -> str | None:
     (``d (1 - lam) > RHO_LIKE``) apart. None where no Theta rule has a heavy-traffic verdict."""
     # a rule whose d (1 - lam) reaches RHO_LIKE is the single-task kind (a path too short to
     # tell omega from Theta may call it Theta): said apart, below
-    theta = [v for v in verdicts if v.get("rule_class") == "Theta" and v.get("heavy_verdict") is not None
+    # the batch policies' heavy-traffic paths only (pod_per_task's closed-form path falls like
+    # lam^(kd), far below its simulations: said in its own line, not in this sentence)
+    theta = [v for v in verdicts if v.get("rule_class") == "Theta" and _heavy_form(v)
              and v["heavy_rho_at_max"] <= RHO_LIKE]
     if not theta:
         return None
@@ -364,7 +366,7 @@ def reading(verdicts: list[dict]) -> str | None:
     tail = f". To {_sci10(math.log10(n))} the simulations sit within {_pct(max(abs(r) for _, r in near))} of the mean field on those rules"
     fast = {}
     for v in verdicts:
-        if v.get("heavy_verdict") is not None and v["heavy_rho_at_max"] > RHO_LIKE and rel(v) is not None:
+        if _heavy_form(v) and v["heavy_rho_at_max"] > RHO_LIKE and rel(v) is not None:
             fast.setdefault(v.get("variant") or v["label"], []).append(rel(v)[1])
     extra = []
     for name, rs in fast.items():
@@ -375,6 +377,11 @@ def reading(verdicts: list[dict]) -> str | None:
     return f"{head}{tail}" + (f" ({'; '.join(extra)})" if extra else "") + "."
 
 
+def _heavy_form(v: dict) -> bool:
+    """The arm's limit is carried by the heavy-traffic form (the batch policies' engine)."""
+    return v.get("heavy_verdict") is not None and str(v.get("limit_carried_by") or "").startswith("the heavy-traffic form")
+
+
 def _pct(r: float) -> str:
     """A relative gap as a percentage to 1-2 significant digits: 0.2%, 0.006%, 39%."""
     p = 100 * r
@@ -382,31 +389,33 @@ def _pct(r: float) -> str:
 
 
 def answer_line(v: dict, sim_text: str | None = None) -> str:
-    """One rule's answer in one line: the rule as a formula, the simulations' calibrated
-    verdict (to which N; ``sim_text``, the verdict with its evidence, else the verdict alone),
-    the mean field along the path (its values at 10^100 and at its end), the asymptotic form
-    and the verdict of the limit."""
+    """One rule's answer in one line (the report's): the rule as a formula; what the simulations
+    show over their range (the trend, the ratio at the largest N, and ``sim_text``, the rival
+    test on the points, which claims no limit); how they sit against the limit path; the limit
+    claim with what carries it, and the path's values (claims.py; module docstring)."""
     rule = v.get("rule_text") or v.get("label")
     if v.get("rule_text") and v.get("b") is not None:
         rule += f", buffer b = {v['b']}"
     head = f"{v.get('variant') or v['label']}: {rule}" if v.get("rule_text") else rule
     n_sim = v.get("n_max")
-    sim = sim_text or v.get("verdict")
+    sim = v.get("trend_text") or "-"
     if v.get("ratio_at_max_n") is not None and n_sim:
         sim += f", ratio {fmt_ratio(v['ratio_at_max_n'])} at {_sci10(math.log10(n_sim))}"
-    parts = [head, f"simulated to N = {_sci10(math.log10(n_sim)) if n_sim else '-'}: {sim}"]
-    if v.get("heavy_verdict") is not None and v.get("limit_text"):
-        parts.append(f"mean field along the path to N = {_sci10(v['heavy_log10_max'])}: {v['limit_text']}: "
-                     f"limit {v['heavy_verdict']}")
+    if sim_text:
+        sim += f" (rival test on these points: {sim_text})"
+    parts = [head, f"simulated: {sim}", f"against the limit path: {v.get('follows_text') or '-'}"]
+    limit = f"limit: **{v.get('limit') or '-'}**"
+    if v.get("limit_carrier"):
+        limit += f", carried by {v['limit_carrier']}"
+    if v.get("limit_text"):
+        limit += f"; {v['limit_text']}"
     elif v.get("heavy_verdict") is not None:
         marks = v.get("heavy_marks") or {}
         vals = ", ".join(f"{r:.4g} at 10^{m}" for m, r in sorted(marks.items()) if m in (100, 300))
-        parts.append(f"mean field along the path to N = {_sci10(v['heavy_log10_max'])}: {vals}; "
-                     f"{rate_text(v)}: limit {v['heavy_verdict']}")
-    elif v.get("path_verdict") is not None and v.get("path_n_max") is not None:
-        extra = f"; {v['limit_text']}" if v.get("limit_text") else ""
-        parts.append(f"mean field along the path to N = {_sci10(math.log10(v['path_n_max']))}: "
-                     f"{_positive(v['path_ratio_at_max'])} there{extra}, limit {v['path_verdict']}")
+        limit += f"; mean field along the path to N = {_sci10(v['heavy_log10_max'])}: {vals}; {rate_text(v)}"
+    elif v.get("path_n_max") is not None:
+        limit += f"; mean field {_positive(v['path_ratio_at_max'])} at N = {_sci10(math.log10(v['path_n_max']))}"
+    parts.append(limit)
     if v.get("drop_at_max_n") is not None:
         parts.append(f"jobs dropped {v['drop_at_max_n']:.3g} at the largest N")
     return " | ".join(parts)

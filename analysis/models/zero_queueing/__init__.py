@@ -45,6 +45,7 @@ import polars as pl
 from analysis.aggregate import LIMIT_ENGINES, aggregate, check_params
 from analysis.fit import arm_columns
 from analysis.models import zero_queueing_limit as zql
+from analysis.models.zero_queueing import claims
 from analysis.models.zero_queueing.arms import _arm_key, _constant, _fixed_text, _key_label, _label, _rule_labels  # noqa: F401
 from analysis.models.zero_queueing.fit import (  # noqa: F401
     _B_GRID,
@@ -190,6 +191,16 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
                          path_level=None, path_level_exponent=None, path_top_slope=v.get("path_top_slope"))
         v.update(zql.settle_limit(v, paths.get(key), heavy, x))  # no limit extrapolated past the path's end
         v.update(zql.path_marks(paths.get(key), heavies.get(key), x))
+        # two claims kept apart (claims.py): the simulations' trend over their range and how they
+        # follow the limit path; the limit claim is the path's, named with what carries it. The
+        # rival test on the simulated points stays as ``range_test`` (its rivals include no shape
+        # that turns beyond the largest N, so it claims no limit)
+        v["n_min"] = pts[x].min() if pts.height else None
+        v.update(claims.trend(v))
+        v.update(claims.follows(v))
+        v.update(claims.limit_claim(v))
+        v["range_test"], v["range_test_note"] = v.pop("verdict"), v.pop("note")
+        v["verdict"] = v["limit"]
         verdicts.append(v)
 
     rules = _rule_labels(arms, arm, verdicts)
@@ -218,8 +229,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         route = {c: v[c] for c in ("policy", "engine", *arm) if v.get(c) is not None}
         if v["slope"] is not None:
             metrics.append(("queueing_ratio_slope", v["slope"], 0, route))
-        if v["verdict"] == CONVERGES:
-            metrics.append(("queueing_ratio_level", v["level"], 0, route))
+
     return {"report": report, "plots": plots, "metrics": metrics, "verdicts": verdicts,
             "summary": summary, "verdicts_json": vpath, "arm_params": arm,
             "verdict_lines": answer_lines(verdicts), "console_lines": console_lines(verdicts)}

@@ -12,7 +12,6 @@ import polars as pl
 from analysis import asymptotics, style
 from analysis.fit import gap_rate_verdict
 from analysis.fmt import interval as _interval
-from analysis.fmt import positive as _positive
 from analysis.fmt import sci as _sci
 from analysis.models import zero_queueing_limit as zql
 from analysis.models.zero_queueing.fit import floor_fit, power_fit
@@ -270,53 +269,61 @@ def answer_lines(verdicts: list[dict]) -> list[str]:
 CONSOLE_WIDTH = 120
 
 
-def _sim_short(v: dict, ci: bool = True) -> str:
-    """The simulations' verdict of one arm for the console: the verdict with the one number
-    that carries it (the level of a floor, the slope of a trend, with their 95% intervals when
-    ``ci``), why it is undecided (the rivals fit alike, or fragile), and the drops of a buffered
-    arm. The rivals and p-values are in the report's answer lines (:func:`_sim_text`)."""
-    verdict = v.get("verdict")
-    if verdict == CONVERGES and v.get("level") is not None:
-        text = f"{verdict} {v['level']:.3g}" + (f" {_interval(v['level_lo'], v.get('level_hi'))}" if ci else "")
-    elif verdict == UNDECIDED:
-        text = f"{verdict} ({'fragile' if v.get('unfragile_verdict') else 'fit alike'})"
-    elif verdict in (VANISHING, NOT_VANISHING) and v.get("slope") is not None:
-        band = f" [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}]" if ci and v.get("slope_lo") is not None else ""
-        text = f"{verdict} (slope {v['slope']:.2f}{band})"
-    elif verdict == INCONCLUSIVE:
-        text = f"{verdict} ({v.get('n_points', 0)} points)"
+def _trend_short(v: dict) -> str:
+    """The simulations' trend over their range for the console (claims.trend): falling or rising
+    with the power-law rate, flat, or below 1e-3; a buffered arm's drops beside it."""
+    t = v.get("trend")
+    if t in ("falling", "rising") and v.get("slope") is not None:
+        text = f"{t} N^{v['slope']:.2f}"
+    elif t == "zero":
+        text = f"< {RATIO_ZERO:g}"
     else:
-        text = str(verdict)
-    if v.get("fragile") and verdict != UNDECIDED:
-        text += ", fragile"
+        text = str(t or "-")
+    if v.get("trend_upper") not in (None, t):
+        text += f", {v['trend_upper']} at top"
     if v.get("drop_at_max_n") is not None:
-        text += f"; jobs dropped {v['drop_at_max_n']:.3g}"
+        text += f"; drops {v['drop_at_max_n']:.2g}"
     return text
 
 
+def _path_short(v: dict) -> str:
+    """The simulations against the limit path at the largest N they share (claims.follows)."""
+    if v.get("rel_gap") is None:
+        return "-" if not v.get("gaps") else "limit < 1e-3"
+    from analysis.models.zero_queueing.claims import _pct
+
+    lo, hi = v.get("rel_gap_lo"), v.get("rel_gap_hi")
+    band = "" if lo is None or hi is None else f" +-{_pct((hi - lo) / 2, sign=False)}"
+    return f"{'on it: ' if v.get('follows') else ''}{_pct(v['rel_gap'])}{band}"
+
+
+#: the console's words for what carries a limit claim (claims.limit_claim's ``limit_carrier``)
+_CARRIER_SHORT = (("the heavy-traffic form", "heavy-traffic form"), ("derived form lam^(kd)", "derived: like lam^(kd)"),
+                  ("derived form ln(1/(1-lam))", "derived form"),
+                  ("derived lower bound", "derived lower bound"), ("the mean field of a fixed system", "fixed system"),
+                  ("b = 1", "b = 1: no task waits"))
+
+
 def _limit_short(v: dict) -> str:
-    """The limit along the path for the console: its value at the end of the exact mean field
-    and at the end of the heavy-traffic path, and the limit's verdict; ``-`` without a path."""
-    if v.get("heavy_verdict") is not None:
-        exact = ""
-        if v.get("exact_n_max") is not None and v["exact_n_max"] < v["path_n_max"]:
-            exact = f"{_positive(v['exact_ratio_at_max'])} at {_sci(v['exact_n_max'])}, "
-        return f"{exact}{_positive(v['path_ratio_at_max'])} at {_sci(v['path_n_max'])}: {v['path_verdict']}"
-    if v.get("path_verdict") is not None and v.get("path_n_max") is not None:
-        return f"{_positive(v['path_ratio_at_max'])} at {_sci(v['path_n_max'])}: {v['path_verdict']}"
-    return "- (no mean field)" if v.get("b") is not None else "-"
+    """The limit claim for the console, with what carries it in a few words."""
+    claim, carrier = v.get("limit") or "-", v.get("limit_carrier") or ""
+    short = next((w for prefix, w in _CARRIER_SHORT if carrier.startswith(prefix)), None)
+    if claim == "not vanishing" and short and short.startswith("derived"):
+        claim = "grows without bound"
+    return f"{claim} ({short})" if short else claim
 
 
 def console_lines(verdicts: list[dict], width: int = CONSOLE_WIDTH) -> list[str]:
-    """The console's answer on one screen (issue 43): a header, one line per policy and rule
-    (the policy named on its first line; the rule by its variant name, as a formula in the
-    report), each with the simulated queueing ratio at the largest N, the simulations' verdict
-    and the limit along the path; then the reading (:func:`zql.reading`), wrapped. Lines are at
-    most ``width`` characters: where the intervals would make a line wider they are left to the
-    report, the slope's first."""
+    """The console's answer on one screen: a header, one line per policy and rule (the policy
+    named on its first line; the rule by its variant name, as a formula in the report), each
+    with the simulated queueing ratio at the largest N, its trend over the simulated range, how
+    it sits against the limit path at the largest N they share, and the limit claim with what
+    carries it; then the reading (:func:`zql.reading`), wrapped. Lines are at most ``width``
+    characters (the limit column is cut with "..." past it: the report has it whole)."""
     if not verdicts:
         return []
     n_sim = max((v["n_max"] for v in verdicts if v.get("n_max")), default=None)
+    n_lo = min((v["n_min"] for v in verdicts if v.get("n_min")), default=None)
     at = _sci(n_sim) if n_sim else "-"
     rows = []
     for policy in dict.fromkeys(v["policy"] for v in verdicts):
@@ -325,20 +332,15 @@ def console_lines(verdicts: list[dict], width: int = CONSOLE_WIDTH) -> list[str]
             ratio = "-" if v.get("ratio_at_max_n") is None else zql.fmt_ratio(v["ratio_at_max_n"])
             if v.get("n_max") and v["n_max"] != n_sim:
                 ratio += f" ({_sci(v['n_max'])})"
-            rows.append((policy if i == 0 else "", str(v.get("variant") or v["label"]), ratio, v, _limit_short(v)))
-    head = ("policy", "rule for d", f"at {at}", f"simulated to N = {at}: verdict", "mean field along the path: limit")
-
-    def render(ci_slope: bool, ci_level: bool) -> list[str]:
-        cells = [(p, r, q, _sim_short(v, ci=ci_slope if v.get("verdict") != CONVERGES else ci_level), lim)
-                 for p, r, q, v, lim in rows]
-        w = [max(len(c[j]) for c in [head, *cells]) for j in range(4)]
-        return [f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:>{w[2]}}  {c[3]:<{w[3]}}  {c[4]}".rstrip()
-                for c in [head, *cells]]
-
-    for ci_slope, ci_level in ((True, True), (False, True), (False, False)):
-        lines = render(ci_slope, ci_level)
-        if max(map(len, lines)) <= width:
-            break
+            rows.append((policy if i == 0 else "", str(v.get("variant") or v["label"]), ratio,
+                         _trend_short(v), _path_short(v), _limit_short(v)))
+    span = f"{_sci(n_lo)}..{at}" if n_lo else at
+    head = ("policy", "rule", f"at {at}", f"trend {span}", "vs limit path", "limit as N -> inf (carried by)")
+    w = [max(len(c[j]) for c in [head, *rows]) for j in range(5)]
+    lines = []
+    for c in [head, *rows]:
+        line = f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:>{w[2]}}  {c[3]:<{w[3]}}  {c[4]:<{w[4]}}  {c[5]}".rstrip()
+        lines.append(line if len(line) <= width else line[:width - 3] + "...")
     text = zql.reading(verdicts)
     if text:
         import textwrap
@@ -385,21 +387,21 @@ def _sim_text(v: dict) -> str:
     if v.get("best_zero") is not None:
         rivals = (f"{formula[v['best_level']]} vs {formula[v['best_zero']]}: "
                   f"p(zero) = {v['p_zero']:.2g}, p(level) = {v['p_level']:.2g}")
-    if v.get("verdict") == CONVERGES and v.get("level") is not None:
+    if v.get("range_test") == CONVERGES and v.get("level") is not None:
         extra = f" (level {v['level']:.3g} {_interval(v['level_lo'], v.get('level_hi'))}; {rivals})"
-    elif v.get("verdict") == UNDECIDED and rivals:
+    elif v.get("range_test") == UNDECIDED and rivals:
         why = (_fragile_text(v["fragile"])
                if v.get("unfragile_verdict") else "fit alike")
         extra = f" ({why}; {rivals})"
     elif v.get("slope") is not None:
         test = ""
-        if v.get("p_zero") is not None and v.get("verdict") == VANISHING:
+        if v.get("p_zero") is not None and v.get("range_test") == VANISHING:
             test = f"; every floor rejected, p = {v['p_level']:.2g} ({formula[v['best_level']]})"
-        elif v.get("p_zero") is not None and v.get("verdict") == NOT_VANISHING:
+        elif v.get("p_zero") is not None and v.get("range_test") == NOT_VANISHING:
             test = f"; every decay to zero rejected, p = {v['p_zero']:.2g} ({formula[v['best_zero']]})"
         extra = f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}]{test})"
     else:
         extra = ""
-    if v.get("fragile") and v.get("verdict") != UNDECIDED:
+    if v.get("fragile") and v.get("range_test") != UNDECIDED:
         extra += f" [{_fragile_text(v['fragile'])}]"
-    return f"{v['verdict']}{extra}"
+    return f"{v['range_test']}{extra}"
