@@ -188,11 +188,14 @@ def plot_estimates(
     x: str = "n_servers",
     metric: str = "mean_response",
     arm_params: Sequence[str] | None = None,
+    rules: style.RuleStyles | None = None,
 ) -> list[Path]:
     """Per policy: ``metric`` vs ``x`` per arm; simulation with CI error bars, mean field dashed.
 
     If ``x`` has a single value (e.g. a sweep over the load at fixed N), the figure is drawn
     against the arm parameter with the most values instead (see the module docstring).
+    A simulated series takes its rule's colour (``rules``, :func:`rule_styles`: the same in
+    every figure of the run); two simulation engines in one panel differ by marker and line.
     """
     outdir = Path(outdir)
     data = agg.filter(pl.col("n_rep") >= 1).filter(pl.col(metric).is_not_null())
@@ -201,6 +204,8 @@ def plot_estimates(
     engines_all = data["engine"].unique().to_list()
     paths = []
     for policy, pol, xp, arm_params, all_arms, varying, fixed in _policies(agg, data, params, x, arm_params):
+        if rules is None:
+            rules = rule_styles(data, arm_params)
         # one y scale for every panel of the policy: log when a load sweep spans decades
         log_y = xp != x and _positive_spread(pol[metric].to_numpy())
         for part, arms in _chunks(all_arms, _PANELS_PER_FIGURE):
@@ -220,13 +225,13 @@ def plot_estimates(
                         else:
                             ax.plot(xs, ys, lw=1.2, label=style.engine_name(engine), **kw)
                         continue
-                    c = style.color(n_sim)
-                    mk = style.marker(n_sim)
+                    c = _series_color(rules, arm, arm_params, n_sim, xp != x)
+                    mk, ls = _ENGINE_MARKS[n_sim % len(_ENGINE_MARKS)]
                     n_sim += 1
                     lo = e[f"{metric}_lo"].fill_null(np.nan).to_numpy()
                     hi = e[f"{metric}_hi"].fill_null(np.nan).to_numpy()
                     yerr = np.nan_to_num(np.vstack([ys - lo, hi - ys]), nan=0.0)
-                    ax.errorbar(xs, ys, yerr=yerr, fmt=f"{mk}-", ms=4, capsize=3, color=c,
+                    ax.errorbar(xs, ys, yerr=yerr, fmt=f"{mk}{ls}", ms=4, capsize=3, color=c,
                                 label=f"{style.engine_name(engine)} (95% CI)")
                 _x_axis(ax, xp, sub[xp].cast(pl.Float64).to_numpy(), engines_all)
                 ys_all = sub[metric].to_numpy()
@@ -238,8 +243,8 @@ def plot_estimates(
                                                       if e not in LIMIT_ENGINES)):
                         e = sub.filter((pl.col("engine") == engine) & (pl.col(f"{metric}_lo") <= 0))
                         if e.height:
-                            style.mark_ci_to_zero(ax, e[xp].cast(pl.Float64).to_numpy(),
-                                                  e[metric].to_numpy(), style.color(j))
+                            style.mark_ci_to_zero(ax, e[xp].cast(pl.Float64).to_numpy(), e[metric].to_numpy(),
+                                                  _series_color(rules, arm, arm_params, j, xp != x))
                             ax.plot([], [], **_zero_kw())
                 title = style.policy_name(policy)
                 if varying:
@@ -257,6 +262,27 @@ def _zero_kw() -> dict:
     h = style.ci_zero_handle()
     return {"color": h.get_color(), "lw": h.get_linewidth(), "ls": h.get_linestyle(),
             "marker": h.get_marker(), "ms": h.get_markersize(), "label": style.CI_ZERO_LABEL}
+
+
+#: how the simulation engines of one panel differ when they share their rule's colour
+_ENGINE_MARKS: tuple[tuple[str, str], ...] = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))
+
+
+def rule_styles(rows: pl.DataFrame, arm_params: Sequence[str]) -> style.RuleStyles:
+    """The colour of each rule (:func:`analysis.style.rule_of`) in every figure of a run, from
+    its simulated rows (limits take the colour of the rule they belong to)."""
+    sims = rows.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))) if "engine" in rows.columns else rows
+    cols = [c for c in ("variant", *arm_params) if c in sims.columns]
+    return style.RuleStyles.from_rows(sims.select(list(dict.fromkeys(cols))).unique() if cols else sims.head(0), arm_params)
+
+
+def _series_color(rules: style.RuleStyles | None, arm: dict, arm_params: Sequence[str], i: int,
+                  own_axis: bool) -> str:
+    """The rule's colour of a panel's series; where the x axis is itself a parameter of the arm
+    (a load sweep drawn against lam) the panel is not one rule: the i-th palette colour."""
+    if rules is None or own_axis:
+        return style.color(i)
+    return rules.color(style.rule_of(arm, arm_params))
 
 
 def _draw_refined(ax, refined: pl.DataFrame, x: str, metric: str, mf_value: float | None,
@@ -285,6 +311,7 @@ def plot_gaps(
     metric: str = "mean_response",
     arm_params: Sequence[str] | None = None,
     refined: pl.DataFrame | None = None,
+    rules: style.RuleStyles | None = None,
 ) -> list[Path]:
     """Per policy: ``|gap|`` vs ``x`` on log-log axes, one series per (engine, arm), fitted lines.
 
@@ -293,6 +320,8 @@ def plot_gaps(
     interval reaches 0 the lower bar is an arrow to the bottom of the panel. Each fitted line
     is drawn over its fitted range, with a reference slope 1/N (dashed black) beside it. At most
     ``style.MAX_SERIES`` series per panel: more are split into panels by an arm parameter.
+    A series takes its rule's colour and marker (``rules``, :func:`rule_styles`); engines of one
+    rule in a panel differ by marker.
     Rows of ``REFINED_ENGINES`` are not series; they go to :func:`_draw_refined`: those of
     ``refined`` (the aggregate's refined rows, as :func:`make_plots` passes them), else any in ``cmp``.
     """
@@ -309,6 +338,8 @@ def plot_gaps(
     if arm_params is None:
         arm_params = arm_columns(cmp, params, x)
     engines_all = data["engine"].unique().to_list()
+    if rules is None:
+        rules = rule_styles(data, arm_params)
     paths = []
     for policy in sorted(data["policy"].unique().to_list()):
         pol = data.filter(pl.col("policy") == policy)
@@ -322,9 +353,13 @@ def plot_gaps(
             shown = [p for p in varying if p not in held]
             xs_panel, g_panel = [], []
             refined_drawn = False
+            n_engines = len({s["engine"] for s in group})
             for i, s in enumerate(group):
                 sub = _match(pol, s, keys).sort(x)
-                color, mk = style.color(i), style.marker(i)
+                rule = style.rule_of(s, arm_params)
+                color, mk = rules.color(rule), rules.marker(rule)
+                if n_engines > 1:  # one rule drawn by several engines: the marker tells them apart
+                    mk = _ENGINE_MARKS[sorted({g["engine"] for g in group}).index(s["engine"])][0]
                 xs = sub[x].cast(pl.Float64).to_numpy()
                 xd = style.dodge(xs, i, len(group)) if len(group) > 1 else xs  # drawn at
                 g = np.abs(sub[gcol].to_numpy())
@@ -352,9 +387,9 @@ def plot_gaps(
                 if to_zero.any():
                     any_zero = True
                     style.mark_ci_to_zero(ax, xd[to_zero], g[to_zero], color)
-                if fit is not None:
-                    xx = np.geomspace(fit["x_min"], fit["x_max"], 50)
-                    ax.plot(xx, np.exp(fit["intercept"]) * xx ** fit["slope"], "-", color=color, lw=1.2)
+                if fit is not None:  # over the N it was fitted on only
+                    ax.plot(*style.fitted_line([fit["x_min"], fit["x_max"]], fit["intercept"], fit["slope"]),
+                            "-", color=color, lw=1.2)
                 if refined is not None and refined.height:
                     rkeys = [k for k in arm_params if k in refined.columns and k != "engine"]
                     mf = sub[f"{metric}_mf"].drop_nulls() if f"{metric}_mf" in sub.columns else None
@@ -400,8 +435,13 @@ def plot_tails(
     outdir: Path,
     x: str = "n_servers",
     arm_params: Sequence[str] | None = None,
+    rules: style.RuleStyles | None = None,
 ) -> list[Path]:
-    """Per policy and arm: the tail ``s_i`` at the largest ``x`` of each engine (log y).
+    """Per policy and arm: the simulated tail ``s_i`` at the largest simulated ``x`` (log y),
+    against the mean field at that simulation's own point (:func:`_limit_at`: the limit row
+    with the same parameters, at the same ``x`` where the limit has rows along ``x``); a limit
+    row with other parameters is drawn only with its own point in the label, never as the
+    simulation's mean field.
 
     Levels are integers (integer ticks); a tail still positive at its last recorded level (the
     run's ``max_level``) is cut there, and a dotted line at that level says so. When ``x`` has
@@ -430,10 +470,18 @@ def plot_tails(
             for ax, (arm, vals) in zip(axes, group):
                 sub = _match(pol, arm, arm_params)
                 curves = []  # (engine, value of x or xp, tail, colour index or None)
-                for engine in sorted(sub["engine"].unique().to_list()):
+                limit_label: dict[str, str] = {}
+                engines = sorted(sub["engine"].unique().to_list(), key=lambda e: (e in LIMIT_ENGINES, e))
+                sim_last = None  # the simulated row the limits are drawn at
+                for engine in engines:
                     e = sub.filter(pl.col("engine") == engine)
                     if vals is None:
-                        last = e.sort(x).row(e.height - 1, named=True)
+                        if engine in LIMIT_ENGINES:
+                            last, limit_label[engine] = _limit_at(e, sim_last, x, params, engines_all)
+                        else:
+                            last = e.sort(x).row(e.height - 1, named=True)
+                            if sim_last is None or last[x] > sim_last[x]:
+                                sim_last = last
                         curves.append((engine, last[x], np.asarray(last["tail"], dtype=float), None))
                     else:
                         for j, v in enumerate(vals):
@@ -457,12 +505,18 @@ def plot_tails(
                     if tail.size <= top and style.tail_is_cut(tail, _TAIL_FLOOR):
                         cut = max(cut, tail.size)
                     limit = engine in LIMIT_ENGINES
+                    # a tail of one level (a buffer of 1: no server holds 2 tasks) is a point: larger
+                    ms = 7 if np.isfinite(t).sum() == 1 else None
                     if j is None:
                         if limit:
-                            kw = {"marker": "s", "mfc": "none", "ms": 4, **_limit_style(engine)}
-                            ax.plot(levels, t, lw=1.2, label=style.engine_name(engine), **kw)
+                            kw = {"marker": "s", "mfc": "none", "ms": ms or 4, **_limit_style(engine)}
+                            ax.plot(levels, t, lw=1.2, label=limit_label.get(engine, style.engine_name(engine)), **kw)
                         else:
-                            ax.plot(levels, t, f"{style.marker(n_sim)}-", color=style.color(n_sim), ms=3,
+                            mk, ls = _ENGINE_MARKS[n_sim % len(_ENGINE_MARKS)]
+                            ax.plot(levels, t, f"{mk}{ls}", color=_series_color(rules, arm, arm_params, n_sim, False),
+                                    ms=ms or 3, label="_nolegend_")
+                            # the figure's one legend: in grey (the colour is the panel's rule)
+                            ax.plot([], [], f"{mk}{ls}", color="0.3", ms=3,
                                     label=f"{style.engine_name(engine)}, {style.symbol(x, engines_all)} = {_fmt(xv)}")
                             n_sim += 1
                     else:
@@ -493,6 +547,12 @@ def plot_tails(
                 else:
                     style.log_axis(ax, "y", [_TAIL_FLOOR, 1.0])
                 style.integer_axis(ax, "x")
+                if top < 2:  # one level: an axis of two levels, not a sliver around 1
+                    ax.set_xlim(0.5, 2.5)
+                    ax.set_xticks([1, 2])
+                    if any(t.size > 1 and np.all(t[1:] <= _TAIL_FLOOR) for _, _, t, _ in curves):
+                        ax.text(0.97, 0.95, "$s_i$ = 0 for i ≥ 2\n(not on the log axis)", transform=ax.transAxes,
+                                ha="right", va="top", fontsize=7, color="0.3")
                 ax.set_xlabel(style.label("level"))
                 ax.set_ylabel(style.label("tail"))
                 title = style.policy_name(policy)
@@ -505,12 +565,38 @@ def plot_tails(
             if xp == x:
                 style.figure_legend(fig, axes, ncol=3)
             sx, sxp = style.symbol(x, engines_all), style.symbol(xp, engines_all)
-            prefix = (f"tail at the largest {sx} of each engine" if xp == x
+            prefix = (f"tail at the largest simulated {sx}, the mean field at the same point" if xp == x
                       else f"tail at {sx} = {_fmt(pol[x][0])}, one curve per {sxp}"
                       if pol[x].n_unique() == 1 else f"tail at the largest {sx}")
             _caption(fig, group[0][0], fixed, prefix=prefix, engines=engines_all)
             paths.append(_save(fig, outdir, f"tail_{_slug(policy)}", part))
     return paths
+
+
+def _limit_at(rows: pl.DataFrame, sim: dict | None, x: str, params: Sequence[str],
+               engines: Sequence[str] = ()) -> tuple[dict, str]:
+    """The limit row of one arm to draw beside the simulated row ``sim``, and its legend label.
+
+    The limit at the simulation's own point: equal on every parameter both rows carry (but the
+    run length), ``x`` included where the limit has a row there (a mean field along a path
+    whose lam, k and d change with N has one at every simulated N). Where no row has the
+    simulation's parameters, the limit's last row, labelled with the parameters that differ:
+    it is another point, and the label says which."""
+    name = style.engine_name(rows["engine"][0]) if rows.height else "limit"
+    ordered = rows.sort(x, nulls_last=True)
+    if sim is None:
+        return ordered.row(ordered.height - 1, named=True), name
+    cols = [c for c in params if c in rows.columns and c not in _RUN_LENGTH and c != x and sim.get(c) is not None
+            and rows[c].null_count() < rows.height]
+    same = _match(ordered, sim, cols)
+    if same.height:
+        here = same.filter(pl.col(x) == sim[x]) if x in same.columns and same[x].null_count() < same.height \
+            else same.head(0)
+        row = here.row(0, named=True) if here.height else same.row(same.height - 1, named=True)
+        return row, f"{name} at the simulation's parameters"
+    last = ordered.row(ordered.height - 1, named=True)
+    other = [c for c in [x, *cols] if last.get(c) is not None and last.get(c) != sim.get(c)]
+    return last, f"{name} at another point: {style.param_text(last, other, engines)} (not the simulation's)"
 
 
 def make_plots(
@@ -536,8 +622,12 @@ def make_plots(
     params = check_params(agg, params, x)
     if arm_params is None:
         arm_params = arm_columns(agg.filter(pl.col("n_rep") >= 1), params, x)
-    paths = plot_estimates(agg, params, outdir, x=x, metric=metric, arm_params=arm_params)
+    # one colour per rule in every figure of the run (the zero-queueing figures build theirs
+    # from the same simulated rows: analysis.models.zero_queueing.arms)
+    rules = rule_styles(agg.filter(pl.col("n_rep") >= 1), arm_params)
+    paths = plot_estimates(agg, params, outdir, x=x, metric=metric, arm_params=arm_params, rules=rules)
     refined = agg.filter(pl.col("engine").is_in(list(REFINED_ENGINES))) if "engine" in agg.columns else None
-    paths += plot_gaps(cmp, fits, params, outdir, x=x, metric=metric, arm_params=arm_params, refined=refined)
-    paths += plot_tails(agg, params, outdir, x=x, arm_params=arm_params)
+    paths += plot_gaps(cmp, fits, params, outdir, x=x, metric=metric, arm_params=arm_params, refined=refined,
+                       rules=rules)
+    paths += plot_tails(agg, params, outdir, x=x, arm_params=arm_params, rules=rules)
     return paths
