@@ -33,6 +33,9 @@ from analysis.fmt import value as _fmt
 __all__ = ["make_plots", "plot_estimates", "plot_gaps", "plot_tails", "arm_label", "REFINED_ENGINES"]
 
 _PANELS_PER_FIGURE = 12
+#: a fit whose reduced chi-square exceeds this misses its own points by several SEs: its legend
+#: entry says so (the line is still drawn, over the fitted points only)
+POOR_FIT_CHI2 = 3.0
 _TAIL_FLOOR = 1e-12  # tail levels below this in every curve are not drawn
 #: run-length parameters: never the x axis of a figure in place of N
 _RUN_LENGTH = frozenset({"events", "time", "T", "cap"})
@@ -318,7 +321,10 @@ def plot_gaps(
     Filled markers: significant points (``|gap| > 2 se`` and the 95% CI excludes 0: the points
     the fit uses); hollow: not significant. Error bars are the 95% CI of the gap; where the
     interval reaches 0 the lower bar is an arrow to the bottom of the panel. Each fitted line
-    is drawn over its fitted range, with a reference slope 1/N (dashed black) beside it. At most
+    is drawn over the range of the points it was fitted on only (:func:`analysis.style.fitted_line`,
+    never across the axis), with a reference slope 1/N (dashed black) beside it; no line where
+    the significant gaps have both signs (not one power law), and the reduced chi-square in the
+    legend where it is above :data:`POOR_FIT_CHI2`. At most
     ``style.MAX_SERIES`` series per panel: more are split into panels by an arm parameter.
     A series takes its rule's colour and marker (``rules``, :func:`rule_styles`); engines of one
     rule in a panel differ by marker.
@@ -347,7 +353,8 @@ def plot_gaps(
         series = pol.select(keys).unique().sort(keys, nulls_last=True).to_dicts()
         varying, fixed = _split_params(series, keys)
         panels = style.split_series(series, [p for p in varying if p != "engine"])
-        fig, axes = _grid(len(panels), width=7.6, height=4.2, ncols=2)
+        fig, axes = _grid(len(panels), width=7.6 if len(panels) > 1 else 9.0, height=4.2, ncols=2)
+        fig.set_figheight(fig.get_figheight() + 0.25 * (len(series) + 4) / 2)  # room for the legend
         any_zero = False
         for ax, (held, group) in zip(axes, panels):
             shown = [p for p in varying if p not in held]
@@ -377,7 +384,13 @@ def plot_gaps(
                     f = _match(fits.filter(pl.col("policy") == policy), s, keys)
                     if f.height and f["slope"][0] is not None:
                         fit = f.row(0, named=True)
-                        label += f"; fit N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
+                        if fit.get("sign") == "mixed":  # |gap| of both signs: not one power law
+                            label += "; no fit line (significant gaps of both signs)"
+                            fit = None
+                        else:
+                            label += f"; fit N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
+                            if (fit.get("red_chi2") or 0.0) > POOR_FIT_CHI2:
+                                label += f", \u03c7\u00b2/dof {fit['red_chi2']:.3g}"
                 ax.errorbar(xd, g, yerr=np.vstack([lower, hw]), fmt="none", ecolor=color, capsize=2, lw=0.8)
                 # one legend entry per series: on its filled markers, or its hollow ones if none
                 ax.plot(xd[sig], g[sig], mk, color=color, ms=5, ls="none",
@@ -421,7 +434,8 @@ def plot_gaps(
                 title += f" ({style.param_text(held, list(held), engines_all)})"
             ax.set_title(title, fontsize=9)
             ax.grid(True, which="major", alpha=0.3)
-            style.legend_outside(ax, fontsize=6.5)
+        # one legend below the panels: beside them it took half the figure's width
+        style.figure_legend(fig, axes, ncol=2)
         _caption(fig, series[0], [p for p in fixed if p != "engine"],
                  prefix=style.engine_name(series[0]["engine"]) if "engine" in fixed else "",
                  engines=engines_all)
