@@ -222,11 +222,18 @@ def plot_estimates(
                     ys = e[metric].to_numpy()
                     if engine in LIMIT_ENGINES:
                         kw = _limit_style(engine)
+                        # a limit along a path (lam, k, d change with N): each point at that
+                        # N's own parameters, and the label says so
+                        moving = [c for c in params if c in e.columns and c not in (xp, x) and c not in _RUN_LENGTH
+                                  and e[c].n_unique() > 1]
+                        name = style.engine_name(engine)
+                        if moving:  # one wording for every panel: one legend entry
+                            name += f" at each {style.symbol(xp, engines_all)}'s own parameters (a path)"
                         if np.ptp(ys) <= 1e-12 * max(1.0, abs(ys[0])) and engine not in REFINED_ENGINES:
-                            ax.axhline(ys[0], lw=1.2, label=style.engine_name(engine),
+                            ax.axhline(ys[0], lw=1.2, label=name,
                                        **{k: v for k, v in kw.items() if k in ("ls", "color")})
                         else:
-                            ax.plot(xs, ys, lw=1.2, label=style.engine_name(engine), **kw)
+                            ax.plot(xs, ys, lw=1.2, label=name, **kw)
                         continue
                     c = _series_color(rules, arm, arm_params, n_sim, xp != x)
                     mk, ls = _ENGINE_MARKS[n_sim % len(_ENGINE_MARKS)]
@@ -234,8 +241,9 @@ def plot_estimates(
                     lo = e[f"{metric}_lo"].fill_null(np.nan).to_numpy()
                     hi = e[f"{metric}_hi"].fill_null(np.nan).to_numpy()
                     yerr = np.nan_to_num(np.vstack([ys - lo, hi - ys]), nan=0.0)
-                    ax.errorbar(xs, ys, yerr=yerr, fmt=f"{mk}{ls}", ms=4, capsize=3, color=c,
-                                label=f"{style.engine_name(engine)} (95% CI)")
+                    ax.errorbar(xs, ys, yerr=yerr, fmt=f"{mk}{ls}", ms=4, capsize=3, color=c, label="_nolegend_")
+                    # the figure's one legend in grey: the colour is each panel's rule
+                    ax.plot([], [], f"{mk}{ls}", ms=4, color="0.3", label=f"{style.engine_name(engine)} (95% CI)")
                 _x_axis(ax, xp, sub[xp].cast(pl.Float64).to_numpy(), engines_all)
                 ys_all = sub[metric].to_numpy()
                 if log_y:
