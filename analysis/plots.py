@@ -283,7 +283,7 @@ def rule_styles(rows: pl.DataFrame, arm_params: Sequence[str]) -> style.RuleStyl
     """The colour of each rule (:func:`analysis.style.rule_of`) in every figure of a run, from
     its simulated rows (limits take the colour of the rule they belong to)."""
     sims = rows.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))) if "engine" in rows.columns else rows
-    cols = [c for c in ("variant", *arm_params) if c in sims.columns]
+    cols = [c for c in arm_params if c in sims.columns]
     return style.RuleStyles.from_rows(sims.select(list(dict.fromkeys(cols))).unique() if cols else sims.head(0), arm_params)
 
 

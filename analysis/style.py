@@ -37,7 +37,7 @@ __all__ = ["LABELS", "SYMBOLS", "PALETTE", "MARKERS", "MAX_SERIES",
            "label", "gap_label", "symbol", "policy_name", "short", "with_d", "engine_name", "param_text", "time_unit",
            "color", "marker", "log_axis", "errorbar_log", "integer_axis", "is_integer_valued", "mark_ci_to_zero",
            "ci_zero_handle", "CI_ZERO_LABEL", "mark_max_level", "tail_is_cut", "split_series",
-           "legend_outside", "reference_slope", "dodge", "rule_of", "RuleStyles", "fitted_line"]
+           "legend_outside", "legend_below", "reference_slope", "dodge", "rule_of", "RuleStyles", "fitted_line"]
 
 #: Okabe & Ito's colour-blind-safe palette, yellow swapped for brown (black is kept for the
 #: mean-field / limit curves)
@@ -162,11 +162,12 @@ _NOT_RULE = frozenset({"policy", "engine", "variant"})
 
 
 def rule_of(row: dict, cols: Sequence[str] = ()) -> tuple:
-    """The rule a series belongs to: ``(variant,)`` where the sweep names variants (the rules
-    for d of ``sub_halfin_whitt``), else its values of ``cols`` but policy and engine (the arm
-    parameters: ``(d,)`` in a sweep over d). Policies and engines of one rule share its colour."""
+    """The rule a series belongs to: ``(variant,)`` where the variant is among the arm
+    parameters ``cols`` (the rules for d of ``sub_halfin_whitt``; not where a variant is a point
+    along N, as in ``transients``), else its values of ``cols`` but policy and engine (``(d,)``
+    in a sweep over d). Policies and engines of one rule share its colour."""
     v = row.get("variant")
-    if v is not None:
+    if v is not None and "variant" in cols:
         return (v,)
     return tuple(row.get(c) for c in cols if c not in _NOT_RULE)
 
@@ -376,6 +377,15 @@ def legend_outside(ax, fig=None, **kw) -> None:
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                   frameon=False, **kw)
+
+
+def legend_below(ax, ncol: int = 1, **kw) -> None:
+    """A legend under the panel (below its x label), so that it never covers data and leaves
+    the panel its full width (constrained layout makes room for it)."""
+    kw.setdefault("fontsize", 7)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=ncol, frameon=False, **kw)
 
 
 def reference_slope(ax, xs, ys, slope: float = -1.0, text: str = "reference slope 1/N") -> Line2D | None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import polars as pl
 import pytest
 from matplotlib.figure import Figure
 
 from analysis import aggregate, compare_to_meanfield, fit_gap_rate, plots, style
 from analysis.summary import analyze
-from tests.analysis.test_analysis import PARAMS, TAIL_MF, _frame, _row, _sweep
+from tests.analysis.test_analysis import PARAMS, _frame, _row, _sweep
 
 
 @pytest.fixture
