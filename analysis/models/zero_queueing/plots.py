@@ -101,8 +101,9 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
     # 1b. the gap simulation - limit at the simulated N, one panel per policy
     gap_policies = sorted({k[0] for k in arms if k in limit_paths})
     if gap_policies:
-        fig = Figure(figsize=(9.5, 3.8 * len(gap_policies)), layout="constrained")
+        fig = Figure(figsize=(9.5, 3.4 * len(gap_policies) + 1.2), layout="constrained")
         FigureCanvasAgg(fig)
+        axes_g = []
         for r, policy in enumerate(gap_policies):
             ax = fig.add_subplot(len(gap_policies), 1, r + 1)
             keys = [k for k in arms if k[0] == policy and k in limit_paths][:style.MAX_SERIES]
@@ -128,7 +129,8 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             ax.set_title(f"{style.policy_name(policy)}: gap of the queueing ratio to the mean field (95% CI)\n"
                          + (_fixed_text(keys[0], arm, same).strip() if keys else ""), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
-            style.legend_outside(ax)
+            axes_g.append(ax)
+        style.figure_legend(fig, axes_g, ncol=2)  # one legend below: the rules are the same in every panel
         p = outdir / "gap_vs_n.png"
         fig.savefig(p, dpi=110)
         paths.append(p)
