@@ -569,6 +569,10 @@ def plot_tails(
                 else:
                     style.log_axis(ax, "y", [_TAIL_FLOOR, 1.0])
                 style.integer_axis(ax, "x")
+                if vals is None and not any(c[0] in LIMIT_ENGINES for c in curves) and any(
+                        e in LIMIT_ENGINES for e in pol["engine"].unique().to_list()):
+                    ax.text(0.03, 0.04, "no mean field at this point", transform=ax.transAxes, fontsize=7,
+                            color="0.3")
                 if top < 2:  # one level: an axis of two levels, not a sliver around 1
                     ax.set_xlim(0.5, 2.5)
                     ax.set_xticks([1, 2])
