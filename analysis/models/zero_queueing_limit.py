@@ -450,24 +450,53 @@ def fmt_ratio(r) -> str:
     return f"{r:.4g}" if abs(r) >= 0.01 else f"{r:.3g}"
 
 
+#: panel (b) of ``limit_path.png`` holds the arms whose limit ends within this factor of the rate
+#: ln ln k / ln k at the path's end (the c / ((1 - lam) ln k) rules, which go like it and overlap
+#: in panel (a)); an arm far below it (the single-task rule) stays in panel (a) only
+RATE_BAND = 5.0
+
+
+def _log10n_axis(ax, x_top: float) -> None:
+    """log10 N on a log axis: the simulations' decades (10^2..10^7) stay visible beside 10^300."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xscale("log")
+    ticks = [t for t in (2, 3, 5, 7, 10, 15, 30, 100, 300) if t <= x_top * 1.001]
+    ax.set_xticks(ticks, [f"$10^{{{t}}}$" for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(1.8, x_top * 1.08)
+
+
+def _rate_of(rows: pl.DataFrame, log10n: np.ndarray, leading_rate) -> np.ndarray:
+    """ln ln k / ln k at each row: its own k where it has one, else k = ceil(ln^2 N)."""
+    if "k" in rows.columns and rows["k"].null_count() == 0:
+        ks = rows["k"].to_numpy().astype(float)
+    else:
+        ks = np.ceil((np.asarray(log10n, dtype=float) * math.log(10.0)) ** 2)
+    return np.array([float(leading_rate(int(k))) for k in ks])
+
+
 def plot_limit_path(arms: dict, paths: dict, heavies: dict, verdicts: list[dict], rules: dict, outdir,
                     x: str = "n_servers"):
-    """``limit_path.png``: per policy with heavy-traffic rows, the queueing ratio against log10 N
-    from the simulations (95% CI) through the exact mean field (dashed) to the heavy-traffic
-    limit (solid) at N = 10^300, against the leading rate ln ln k / ln k and the form's bound
-    (all k tasks at position 2), k = ceil(ln^2 N) as on the path."""
+    """``limit_path.png``: per policy with heavy-traffic rows, two panels against log10 N.
+
+    (a) the queueing ratio from the simulations (95% CI) through the exact mean field (dashed)
+    to the heavy-traffic limit (solid) at N = 10^300, against the leading rate ln ln k / ln k
+    and the form's bound (all k tasks at position 2), k = ceil(ln^2 N) as on the path; (b) the
+    same divided by ln ln k / ln k (linear axis), for the arms whose limit ends within a factor
+    :data:`RATE_BAND` of the rate: the rules that overlap in (a) past 10^15 drawn apart, each
+    flattening to its constant if it goes like the rate. One legend below both panels."""
     from pathlib import Path
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import NullFormatter
 
     from analysis import style
 
     limit_ratio, leading_rate = _heavy_traffic()
 
     policies = [p for p in dict.fromkeys(k[0] for k in arms) if any(h[0] == p for h in heavies)]
-    fig = Figure(figsize=(10.5, 4.8 * len(policies)), layout="constrained")
+    fig = Figure(figsize=(15.0, 4.6 * len(policies) + 1.6), layout="constrained")
     FigureCanvasAgg(fig)
     x_top = max(float(h["log10_n"].max()) for h in heavies.values())
     ref_x = np.linspace(2.0, x_top, 60)
@@ -475,13 +504,26 @@ def plot_limit_path(arms: dict, paths: dict, heavies: dict, verdicts: list[dict]
     rate = np.array([leading_rate(k) for k in ref_k])
     bound_x = np.linspace(2.0, x_top, 25)
     bound = np.array([limit_ratio(int(np.ceil((v * math.log(10.0)) ** 2)), 0.0)["queueing_ratio"] for v in bound_x])
+    bound_rate = np.array([leading_rate(int(np.ceil((v * math.log(10.0)) ** 2))) for v in bound_x])
+    axes = []
     for r, policy in enumerate(policies):
-        ax = fig.add_subplot(len(policies), 1, r + 1)
-        ys = [rate, bound]
+        ax = fig.add_subplot(len(policies), 2, 2 * r + 1)
+        bx = fig.add_subplot(len(policies), 2, 2 * r + 2)
+        axes += [ax, bx]
+        ys, bys = [rate, bound], [np.ones(1), bound / bound_rate]
         buffered = {k for k, v in zip(arms, verdicts) if v.get("b") is not None}
+        left_out = []
         for key in sorted((k for k in arms if k[0] == policy), key=lambda k: k in buffered):
             label, ci = rules[key]
             c = style.color(ci)
+            hv = heavies.get(key)
+            hv = hv.filter(pl.col("queueing_ratio") > RATIO_ROUNDING) if hv is not None else None
+            # panel (b): an arm whose limit ends near the rate (its ratio over the rate at the end)
+            in_b = hv is not None and hv.height > 0 and 1.0 / RATE_BAND <= float(
+                hv["queueing_ratio"][-1] / _rate_of(hv.tail(1), hv["log10_n"].tail(1).to_numpy(), leading_rate)[0]
+            ) <= RATE_BAND
+            if not in_b and (paths.get(key) is not None or (hv is not None and hv.height)):
+                left_out.append(label.split(":")[0])
             pts = arms[key].filter(pl.col("queueing_ratio") > RATIO_ROUNDING)
             shown = False
             if pts.height:
@@ -493,42 +535,63 @@ def plot_limit_path(arms: dict, paths: dict, heavies: dict, verdicts: list[dict]
                             capsize=2, color=c, label=label)
                 shown = True
                 ys.append(y)
+                if in_b:
+                    rt = _rate_of(pts, xs, leading_rate)
+                    bx.errorbar(xs, y / rt, yerr=[lo / rt, hi / rt], ls="none", marker=style.marker(ci), ms=4,
+                                capsize=2, color=c)
+                    bys.append(y / rt)
             ex = paths.get(key)
             if ex is not None:
                 ex = ex.filter(pl.col("queueing_ratio") > RATIO_ROUNDING)
-                ax.plot(np.log10(ex[x].to_numpy().astype(float)), ex["queueing_ratio"].to_numpy(), ls="--", lw=1.3,
-                        color=c, label=None if shown else label)
+                exs = np.log10(ex[x].to_numpy().astype(float))
+                ax.plot(exs, ex["queueing_ratio"].to_numpy(), ls="--", lw=1.3, color=c, label=None if shown else label)
                 shown = True
                 ys.append(ex["queueing_ratio"].to_numpy())
+                if in_b:
+                    yb = ex["queueing_ratio"].to_numpy() / _rate_of(ex, exs, leading_rate)
+                    bx.plot(exs, yb, ls="--", lw=1.3, color=c)
+                    bys.append(yb)
             if not shown and arms[key].height:  # a loss system's admitted jobs never wait
                 ax.plot([], [], ls="none", marker=style.marker(ci), color=c,
                         label=f"{label}:\n  ratio 0 at every N (off the log axis), no limit on the path")
-            hv = heavies.get(key)
             if hv is not None:
-                hv = hv.filter(pl.col("queueing_ratio") > RATIO_ROUNDING)
-                ax.plot(hv["log10_n"].to_numpy(), hv["queueing_ratio"].to_numpy(), ls="-", lw=1.8, color=c,
-                        label=None if shown else label)
+                hx = hv["log10_n"].to_numpy()
+                ax.plot(hx, hv["queueing_ratio"].to_numpy(), ls="-", lw=1.8, color=c, label=None if shown else label)
                 ys.append(hv["queueing_ratio"].to_numpy())
+                if in_b:
+                    yb = hv["queueing_ratio"].to_numpy() / _rate_of(hv, hx, leading_rate)
+                    bx.plot(hx, yb, ls="-", lw=1.8, color=c)
+                    bys.append(yb)
         ax.plot(ref_x, rate, ls=":", lw=1.6, color="black", label="ln ln k / ln k (the rate), k = ceil(ln^2 N)")
         ax.plot(bound_x, bound, ls="-.", lw=1.0, color="0.45",
                 label="all k tasks at position 2 (the heavy-traffic form's bound)")
         ax.plot([], [], ls="--", color="0.3", label="exact mean field (dashed)")
         ax.plot([], [], ls="-", lw=1.8, color="0.3", label="heavy-traffic mean field (solid)")
         ax.plot([], [], ls="none", marker="o", color="0.3", label="simulations, 95% CI (markers)")
+        bx.axhline(1.0, ls=":", lw=1.6, color="black")
+        bx.plot(bound_x, bound / bound_rate, ls="-.", lw=1.0, color="0.45")
         allv = np.concatenate([np.asarray(v, dtype=float) for v in ys])
         allv = allv[allv > RATIO_ROUNDING]
         style.log_axis(ax, "y", allv if allv.size else None)
-        # log10 N on a log axis: the simulations' decades (10^2..10^7) stay visible beside 10^300
-        ax.set_xscale("log")
-        ticks = [t for t in (2, 3, 5, 7, 10, 15, 30, 100, 300) if t <= x_top * 1.001]
-        ax.set_xticks(ticks, [f"$10^{{{t}}}$" for t in ticks])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlim(1.8, x_top * 1.08)
-        ax.set_xlabel("N (log of log N scale; k = ceil(ln^2 N): 22 at 10^2, 53,019 at 10^100, 477,171 at 10^300)")
+        ball = np.concatenate([np.asarray(v, dtype=float) for v in bys])
+        ball = ball[np.isfinite(ball)]
+        if ball.size:
+            lo_b, hi_b = float(ball.min()), float(ball.max())
+            pad = 0.06 * (hi_b - lo_b or 1.0)
+            bx.set_ylim(max(0.0, lo_b - pad), hi_b + pad)
+        for a in (ax, bx):
+            _log10n_axis(a, x_top)
+            a.set_xlabel("N (log of log N scale; k = ceil(ln^2 N): 22 at 10^2, 53,019 at 10^100, "
+                         "477,171 at 10^300)", fontsize=8)
+            a.grid(True, which="major", alpha=0.3)
         ax.set_ylabel(style.label("queueing_ratio"))
-        ax.set_title(f"{style.policy_name(policy)}: queueing ratio along the path to N = 10^{x_top:g}", fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        style.legend_outside(ax)
+        bx.set_ylabel("queueing ratio / (ln ln k / ln k)")
+        name = style.policy_name(policy)
+        ax.set_title(f"(a) {name}: queueing ratio along the path to N = 10^{x_top:g}", fontsize=10)
+        note = f"\nleft out (not within {RATE_BAND:g}x of the rate at the path's end, see (a)): {', '.join(left_out)}" \
+            if left_out else ""
+        bx.set_title(f"(b) {name}: the same divided by ln ln k / ln k (dotted: 1){note}", fontsize=9)
+    style.figure_legend(fig, axes, ncol=3)
     p = Path(outdir) / "limit_path.png"
     fig.savefig(p, dpi=110)
     return p
