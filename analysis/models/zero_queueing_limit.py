@@ -566,10 +566,17 @@ def plot_limit_path(arms: dict, paths: dict, heavies: dict, verdicts: list[dict]
         ax.plot(bound_x, bound, ls="-.", lw=1.0, color="0.45",
                 label="all k tasks at position 2 (the heavy-traffic form's bound)")
         ax.plot([], [], ls="--", color="0.3", label="exact mean field (dashed)")
-        ax.plot([], [], ls="-", lw=1.8, color="0.3", label="heavy-traffic mean field (solid)")
+        ax.plot([], [], ls="-", lw=1.8, color="0.3",
+                label="past the exact path (solid): the heavy-traffic mean field; per task: its closed form in logs")
         ax.plot([], [], ls="none", marker="o", color="0.3", label="simulations, 95% CI (markers)")
-        bx.axhline(1.0, ls=":", lw=1.6, color="black")
-        bx.plot(bound_x, bound / bound_rate, ls="-.", lw=1.0, color="0.45")
+        if len(bys) > 2:
+            bx.axhline(1.0, ls=":", lw=1.6, color="black")
+            bx.plot(bound_x, bound / bound_rate, ls="-.", lw=1.0, color="0.45")
+        else:  # no rule of this policy ends near the rate: an empty panel says so instead
+            bx.text(0.5, 0.5, "no rule of this policy ends within "
+                    f"{RATE_BAND:g}x of ln ln k / ln k:\nthe limits are in (a) and in the report", ha="center",
+                    va="center", transform=bx.transAxes, fontsize=10, color="0.3")
+            bx.set_yticks([])
         allv = np.concatenate([np.asarray(v, dtype=float) for v in ys])
         allv = allv[allv > RATIO_ROUNDING]
         style.log_axis(ax, "y", allv if allv.size else None)
