@@ -768,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = "bitwise" if rep["env_match"] else f"to rtol={rep['rtol']:g}"
     print(f"archive:      {args.archive}")
     if rep["kept"]:
-        print(f"rerun:        {rep['output_dir']}  (kept; {where})")
+        print(f"rerun:        {rep['output_dir']}  ({where}), kept")
     else:
         print(f"rerun:        in a temporary folder, removed (--keep or --out DIR keeps it)  ({where})")
     print(f"seeds:        {'identical' if rep['seeds_match'] else 'DIFFERENT'}")

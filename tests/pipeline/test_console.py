@@ -45,13 +45,15 @@ def test_the_console_ends_on_one_screen(headline_console):
     screen = lines[start:]
     assert len(screen) <= SCREEN_LINES, "\n".join(screen)
     assert max(map(len, screen)) <= SCREEN_WIDTH, max(screen, key=len)
-    assert screen[0].startswith("policy") and "mean field along the path" in screen[0]
+    assert screen[0].startswith("policy") and "vs limit path" in screen[0] and "limit as N -> inf" in screen[0]
     zq = out["analysis"]["extra"]["zero_queueing"]
     # one line per policy and rule
     rows = screen[1:1 + len(zq["verdicts"])]
     assert len(zq["verdicts"]) == 18
     for v, row in zip(sorted(zq["verdicts"], key=lambda v: (v["policy"], v.get("b") is not None)), rows):
         assert f" {v['variant']} " in row, (v["variant"], row)
+        # a limit is claimed only with what carries it (in parentheses), else undecided beyond
+        assert row.endswith(")") or "undecided beyond" in row, row
     # the reading, made from the run's numbers, in one sentence, the report's own
     from analysis.models.zero_queueing_limit import reading
 

@@ -187,5 +187,5 @@ def test_sub_halfin_whitt_runs_at_a_tiny_scale(tmp_path, ray_cluster):
         assert by[("batch_filling", rule)]["path_verdict"] == "vanishing"
         assert by[("batch_filling", rule)]["path_n_max"] == 1e300
     assert any(p.name == "limit_path.png" for p in zq["plots"])
-    assert any("c1: d = ceil(1 / ((1 - lam) * log(k)))" in line and "limit vanishing" in line
+    assert any("c1: d = ceil(1 / ((1 - lam) * log(k)))" in line and "limit: **vanishing**, carried by the heavy-traffic form" in line
                for line in zq["verdict_lines"])

@@ -395,7 +395,7 @@ def test_keep_keeps_the_rerun_and_names_it(archive, tmp_path, capsys, monkeypatc
     assert code == 0 and out.rstrip().endswith("\nREPRODUCED"), out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("rerun:")]
     kept = Path(line.split()[1])
-    assert "(kept; " in line and kept.parent.parent == tmpdir and kept.parent.name.startswith("lbsweep-rerun-")
+    assert line.endswith("), kept") and kept.parent.parent == tmpdir and kept.parent.name.startswith("lbsweep-rerun-")
     assert (kept / "results.parquet").is_file() and (kept / "archive.tar.gz").is_file()
     assert [p.name for p in copy.parent.iterdir()] == ["archive.tar.gz"]
     assert [p.name for p in tmpdir.iterdir()] == [kept.parent.name]  # the extraction folder is gone
