@@ -280,7 +280,7 @@ def _trend_short(v: dict) -> str:
     else:
         text = str(t or "-")
     if v.get("trend_upper") not in (None, t):
-        text += f", {v['trend_upper']} at top"
+        text += f"; top {v['trend_upper']}"
     if v.get("drop_at_max_n") is not None:
         text += f"; drops {v['drop_at_max_n']:.2g}"
     return text
@@ -292,16 +292,18 @@ def _path_short(v: dict) -> str:
         return "-" if not v.get("gaps") else "limit < 1e-3"
     from analysis.models.zero_queueing.claims import _pct
 
+    if v.get("follows"):  # its 95% interval within +-5%: the interval is in the report
+        return f"on it ({_pct(v['rel_gap'])})"
     lo, hi = v.get("rel_gap_lo"), v.get("rel_gap_hi")
     band = "" if lo is None or hi is None else f" +-{_pct((hi - lo) / 2, sign=False)}"
-    return f"{'on it: ' if v.get('follows') else ''}{_pct(v['rel_gap'])}{band}"
+    return f"{_pct(v['rel_gap'])}{band}"
 
 
 #: the console's words for what carries a limit claim (claims.limit_claim's ``limit_carrier``)
 _CARRIER_SHORT = (("the heavy-traffic form", "heavy-traffic form"), ("derived form lam^(kd)", "derived: like lam^(kd)"),
                   ("derived form ln(1/(1-lam))", "derived form"),
-                  ("derived lower bound", "derived lower bound"), ("the mean field of a fixed system", "fixed system"),
-                  ("b = 1", "b = 1: no task waits"))
+                  ("derived lower bound", "derived bound"), ("the mean field of a fixed system", "fixed system"),
+                  ("b = 1", "b = 1"))
 
 
 def _limit_short(v: dict) -> str:
