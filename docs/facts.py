@@ -4,6 +4,7 @@ files (``tasks.json``, ``run.json``, ``archive.tar.gz``'s ``environment.json``).
 
     python docs/facts.py outputs/sub_halfin_whitt/<date_time>            # print the facts
     python docs/facts.py outputs/sub_halfin_whitt/<date_time> --write    # and rewrite the blocks
+    python docs/facts.py RUN_DIR --write --note "other work shared the machine"   # say how it ran
 
 Every block ``<!-- facts:SWEEP:begin -->...<!-- facts:SWEEP:end -->`` of README.md,
 docs/running.md and docs/sweeps.md whose sweep is the run's is rewritten with the facts line;
@@ -60,7 +61,7 @@ def facts(run: Path) -> dict:
     }
 
 
-def line(f: dict) -> str:
+def line(f: dict, note: str = "") -> str:
     parts = [f"{f['points']:,} points, {f['tasks']:,} tasks ({f['simulations']:,} simulations, "
              f"{f['limit_tasks']:,} limit points)"]
     if f["n_simulated"]:
@@ -68,13 +69,13 @@ def line(f: dict) -> str:
     if f["n_limit"]:
         parts.append(f"limit to N = {_decade(f['n_limit'][1])}")
     m, s = divmod(f["seconds"], 60)
-    parts.append(f"{m} min {s} s for the sweep ({f['status']}; {f['cpu']}, 2 cores, {f['date']})")
+    parts.append(f"{m} min {s} s for the sweep ({f['status']}; {f['cpu']}, 2 cores, {f['date']}{'; ' + note if note else ''})")
     return "; ".join(parts)
 
 
-def write(f: dict) -> list[Path]:
+def write(f: dict, note: str = "") -> list[Path]:
     changed = []
-    text_line = line(f)
+    text_line = line(f, note)
     for path in DOCS:
         text = path.read_text()
         new = BLOCK.sub(lambda m: m.group(1) + text_line + m.group(4) if m.group("sweep") == f["sweep"] else m.group(0), text)
@@ -89,9 +90,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0 if argv else 2
     f = facts(Path(argv[0]))
-    print(line(f))
+    note = argv[argv.index("--note") + 1] if "--note" in argv[1:-1] else ""
+    print(line(f, note))
     if "--write" in argv[1:]:
-        for p in write(f):
+        for p in write(f, note):
             print(f"rewrote {p.relative_to(ROOT)}")
     return 0
 
