@@ -33,8 +33,9 @@ from analysis.fmt import value as _fmt
 __all__ = ["make_plots", "plot_estimates", "plot_gaps", "plot_tails", "arm_label", "REFINED_ENGINES"]
 
 _PANELS_PER_FIGURE = 12
-#: a fit whose reduced chi-square exceeds this misses its own points by several SEs: its legend
-#: entry says so (the line is still drawn, over the fitted points only)
+#: a fit whose reduced chi-square exceeds this misses its own points by several SEs (one power
+#: law does not describe them): its legend entry gives the rate and the chi-square, and no line is
+#: drawn (a line through points it misses would show a trend the points do not have)
 POOR_FIT_CHI2 = 3.0
 _TAIL_FLOOR = 1e-12  # tail levels below this in every curve are not drawn
 #: run-length parameters: never the x axis of a figure in place of N
@@ -398,7 +399,8 @@ def plot_gaps(
                         else:
                             label += f"; fit N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
                             if (fit.get("red_chi2") or 0.0) > POOR_FIT_CHI2:
-                                label += f", \u03c7\u00b2/dof {fit['red_chi2']:.3g}"
+                                label += f", \u03c7\u00b2/dof {fit['red_chi2']:.3g}: no line (not one power law)"
+                                fit = None
                 ax.errorbar(xd, g, yerr=np.vstack([lower, hw]), fmt="none", ecolor=color, capsize=2, lw=0.8)
                 # one legend entry per series: on its filled markers, or its hollow ones if none
                 ax.plot(xd[sig], g[sig], mk, color=color, ms=5, ls="none",

@@ -162,3 +162,22 @@ def test_a_rule_has_one_colour_in_every_figure_of_a_run(tmp_path, saved):
         colours = [c for fig in (gap, ratio, d_fig) for c in fig.get(rule, set())]
         assert len(set(colours)) == 1, (rule, gap, ratio, d_fig)
     assert len({next(iter(ratio[r])) for r in rules}) == 3  # and the rules differ
+
+
+def test_no_fit_line_where_one_power_law_misses_its_points(tmp_path, saved):
+    """Gaps that stay flat and then fall (0.5 to N = 10^3, then 0.05 and 0.01) are significant
+    at every N but are not one power law: the fit's reduced chi-square is far above
+    POOR_FIT_CHI2, and a line through them would show a trend they do not have (the headline's
+    single-task rule: a line near 0.45 at 10^7 where the gap is 0.055)."""
+    rng = np.random.default_rng(13)
+    shape = {10: 0.5, 100: 0.5, 1000: 0.5, 10_000: 0.05, 100_000: 0.01}
+    rows = _sweep(rng, lambda n: shape[n], 1e-4, ns=list(shape))
+    agg = aggregate(_frame(rows), PARAMS)
+    cmp = compare_to_meanfield(agg, PARAMS)
+    fits = fit_gap_rate(cmp, PARAMS)
+    assert fits["slope"][0] is not None and fits["red_chi2"][0] > plots.POOR_FIT_CHI2
+    plots.plot_gaps(cmp, fits, PARAMS, tmp_path)
+    fig = saved["gap_mean_response_vs_n_servers_pod.png"]
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert _fit_lines(ax) == []
+    assert any("no line (not one power law)" in t.get_text() for lg in fig.legends for t in lg.get_texts())
