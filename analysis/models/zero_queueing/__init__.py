@@ -6,7 +6,14 @@ it tends to 0 as N grows. Per arm (policy, engine and every parameter that does 
 along N, e.g. the variant giving the rule for d), replications are combined into a mean with a
 95% interval (:func:`analysis.aggregate.aggregate`), and the ratio's behaviour in N is judged.
 
-Verdict rule (also in docs/analysis.md), per arm, over the points with a ratio and an SE > 0:
+Two claims per arm, kept apart (:mod:`.claims`; docs/analysis.md, "Two claims, kept apart"):
+what the simulations show over their range (``trend``, ``follows``: the trend and the relative
+gap to the limit path) and the limit as N -> infinity (``verdict`` = ``limit``, with
+``limit_carrier``), which only the limit path carries (the heavy-traffic form, a derived form or
+bound), else *undecided beyond* the path's end or the largest simulated N.
+
+The rival test on the simulated points (``range_test``, ``range_test_note``; a description of
+the range, not a limit claim), per arm, over the points with a ratio and an SE > 0:
 
 1. ``vanishing`` if the ratio's 95% interval lies below ``RATIO_ZERO`` (0.001) at every point of
    the upper half (the last ``max(3, ceil(n/2))`` points): zero queueing delay reached within
