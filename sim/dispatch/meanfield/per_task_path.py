@@ -43,8 +43,6 @@ _GL_X = 0.5 * (_GL_X + 1.0)
 _GL_W = 0.5 * _GL_W
 #: ln of the smallest W_i kept (exp(-745) is the last nonzero double)
 _LOG_W_MIN = -745.0
-#: the largest log10 N of a task (the float range of 1 - lam and k d)
-LOG10_N_MAX = 300.0
 
 
 def _check(k, d, one_minus_lam):
@@ -209,15 +207,11 @@ def batch_little_bound(k, d, one_minus_lam, policy: str = "batch_sampling") -> d
 
 
 def _task_point(task: dict) -> tuple[int, float, float]:
-    x = float(task["log10_n"])
-    if not 0.0 < x <= LOG10_N_MAX:
-        raise ValueError(f"log10_n={task['log10_n']!r} must be in (0, {LOG10_N_MAX:g}]")
-    if task.get("b") is not None:
-        raise ValueError(f"b={task['b']!r}: the per-task mean field here has no finite buffer")
-    k, d, eps = _check(task["k"], task["d_real"], task["one_minus_lam"])
-    if k * d > 10.0 ** x * (1.0 + 1e-9):
-        raise ValueError(f"k*d_real={k * d:.6g} (k={k}, d_real={d:.6g}) must not exceed N = 10^{x:g}")
-    return k, d, eps
+    """The heavy-traffic engine's task checks (log10_n, no buffer, k d <= N) with this module's
+    :func:`_check` (power-of-D needs D = k d >= 2)."""
+    from sim.dispatch.meanfield.heavy_traffic import _task_point as checked_point
+
+    return checked_point(task, _check, "the per-task mean field here")
 
 
 def check_task(task: dict) -> None:
