@@ -37,13 +37,13 @@ def _span(a: float, b: float) -> str:
 def trend(v: dict) -> dict:
     """The trend of one arm's simulated ratio over its range, from the fits :func:`verdict`
     made (``slope``, ``slope_lo``, ``slope_hi`` on all points; ``tail_*`` on the upper half) and
-    the resolution rule (the ratio's 95% interval below 1e-3 on the upper half). Returns
+    its resolution rule (``below_resolution``: the ratio's 95% interval below 1e-3 on the upper
+    half). Returns
     ``trend`` (:data:`FALLING`, :data:`FLAT`, :data:`RISING`, :data:`ZERO` or :data:`FEW`) and
     ``trend_text`` (the words, with the range)."""
     n_lo, n_hi = v.get("n_min"), v.get("n_max")
     span = _span(n_lo, n_hi) if n_lo and n_hi else "the simulated range"
-    note = v.get("note") or ""
-    if v.get("verdict") == "vanishing" and note.startswith("ratio <"):
+    if v.get("below_resolution"):
         return {"trend": ZERO, "trend_text": f"below {RATIO_ZERO:g} (95% CI) on the upper half of {span}"}
     c = _cls(v.get("slope"), v.get("slope_lo"), v.get("slope_hi"))
     if c is None:

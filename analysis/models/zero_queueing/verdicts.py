@@ -68,7 +68,7 @@ def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = as
            "level": None, "level_lo": None, "level_hi": None, "lr_stat": None, "p_floor": None,
            "floor_exponent": None, "p_zero": None, "p_level": None, "statistic": None, "best_zero": None,
            "best_level": None, "rivals": [], "fragile": [], "loo": [], "unfragile_verdict": None,
-           "verdict": INCONCLUSIVE, "note": ""}
+           "verdict": INCONCLUSIVE, "note": "", "below_resolution": False}
     if pts.height == 0:
         out["note"] = "no successful points"
         return out
@@ -82,7 +82,7 @@ def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = as
     out.update(ratio_at_max_n=_f(r_last), ratio_lo_at_max_n=_f(lo), ratio_hi_at_max_n=_f(hi))
     reached, k_top = _resolution_reached(pts)
     if reached:
-        out["verdict"] = VANISHING
+        out.update(verdict=VANISHING, below_resolution=True)
         out["note"] = (f"ratio < {RATIO_ZERO:g} (95% CI) at each of the {k_top} largest {x} "
                        f"(from {pts[x][-k_top]:g})")
         return out
