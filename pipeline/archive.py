@@ -148,7 +148,8 @@ def write_archive(out_dir: Path, files: dict[str, Path | str | bytes], project_r
 
 
 #: default limits of :func:`safe_extract` (``python -m pipeline.reproduce --max-bytes/--max-members``).
-#: A result file is about 20 KB, so 2 GiB holds about 10^5 tasks; raise the limits for larger runs.
+#: Rows are archived in chunk files of up to 1000 rows (pipeline/store.py); an archive made before
+#: chunks has one file of about 20 KB per row, so 2 GiB then holds about 10^5 tasks.
 MAX_BYTES = 2 * 1024**3
 MAX_MEMBERS = 200_000
 

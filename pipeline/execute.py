@@ -3,9 +3,10 @@
 :func:`connect` starts or joins Ray before anything of a run is written, so that a cluster that
 cannot be reached leaves nothing behind. Small tasks are grouped so that there are about
 ``execution.tasks_per_cpu`` Ray tasks per CPU that Ray reports (a planning estimate of each task's
-cost balances the groups). A group is a Ray streaming generator: each task's row comes back to
-the driver, which alone writes files, as soon as that task ends, and the progress bar steps
-then (pipeline/progress.py). Each row records the Ray node it ran on (column ``node``).
+cost balances the groups). A group is a Ray streaming generator that sends its tasks' rows back
+to the driver, which alone writes files, in batches (:func:`pipeline.worker.run_chunk`: at
+least every second while tasks end, one Ray object per batch); the progress bar steps as each
+batch arrives (pipeline/progress.py). Each row records the Ray node it ran on (column ``node``).
 """
 from __future__ import annotations
 
@@ -299,8 +300,11 @@ def execute(
     on_row: Callable[[dict], None],
     desc: str = "tasks",
     session: Session | None = None,
+    on_idle: Callable[[], None] | None = None,
 ) -> int:
     """Run every task, calling ``on_row`` on the driver for each result row; return #errors.
+    ``on_idle`` is called on the driver at least every :data:`IDLE_SECONDS` while tasks run (and
+    after each task with the serial backend): the caller's chance to write rows it buffers.
 
     A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one by the command line) propagates
     after the rows already delivered are written; the caller records the run as interrupted.
@@ -309,7 +313,7 @@ def execute(
     session = session or connect(exec_cfg)
     groups = [run_order(g) for g in group_tasks(tasks, session.cpus, int(exec_cfg.get("tasks_per_cpu") or 4),
                                                 exec_cfg["events_per_second"])]
-    # One step per finished task (rows stream back from the groups one at a time); the ETA is
+    # One step per finished task (rows stream back from the groups in batches); the ETA is
     # learned from the measured time of the finished tasks (pipeline/progress.py).
     progress = Progress(tasks, lambda t: estimated_seconds(t, exec_cfg["events_per_second"]),
                         min(session.cpus, max(1, len(groups))), desc, enabled=exec_cfg.get("progress", True))
@@ -330,9 +334,12 @@ def execute(
             if session.backend == "serial":
                 worker.configure_numba(1)
                 for group in groups:
-                    deliver([worker.run_timed(t) for t in group])
+                    for t in group:
+                        deliver([worker.run_timed(t)])
+                        if on_idle is not None:
+                            on_idle()
             else:
-                _execute_ray(groups, exec_cfg, deliver)
+                _execute_ray(groups, exec_cfg, deliver, on_idle or (lambda: None))
     finally:
         progress.close()
         if own:
@@ -340,9 +347,15 @@ def execute(
     return errors
 
 
-def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable) -> None:
-    """Run each group as one Ray streaming generator task that yields a row per task, and
-    deliver each row as it arrives.
+#: longest wait of the driver for the workers before it calls ``on_idle`` (seconds)
+IDLE_SECONDS = 1.0
+
+
+def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable,
+                 on_idle: Callable[[], None]) -> None:
+    """Run each group as one Ray streaming generator task that yields batches of rows, and
+    deliver each batch as it arrives; call ``on_idle`` after each wait (at most
+    :data:`IDLE_SECONDS` long).
 
     Each task's row is delivered once: a row whose task was already delivered is dropped
     (whatever Ray replays when it retries a generator that died part-way), and when a group
@@ -367,8 +380,9 @@ def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable) ->
     # Ray 2.60's core worker ("Tried to complete task that was not pending"); the driver's
     # exit ends its job, and Ray stops that job's workers itself.
     while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for gen in ready:  # ready: its next row has arrived, or the task has ended
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=IDLE_SECONDS)
+        on_idle()
+        for gen in ready:  # ready: its next batch has arrived, or the task has ended
             group = pending[gen]
             try:
                 ref = next(gen)
@@ -378,15 +392,17 @@ def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable) ->
                     fail_rest(group, RuntimeError("the Ray task ended without a row for every task"))
                 continue
             try:
-                row = ray.get(ref)
+                batch = ray.get(ref)
             except Exception as exc:  # the worker (or its node) died even after retries
                 del pending[gen]
                 fail_rest(group, exc)
                 continue
-            if row["task_id"] in delivered:
-                continue
-            delivered.add(row["task_id"])
-            deliver([row])
+            fresh = []
+            for row in batch:
+                if row["task_id"] not in delivered:
+                    delivered.add(row["task_id"])
+                    fresh.append(row)
+            deliver(fresh)
     # a Ray task runs a group of the sweep's tasks on one worker (group_tasks): say both counts
     log.info("executed %d tasks as %d Ray tasks (groups of tasks, one worker each) in %.1f s",
              sum(map(len, groups)), len(groups), time.perf_counter() - t0)

@@ -1,12 +1,13 @@
 """``python -m pipeline.resume OUTPUT_DIR``: finish an interrupted or killed sweep in its folder.
 
 The run's own ``config.yaml`` is planned again and must give the tasks of its ``tasks.json``
-(same ids and seeds). Only the tasks without a result file run (``--retry-failed``: also those
+(same ids and seeds). Only the tasks without a row in ``results/`` run (``--retry-failed``: also those
 whose row is an error; their old rows move to ``results/failed/``); then the analysis, the
 archive and MLflow as usual, under the run's own run id and MLflow parent run (which is set back
 to RUNNING, then FINISHED, FAILED or KILLED). Every row is then what an uninterrupted run gives
 (``wall_time`` and ``node`` aside). Works after Ctrl-C, ``ray job stop`` and SIGKILL of the
-driver alike: each row is written atomically as its task finishes. Exit codes as ``python -m
+driver alike: rows are written in chunks, each atomically, every few seconds
+(pipeline/store.py), and what a kill loses is run again. Exit codes as ``python -m
 pipeline``.
 """
 from __future__ import annotations

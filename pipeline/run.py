@@ -23,7 +23,7 @@ from pipeline.errors import ConfigError, OutputError
 from pipeline.execute import PROJECT_ROOT, connect, execute
 from pipeline.plan import Plan, make_plan
 from pipeline.runfolder import OUTPUTS, attach_log, check_new, create_exclusive, new_run_folder, stamp
-from pipeline.store import read_results, schema_for, write_frame, write_row
+from pipeline.store import ChunkWriter, done_task_ids, read_results, schema_for, set_aside_failed, write_frame
 from sim.registry import STOCHASTIC_ENGINES
 
 log = logging.getLogger("pipeline")
@@ -69,11 +69,6 @@ class Interrupted(Exception):
         self.out_dir, self.done, self.total = out_dir, done, total
 
 
-def done_task_ids(results_dir: Path) -> set[str]:
-    """Task ids that have a result file (``<task_id>-<unique>.parquet``, written atomically)."""
-    return {f.name.rsplit("-", 1)[0] for f in Path(results_dir).glob("*.parquet")}
-
-
 def _write_state(out_dir: Path, state: dict) -> None:
     run_state.write(out_dir, state)  # space reserved: it can end the run on a full disk
 
@@ -100,8 +95,8 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     again by the exclusive ``mkdir``), else a new ``outputs/<name>/<date>_<time>[-k]`` of the
     working folder (in a multirun, ``group.job_folder``); the log moves into it. A refused input
     or a dry run makes no folder.
-    With ``resume``, ``output_dir`` is an existing run folder: only the tasks without a result
-    file run (with ``retry_failed``, also those whose row is an error: their old rows move to
+    With ``resume``, ``output_dir`` is an existing run folder: only the tasks without a row
+    in ``results/`` run (with ``retry_failed``, also those whose row is an error: their old rows move to
     ``results/failed/``), under the run's own run id and MLflow run, so that the final rows are
     those of an uninterrupted run. Raises :class:`Interrupted` after recording an interruption.
     ``group`` (a :class:`pipeline.multirun.Group`, in a Hydra multirun) shares its Ray session
@@ -167,12 +162,8 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
     resuming = state is not None
     if resuming:
         run_id = state["run_id"]
-        if retry_failed and results_dir.exists():
-            failed = read_results(results_dir).filter(pl.col("status") == "error")["task_id"].to_list()
-            (results_dir / "failed").mkdir(exist_ok=True)
-            for f in results_dir.glob("*.parquet"):
-                if f.name.rsplit("-", 1)[0] in failed:
-                    f.replace(results_dir / "failed" / f.name)
+        if retry_failed:
+            set_aside_failed(results_dir)
     else:
         run_id = uuid.uuid4().hex[:16]  # out_dir: made by run_sweep, empty but for the log
         (out_dir / PARTIAL_MARKER).write_text("this run has not finished: some tasks have no result; "
@@ -188,7 +179,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_tasks": len(plan.tasks),
                  "mlflow_run_id": None, "tracking_uri": None, "resumed": 0}
     state.pop("reason", None)  # of an earlier failure, on resume
-    done = done_task_ids(results_dir) if results_dir.exists() else set()
+    done = done_task_ids(results_dir)
     todo = [t for t in plan.tasks if t["_meta"]["task_id"] not in done]
     n_sim = sum(t["engine"] in STOCHASTIC_ENGINES for t in todo)
     log.info("sweep %r: %d points, %d tasks (%d to run, %d simulations), output %s", plan.sweep,
@@ -216,13 +207,15 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
             _write_state(out_dir, state)
     status = "FAILED"
     try:
-        schema = schema_for(plan.param_types)
-        execute(
-            todo, conf["execution"],
-            on_row=lambda row: (write_row(results_dir, {**row, "sweep": plan.sweep, "run_id": run_id}, schema),
-                                tracker is not None and guard(tracker.log_task, row)),
-            desc=plan.sweep, session=session,
-        )
+        writer = ChunkWriter(results_dir, schema_for(plan.param_types), {"sweep": plan.sweep, "run_id": run_id})
+        try:  # rows go to disk in chunks (pipeline/store.py); what waits is written on any exit
+            execute(
+                todo, conf["execution"],
+                on_row=lambda row: (writer.add(row), tracker is not None and guard(tracker.log_task, row)),
+                desc=plan.sweep, session=session, on_idle=writer.flush_if_due,
+            )
+        finally:
+            writer.flush()
         frame = read_results(results_dir)
         errors = int((frame["status"] == "error").sum()) if frame.height else 0
         write_frame(frame, out_dir / "results.parquet")
@@ -279,7 +272,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         (out_dir / PARTIAL_MARKER).unlink(missing_ok=True)
     except KeyboardInterrupt:  # during the tasks, or after them (analysis, archive, MLflow)
         status = "KILLED"
-        n_done = len(done_task_ids(results_dir)) if results_dir.exists() else 0
+        n_done = len(done_task_ids(results_dir))
         state["status"] = "interrupted"
         run_state.finish(out_dir, state)
         raise Interrupted(out_dir, n_done, len(plan.tasks)) from None

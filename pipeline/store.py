@@ -1,4 +1,16 @@
-"""Result rows on disk: one uniquely named Parquet file per task, read back as one frame.
+"""Result rows on disk: uniquely named Parquet chunk files of many rows, read back as one frame.
+
+The driver buffers the rows that come back from the workers (:class:`ChunkWriter`) and writes
+them as one chunk file when :data:`CHUNK_ROWS` rows are waiting or the oldest waiting row is
+:data:`CHUNK_SECONDS` old, whichever comes first, and whatever is waiting when the run ends or
+is interrupted. A chunk is written to a temporary file and renamed into place
+(``results/chunk-<time>-<random>.parquet``): a reader or a resume sees all of its rows or none,
+and a killed driver loses at most the rows of the last few seconds, which a resume runs again.
+A chunk's name is new every time, so a second write never replaces a first.
+
+Runs written before chunks hold one file per row (``results/<task_id>-<random>.parquet``); they
+are read the same way: every function here reads the rows (their ``task_id`` column) through
+one lazy scan of ``results/*.parquet``, never file names and never one file after another.
 
 The columns are documented in docs/results-schema.md; :data:`FIXED_SCHEMA` gives their types:
 the result columns and their kinds come from :data:`sim.registry.RESULTS`, the parameter
@@ -7,13 +19,17 @@ columns are added per sweep from :data:`sim.registry.PARAMS` (:func:`schema_for`
 from __future__ import annotations
 
 import io
+import logging
 import os
+import time
 import uuid
 from pathlib import Path
 
 import polars as pl
 
 from sim.registry import RESULTS
+
+log = logging.getLogger("pipeline")
 
 #: Polars type of each result kind (sim.registry.RESULTS)
 RESULT_DTYPES: dict[str, pl.DataType] = {"float": pl.Float64, "int": pl.Int64, "str": pl.String,
@@ -51,12 +67,13 @@ def schema_for(param_types: dict[str, type]) -> dict[str, pl.DataType]:
     return schema
 
 
-def row_frame(row: dict, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """One row with the documented types; unknown keys are refused."""
-    extra = set(row) - set(schema)
-    if extra:
-        raise KeyError(f"result row has undocumented columns: {sorted(extra)}")
-    return pl.DataFrame([{k: row.get(k) for k in schema}], schema=schema)
+def rows_frame(rows: list[dict], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Rows with the documented types (a column a row lacks is null); unknown keys are refused."""
+    names = set(schema)
+    for row in rows:
+        if not names.issuperset(row):
+            raise KeyError(f"result row has undocumented columns: {sorted(set(row) - names)}")
+    return pl.DataFrame([{k: row.get(k) for k in schema} for row in rows], schema=schema)
 
 
 def _parquet_bytes(frame: pl.DataFrame) -> bytes:
@@ -78,25 +95,124 @@ def write_frame(frame: pl.DataFrame, path: Path) -> None:
         raise
 
 
-def write_row(results_dir: Path, row: dict, schema: dict[str, pl.DataType]) -> Path:
-    """Write one row atomically to a new, uniquely named file; never overwrite an existing one.
-    A write that fails (a full disk: ``OSError`` with its errno) leaves no file behind."""
+#: a chunk is written when this many rows wait ...
+CHUNK_ROWS = 1000
+#: ... or when the oldest waiting row is this many seconds old, whichever comes first
+CHUNK_SECONDS = 5.0
+CHUNK_PREFIX = "chunk-"
+
+
+def write_chunk(results_dir: Path, frame: pl.DataFrame) -> Path:
+    """Write ``frame`` as a new chunk file in ``results_dir``: encoded in memory, written to a
+    hidden temporary file, then renamed into place, so that the chunk appears whole or not at
+    all. Its name (write time in ns and 128 random bits) is new, so nothing is replaced. A write
+    that fails (a full disk: ``OSError`` with its errno) leaves no file behind."""
+    results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
-    final = results_dir / f"{row['task_id']}-{uuid.uuid4().hex[:12]}.parquet"
+    final = results_dir / f"{CHUNK_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex}.parquet"
     tmp = results_dir / f".{final.name}.tmp"
-    data = _parquet_bytes(row_frame(row, schema))
+    data = _parquet_bytes(frame)
     try:
         with open(tmp, "xb") as f:
             f.write(data)
-        os.link(tmp, final)  # fails if ``final`` exists: a second write never replaces a first
+        os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
     return final
 
 
-def read_results(results_dir: Path) -> pl.DataFrame:
-    """All rows of a run as one frame, sorted by task id."""
-    files = sorted(Path(results_dir).glob("*.parquet"))
+class ChunkWriter:
+    """Rows in, chunk files out: :meth:`add` buffers a row (``fixed`` columns added) and writes
+    the buffer as one chunk when it holds ``max_rows`` rows or its oldest row is ``max_seconds``
+    old; :meth:`flush_if_due` applies the same rule between rows (the driver calls it while it
+    waits for the workers), :meth:`flush` writes what waits. If a write fails, its rows are
+    dropped from the buffer (a resume runs their tasks again) and the error propagates."""
+
+    def __init__(self, results_dir: Path, schema: dict[str, pl.DataType], fixed: dict | None = None,
+                 max_rows: int | None = None, max_seconds: float | None = None, clock=time.monotonic):
+        self.results_dir, self.schema, self.fixed = Path(results_dir), schema, dict(fixed or {})
+        self.max_rows = int(CHUNK_ROWS if max_rows is None else max_rows)
+        self.max_seconds = float(CHUNK_SECONDS if max_seconds is None else max_seconds)
+        self.clock = clock
+        self.rows: list[dict] = []
+        self.oldest: float | None = None
+        self.chunks = 0
+        self.rows_written = 0
+
+    def add(self, row: dict) -> None:
+        self.rows.append({**row, **self.fixed})
+        if self.oldest is None:
+            self.oldest = self.clock()
+        self.flush_if_due()
+
+    def flush_if_due(self) -> None:
+        if self.rows and (len(self.rows) >= self.max_rows or self.clock() - self.oldest >= self.max_seconds):
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        rows, self.rows, self.oldest = self.rows, [], None
+        write_chunk(self.results_dir, rows_frame(rows, self.schema))
+        self.chunks += 1
+        self.rows_written += len(rows)
+
+
+def result_files(results_dir: Path) -> list[Path]:
+    """The Parquet files directly in ``results_dir`` (chunks, or one file per row in runs written
+    before chunks; ``results/failed/`` and temporary files are not among them), sorted by name:
+    chunks in the order they were written. A listing of the folder; nothing is read."""
+    results_dir = Path(results_dir)
+    return sorted(results_dir.glob("*.parquet")) if results_dir.is_dir() else []
+
+
+def scan_results(results_dir: Path, file_column: str | None = None) -> pl.LazyFrame | None:
+    """One lazy scan of every result file of ``results_dir`` (None if it has none); with
+    ``file_column``, each row's file path in that column."""
+    files = result_files(results_dir)
     if not files:
+        return None
+    return pl.scan_parquet([str(f) for f in files], include_file_paths=file_column)
+
+
+def read_results(results_dir: Path) -> pl.DataFrame:
+    """All rows of a run as one frame (one lazy scan), sorted by task id, one row per task: a
+    task with rows in two files (a resume killed between its writes) keeps the first written."""
+    scan = scan_results(results_dir)
+    if scan is None:
         return pl.DataFrame(schema=FIXED_SCHEMA)
-    return pl.scan_parquet([str(f) for f in files]).collect().sort("task_id")
+    frame = scan.collect()
+    unique = frame.unique("task_id", keep="first", maintain_order=True)
+    if unique.height < frame.height:
+        log.warning("%s: %d rows repeat a task's row; the first written of each task is kept",
+                    results_dir, frame.height - unique.height)
+    return unique.sort("task_id", maintain_order=True)
+
+
+def done_task_ids(results_dir: Path) -> set[str]:
+    """The task ids that have a row in ``results_dir`` (one lazy scan of the ``task_id`` column)."""
+    scan = scan_results(results_dir)
+    return set() if scan is None else set(scan.select("task_id").collect()["task_id"].to_list())
+
+
+def set_aside_failed(results_dir: Path) -> int:
+    """Move the error rows (``status == "error"``) of ``results_dir`` into one new chunk in
+    ``results_dir/failed/`` and return how many there were. Each file that held one is replaced
+    by a chunk of its other rows: the new files are written first and the old ones removed last,
+    so that an interruption in between leaves a task's row twice (the first written is read,
+    :func:`read_results`), never no row."""
+    scan = scan_results(results_dir, file_column="_file")
+    if scan is None:
+        return 0
+    frame = scan.collect()
+    failed = frame.filter(pl.col("status") == "error")
+    if failed.height == 0:
+        return 0
+    touched = failed["_file"].unique().to_list()
+    kept = frame.filter(pl.col("_file").is_in(touched) & (pl.col("status") != "error"))
+    write_chunk(Path(results_dir) / "failed", failed.drop("_file"))
+    if kept.height:
+        write_chunk(results_dir, kept.drop("_file"))
+    for f in touched:
+        Path(f).unlink()
+    return failed.height

@@ -115,11 +115,27 @@ def ray_node() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
-def run_chunk(tasks: list[dict]):
+#: a worker sends its finished rows back when this many wait, or when a task ends this many
+#: seconds or more after the previous batch went, whichever comes first, and at the end of its group
+BATCH_ROWS, BATCH_SECONDS = 1000, 1.0
+
+
+def run_chunk(tasks: list[dict], batch_rows: int = BATCH_ROWS, batch_seconds: float = BATCH_SECONDS):
     """Run a group of tasks one after another (one Ray streaming generator task), yielding
-    each task's row as soon as it is done (so that the driver sees every task finish); rows
-    name the node."""
+    their rows in batches (lists of rows): one Ray object per batch rather than per task, and a
+    batch at least every ``batch_seconds`` while tasks keep ending (a task longer than that
+    sends its row as it ends), so that the driver sees the sweep progress. Rows name the node."""
+    import time
+
     configure_numba(1)
     node = ray_node()
+    batch: list[dict] = []
+    last = time.monotonic()
     for t in tasks:
-        yield {**run_timed(t), "node": node}
+        batch.append({**run_timed(t), "node": node})
+        now = time.monotonic()
+        if len(batch) >= batch_rows or now - last >= batch_seconds:
+            yield batch
+            batch, last = [], now
+    if batch:
+        yield batch

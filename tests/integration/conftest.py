@@ -103,7 +103,10 @@ def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen | None = No
 
 
 def n_results(out_dir: Path) -> int:
-    return len(list((out_dir / "results").glob("*.parquet"))) if (out_dir / "results").exists() else 0
+    """The rows on disk in ``out_dir/results`` (chunk files, written whole)."""
+    from pipeline.store import done_task_ids
+
+    return len(done_task_ids(out_dir / "results"))
 
 
 def kill_tree(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> list:

@@ -13,7 +13,7 @@ from pipeline.errors import ConfigError
 from pipeline.execute import estimated_seconds, group_tasks
 from pipeline.reproduce import reproduce
 from pipeline.run import run_sweep, to_plain
-from pipeline.store import FIXED_SCHEMA, read_results, schema_for, write_row
+from pipeline.store import FIXED_SCHEMA, read_results, rows_frame, schema_for, write_chunk
 from tests.helpers import REPO, compose
 
 
@@ -46,11 +46,13 @@ def test_schema_is_documented(smoke_run):
         assert p in frame.columns
 
 
-def test_one_parquet_file_per_task(smoke_run):
+def test_rows_in_chunk_files_one_row_per_task(smoke_run):
     out, _ = smoke_run
     files = list((out["output_dir"] / "results").glob("*.parquet"))
     plan = out["plan"]
-    assert len(files) == len(plan.tasks)
+    # rows are written in chunks (every 1000 rows or 5 s): a handful of files for 12 tasks
+    assert 1 <= len(files) < len(plan.tasks) and all(f.name.startswith("chunk-") for f in files), files
+    assert sum(pl.read_parquet(f).height for f in files) == len(plan.tasks)
     frame = out["frame"]
     assert frame.height == len(plan.tasks)
     assert (frame["status"] == "ok").all(), frame.filter(pl.col("status") != "ok")["error"].to_list()
@@ -63,10 +65,11 @@ def test_one_parquet_file_per_task(smoke_run):
 def test_second_write_never_overwrites(tmp_path):
     schema = schema_for({"n_servers": int, "lam": float})
     row = {"task_id": "p00000-agent-r000", "n_servers": 3, "lam": 0.5, "status": "ok"}
-    a = write_row(tmp_path, row, schema)
-    b = write_row(tmp_path, row, schema)
+    a = write_chunk(tmp_path, rows_frame([row], schema))
+    b = write_chunk(tmp_path, rows_frame([row], schema))
     assert a != b and a.exists() and b.exists()
-    assert read_results(tmp_path).height == 2
+    assert pl.scan_parquet([str(a), str(b)]).collect().height == 2
+    assert read_results(tmp_path).height == 1  # one row per task: the first written
     assert not list(tmp_path.glob(".*tmp"))
 
 
@@ -83,10 +86,12 @@ def test_archive_contents_and_reproduce(smoke_run, tmp_path):
     out, _ = smoke_run
     with tarfile.open(out["archive"]) as tar:
         names = set(tar.getnames())
+        results = [n for n in names if n.startswith("run/results/") and n.endswith(".parquet")]
+        archived_rows = sum(pl.read_parquet(io.BytesIO(tar.extractfile(n).read())).height for n in results)
     for member in ("run/config.yaml", "run/tasks.json", "run/environment.json", "run/git.json",
                    "run/git.diff", "run/analysis/report.md"):
         assert member in names
-    assert sum(n.startswith("run/results/") and n.endswith(".parquet") for n in names) == len(out["plan"].tasks)
+    assert archived_rows == len(out["plan"].tasks)  # the chunk files, every row once
     rep = reproduce(out["archive"], tmp_path / "again", progress=False)
     assert rep["seeds_match"] and rep["env_match"]
     assert rep["bitwise"] == rep["rows"] == len(out["plan"].tasks)

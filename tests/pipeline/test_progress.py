@@ -1,5 +1,5 @@
 """The progress bar: one step per finished task, also when a Ray task runs a group of several
-(rows stream back as each task ends), rows delivered once through a worker's death, and an ETA
+(rows stream back in batches as tasks end), rows delivered once through a worker's death, and an ETA
 learned from the measured time of the finished tasks."""
 from __future__ import annotations
 
@@ -101,15 +101,17 @@ def recorded(monkeypatch):
     return calls
 
 
-def _streaming_fake(flag_dir: str, crash_once_at: int | None = None):
-    """A stand-in for worker.run_chunk (pickled by value: it is a closure). Before each task
-    but a group's first, it waits (up to 120 s) until the driver has stored the previous task's
-    row, and records in its row whether it had: with rows held back until the group ends the
-    wait times out. ``crash_once_at``: the worker dies (once) just before that task."""
+def _streaming_fake(flag_dir: str, crash_once_at: int | None = None, batch: int = 1):
+    """A stand-in for worker.run_chunk (pickled by value: it is a closure) that yields its rows
+    in batches of ``batch``. Before each batch but a group's first, it waits (up to 120 s) until
+    the driver has stored the previous task's row, and records in its row whether it had: with
+    rows held back until the group ends the wait times out. ``crash_once_at``: the worker dies
+    (once) just before that task."""
     def run_chunk(tasks):
+        rows = []
         for i, t in enumerate(tasks):
             seen_before = True
-            if i > 0:
+            if i > 0 and not rows:
                 flag = os.path.join(flag_dir, str(tasks[i - 1]["_meta"]["task_id"]))
                 deadline = time.time() + 120
                 while not os.path.exists(flag) and time.time() < deadline:
@@ -118,12 +120,17 @@ def _streaming_fake(flag_dir: str, crash_once_at: int | None = None):
             if t["_meta"]["task_id"] == crash_once_at and not os.path.exists(os.path.join(flag_dir, "crashed")):
                 open(os.path.join(flag_dir, "crashed"), "w").close()
                 os._exit(1)
-            yield {**worker.row_header(t), "wall_time": 0.01, "node": "fake", "seen_before": seen_before}
+            rows.append({**worker.row_header(t), "wall_time": 0.01, "node": "fake", "seen_before": seen_before})
+            if len(rows) == batch:
+                yield rows
+                rows = []
+        if rows:
+            yield rows
     return run_chunk
 
 
-def _run(tasks, tmp_path, monkeypatch, max_retries=0, crash_once_at=None):
-    monkeypatch.setattr(worker, "run_chunk", _streaming_fake(str(tmp_path), crash_once_at))
+def _run(tasks, tmp_path, monkeypatch, max_retries=0, crash_once_at=None, batch=1):
+    monkeypatch.setattr(worker, "run_chunk", _streaming_fake(str(tmp_path), crash_once_at, batch))
     rows = []
 
     def on_row(row):
@@ -153,8 +160,8 @@ def test_bar_advances_once_per_task_while_groups_run(ray_cluster, tmp_path, monk
 def test_a_worker_dying_mid_group_is_retried_without_duplicates(ray_cluster, tmp_path, monkeypatch, recorded):
     tasks = _tasks()
     groups = [execute.run_order(g) for g in execute.group_tasks(tasks, 2, 1, 5e7)]
-    victim = groups[0][2]["_meta"]["task_id"]  # the group's first two rows are out when it dies
-    rows, errors, _ = _run(tasks, tmp_path, monkeypatch, max_retries=1, crash_once_at=victim)
+    victim = groups[0][2]["_meta"]["task_id"]  # the group's first batch (two rows) is out when it dies
+    rows, errors, _ = _run(tasks, tmp_path, monkeypatch, max_retries=1, crash_once_at=victim, batch=2)
     assert (tmp_path / "crashed").exists() and errors == 0
     ids = [r["task_id"] for r in rows]
     assert sorted(ids) == sorted(t["_meta"]["task_id"] for t in tasks)  # each once, none lost
@@ -183,3 +190,25 @@ def test_serial_backend_and_no_bar(tmp_path, monkeypatch, recorded):
     errors = execute.execute(tasks, {"backend": "serial", "tasks_per_cpu": 4, "events_per_second": 5e7,
                                      "max_retries": 0, "progress": False}, rows.append)
     assert errors == 0 and len(rows) == len(tasks) == len(recorded)
+
+
+def test_worker_sends_rows_in_batches_by_count_and_by_time(monkeypatch):
+    """worker.run_chunk (called here as a plain generator): a batch goes when it holds
+    ``batch_rows`` rows or when a task ends ``batch_seconds`` after the previous batch went;
+    every row once, in run order."""
+    tasks = _tasks()[:7]
+    clock = {"t": 0.0}
+    durations = iter([0.1, 0.1, 0.1, 0.1, 5.0, 0.1, 0.1])  # the fifth task is long
+
+    def run_timed(task):
+        clock["t"] += next(durations)
+        return {"task_id": task["_meta"]["task_id"]}
+
+    monkeypatch.setattr(worker, "run_timed", run_timed)
+    monkeypatch.setattr(worker, "ray_node", lambda: "n1")
+    monkeypatch.setattr(worker, "configure_numba", lambda n: None)
+    monkeypatch.setattr(time, "monotonic", lambda: clock["t"])
+    batches = list(worker.run_chunk(tasks, batch_rows=3, batch_seconds=1.0))
+    assert [len(b) for b in batches] == [3, 2, 2]  # 3 by count; then the long task's end; the rest
+    assert [r["task_id"] for b in batches for r in b] == [t["_meta"]["task_id"] for t in tasks]
+    assert all(r["node"] == "n1" for b in batches for r in b)

@@ -51,15 +51,22 @@ def repack(archive: Path, dest: Path, edit) -> Path:
 
 
 def result_file(run: Path, task_id: str = TASK) -> Path:
-    (path,) = (run / "results").glob(f"{task_id}-*.parquet")
+    """The result file (a chunk of rows, or one row in archives made before chunks) that holds
+    ``task_id``'s row."""
+    (path,) = [p for p in (run / "results").glob("*.parquet")
+               if task_id in pl.read_parquet(p, columns=["task_id"])["task_id"].to_list()]
     return path
 
 
 def edit_result(column: str, change):
+    """Change ``column`` of TASK's row only, in the file that holds it."""
     def edit(run: Path) -> None:
         path = result_file(run)
         df = pl.read_parquet(path)
-        df.with_columns(pl.Series(column, [change(df[column][0])], dtype=df.schema[column])).write_parquet(path)
+        i = df["task_id"].to_list().index(TASK)
+        values = df[column].to_list()
+        values[i] = change(values[i])
+        df.with_columns(pl.Series(column, values, dtype=df.schema[column])).write_parquet(path)
     return edit
 
 
@@ -713,7 +720,7 @@ def test_a_byte_flip_in_parquet_metadata_is_an_unusable_archive(archive, tmp_pat
     flipped = repack(archive, tmp_path / "flip.tar.gz", edit)
     code, out, err = run_main([flipped, "--out", tmp_path / "again", "--no-progress"], capsys)
     assert code == 2 and not out and err.count("\n") == 1, err
-    name = f"run/results/{TASK}-" if where == "results" else "run/analysis/summary.parquet"
+    name = "run/results/chunk-" if where == "results" else "run/analysis/summary.parquet"
     assert name in err and "is not readable Parquet" in err, err
     assert not (tmp_path / "again").exists()
 
@@ -775,3 +782,17 @@ def test_where_bits_may_differ_the_default_tolerance_covers_a_cpu_change():
     assert rp.cell_difference(1.5012335128, 1.5012335712, rp.DEFAULT_RTOL, True) is not None
     assert rp.cell_difference(1e-15, 3e-15, rp.DEFAULT_RTOL, False) is None  # below ATOL
     assert rp.cell_difference(1.0, 1.0 + 3 * rp.DEFAULT_RTOL, rp.DEFAULT_RTOL, False) is not None
+
+
+def test_an_archive_of_one_file_per_row_reproduces(archive, tmp_path, capsys):
+    """Archives made before chunks hold one result file per row (``<task_id>-<hex>.parquet``):
+    they are read in one scan and still reproduce, row for row."""
+    from tests.pipeline.test_chunks import one_file_per_row
+
+    old = repack(archive, tmp_path / "old.tar.gz", lambda run: one_file_per_row(run / "results"))
+    with tarfile.open(old) as tar:
+        names = [n for n in tar.getnames() if n.startswith("run/results/") and n.endswith(".parquet")]
+    assert len(names) == 12 and not any("/chunk-" in n for n in names)
+    code, out, _ = run_main([old, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 0, out
+    assert "12/12 bitwise identical" in out and out.rstrip().endswith("\nREPRODUCED")
