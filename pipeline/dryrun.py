@@ -3,7 +3,7 @@
 Validates the sweep as a real run does (a task whose estimated memory exceeds
 ``execution.memory_share`` is refused there, before any timing run allocates it), then prints its
 points, task count and total events, the largest task's memory estimate, and an estimated wall time on this machine and on a cluster of ``plan_cpus`` CPUs. Starts no Ray,
-writes no file, logs nothing to MLflow.
+writes no run folder (only its timing cache, below), logs nothing to MLflow.
 
 The estimate is measured, not guessed: for each (engine, policy, variant) of the sweep, the task with the
 most servers runs twice in this process, for ``PROBE_EVENTS`` and five times as many events (a
@@ -15,18 +15,32 @@ overstates long tasks several-fold where the set-up grows with N.
 Mean-field tasks count as a short fixed time, except on a limit path beyond N = 10^7 (large k
 and d), where each (engine, policy, variant)'s largest-N task is timed too. The wall time on P CPUs is that of the
 longest-first schedule of the tasks on P CPUs plus Ray's start, about what the grouping achieves.
+
+The timings are kept in ``~/.cache/lbsweep/plan-timings.json`` (``XDG_CACHE_HOME`` honoured),
+keyed by the digest of ``sim/``'s source, the CPU as the numbers see it (model, numba's target and
+features: :func:`pipeline.archive.cpu`), the timed task's inputs and the probe lengths: a second
+dry run of a sweep on this machine, with the same code, times nothing it has timed before (the
+headline's took 53 s, nearly all timing runs). Changed code or another CPU gives other keys. The
+file holds at most :data:`CACHE_ENTRIES` entries (the newest); an unreadable one is ignored.
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
+import logging
+import math
 import os
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from pipeline.execute import MEANFIELD_SECONDS
 from pipeline.plan import Plan, run_settings
 from sim import MAX_RUNS
 from sim.registry import STOCHASTIC_ENGINES
+
+log = logging.getLogger("pipeline")
 
 #: events of each timing run (and a tenth of that as the warm-up)
 PROBE_EVENTS = 1_000_000
@@ -49,13 +63,90 @@ def _key(task: dict) -> tuple:
     return task["engine"], task["policy"], task["_meta"]["params"].get("variant") or ""
 
 
-def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, tuple[float, float]]:
+#: most timings kept in the cache file (the newest)
+CACHE_ENTRIES = 2000
+
+
+def cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lbsweep" / "plan-timings.json"
+
+
+def _machine_code() -> dict:
+    """What decides a timing besides the task: the source of ``sim/`` and the CPU."""
+    import importlib.util
+
+    from pipeline.archive import cpu
+    from pipeline.worker import tree_digest
+
+    spec = importlib.util.find_spec("sim")
+    c = cpu()
+    return {"sim": tree_digest(Path(list(spec.submodule_search_locations)[0])),
+            "cpu": [c.get("model"), c.get("llvm_target"), c.get("llvm_features"), c.get("overrides")]}
+
+
+def _cache_key(machine: dict, task: dict, probe_events: int) -> str:
+    text = json.dumps({"machine": machine, "task": task, "probe": probe_events}, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read_cache(path: Path) -> dict[str, list]:
+    """The cached timings, ``key -> [fixed, per_event, stamp]``; entries of another shape dropped."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items()
+            if isinstance(v, list) and len(v) == 3
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                    for x in v)}
+
+
+def _write_cache(path: Path, entries: dict[str, list]) -> None:
+    """Keep the newest :data:`CACHE_ENTRIES`; written to a temporary file renamed into place. A
+    cache that cannot be written is no error (the next dry run times again)."""
+    newest = dict(sorted(entries.items(), key=lambda kv: kv[1][2])[-CACHE_ENTRIES:])
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(newest))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS,
+                  cache: bool = True) -> dict[tuple, tuple[float, float]]:
     """``(fixed CPU seconds per task, CPU seconds per event)`` of each stochastic (engine,
     policy, variant), on its largest-N task (module docstring); and, keyed the same way,
     ``(CPU seconds per task, 0)`` of each limit (engine, policy, variant) that a limit path takes
-    beyond ``LIMIT_N`` (its largest-N task, once after a warm-up)."""
-    import sim
+    beyond ``LIMIT_N`` (its largest-N task, once after a warm-up). With ``cache``, timings made
+    before on this machine with this code are read from :func:`cache_path` and new ones added."""
+    if not cache:
+        return _measure_tasks(_largest_tasks(plan), probe_events)
+    machine = _machine_code()
+    path = cache_path()
+    entries = _read_cache(path)
+    largest = _largest_tasks(plan)
+    keys = {key: _cache_key(machine, {k: v for k, v in t.items() if k not in ("_meta", "precision")}, probe_events)
+            for key, t in largest.items()}
+    known = {key: (entries[h][0], entries[h][1]) for key, h in keys.items() if h in entries}
+    todo = {key: t for key, t in largest.items() if key not in known}
+    measured = _measure_tasks(todo, probe_events) if todo else {}
+    if known:
+        log.info("plan: %d of %d timings read from %s (timed before on this CPU with this code)",
+                 len(known), len(largest), path)
+    if measured:
+        now = time.time()
+        entries.update({keys[key]: [fixed, per, now] for key, (fixed, per) in measured.items()})
+        _write_cache(path, entries)
+    return {key: known.get(key) or measured[key] for key in largest}
 
+
+def _largest_tasks(plan: Plan) -> dict[tuple, dict]:
+    """The largest-N task of each (engine, policy, variant) that is timed."""
     largest: dict[tuple, dict] = {}
     for t in plan.tasks:
         if t["engine"] not in STOCHASTIC_ENGINES and _n(t) <= LIMIT_N:
@@ -63,6 +154,13 @@ def measure_costs(plan: Plan, probe_events: int = PROBE_EVENTS) -> dict[tuple, t
         key = _key(t)
         if key not in largest or _n(t) > _n(largest[key]):
             largest[key] = t
+    return largest
+
+
+def _measure_tasks(largest: dict[tuple, dict], probe_events: int) -> dict[tuple, tuple[float, float]]:
+    """Time each task of ``largest`` (module docstring)."""
+    import sim
+
     unit_costs = {}
     for key, t in largest.items():
         task = {k: v for k, v in t.items() if k not in ("_meta", "precision")}

@@ -64,3 +64,53 @@ def test_estimate_separates_a_tasks_fixed_cost_from_its_cost_per_event(tmp_path,
     short = make_plan(to_plain(compose(["+sweep=smoke", f"output_dir={tmp_path}", "params.events=5000",
                                         "engines=[occupancy]"])))
     assert all(fixed == 0.0 and per == pytest.approx(0.4 / 5000 + 20e-9) for fixed, per in dryrun.measure_costs(short).values())
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Each test its own timing cache (the fakes below must not reach the user's)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_timings_are_cached_by_code_cpu_and_task(tmp_path, monkeypatch):
+    """A second dry run times nothing it timed before; another CPU (numba's target), other code
+    (the digest of sim/) or another task is timed anew; a damaged cache file is ignored."""
+    import sim
+    from pipeline import dryrun
+    from pipeline.plan import make_plan
+
+    calls = []
+    clock = [0.0]
+
+    def fake_run(task):
+        calls.append(task["n_servers"])
+        clock[0] += 0.4 + 20e-9 * task["events"]
+        return {}
+
+    monkeypatch.setattr(sim, "run", fake_run)
+    monkeypatch.setattr(dryrun.time, "process_time", lambda: clock[0])
+
+    def plan(*extra):
+        return make_plan(to_plain(compose(["+sweep=smoke", f"output_dir={tmp_path}", "params.events=10000000",
+                                           "engines=[occupancy]", *extra])))
+
+    first = dryrun.measure_costs(plan())
+    timed = len(calls)
+    assert timed == 3 * len(first) and dryrun.cache_path().is_file()  # warm-up and two lengths each
+    assert dryrun.measure_costs(plan()) == first and len(calls) == timed  # all from the cache
+    dryrun.measure_costs(plan("axes.n_servers=[20,300]"))  # another largest task: timed
+    assert len(calls) == 2 * timed
+    machine = dryrun._machine_code()
+    for changed in ({**machine, "cpu": ["another", "znver9", "", {}]}, {**machine, "sim": "0" * 16}):
+        monkeypatch.setattr(dryrun, "_machine_code", lambda changed=changed: changed)
+        n = len(calls)
+        dryrun.measure_costs(plan())
+        assert len(calls) == n + timed
+    monkeypatch.setattr(dryrun, "_machine_code", lambda: machine)
+    dryrun.cache_path().write_text("{not json")
+    n = len(calls)
+    again = dryrun.measure_costs(plan())  # timed anew (the fake clock's sums round differently)
+    assert len(calls) == n + timed and again.keys() == first.keys()
+    assert all(again[k] == pytest.approx(first[k]) for k in first)
+    dryrun.measure_costs(plan(), cache=False)
+    assert len(calls) == n + 2 * timed
