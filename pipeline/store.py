@@ -1,4 +1,5 @@
-"""Result rows on disk: one uniquely named Parquet file per task, read back as one frame.
+"""Result rows on disk: one uniquely named Parquet file per task, read back as one frame with
+one row per task.
 
 The columns are documented in docs/results-schema.md; :data:`FIXED_SCHEMA` gives their types:
 the result columns and their kinds come from :data:`sim.registry.RESULTS`, the parameter
@@ -7,6 +8,7 @@ columns are added per sweep from :data:`sim.registry.PARAMS` (:func:`schema_for`
 from __future__ import annotations
 
 import io
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -14,6 +16,8 @@ from pathlib import Path
 import polars as pl
 
 from sim.registry import RESULTS
+
+log = logging.getLogger("pipeline")
 
 #: Polars type of each result kind (sim.registry.RESULTS)
 RESULT_DTYPES: dict[str, pl.DataType] = {"float": pl.Float64, "int": pl.Int64, "str": pl.String,
@@ -32,6 +36,7 @@ FIXED_SCHEMA: dict[str, pl.DataType] = {
     **{name: RESULT_DTYPES[kind] for name, kind in RESULTS.items()},
     "wall_time": pl.Float64,
     "node": pl.String,
+    "code_commit": pl.String,
     "status": pl.String,
     "error": pl.String,
 }
@@ -95,8 +100,27 @@ def write_row(results_dir: Path, row: dict, schema: dict[str, pl.DataType]) -> P
 
 
 def read_results(results_dir: Path) -> pl.DataFrame:
-    """All rows of a run as one frame, sorted by task id."""
-    files = sorted(Path(results_dir).glob("*.parquet"))
+    """All rows of a run as one frame, sorted by task id, one row per task
+    (:func:`one_row_per_task`). Files of two schemas (rows written before a column was added,
+    next to rows of a resume by newer code) are read together, the missing column null."""
+    files = [str(f) for f in sorted(Path(results_dir).glob("*.parquet"))]
     if not files:
         return pl.DataFrame(schema=FIXED_SCHEMA)
-    return pl.scan_parquet([str(f) for f in files]).collect().sort("task_id")
+    try:
+        frame = pl.scan_parquet(files).collect()
+    except (pl.exceptions.SchemaError, pl.exceptions.ColumnNotFoundError):
+        frame = pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed").collect()
+    return one_row_per_task(frame).sort("task_id")
+
+
+def one_row_per_task(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with at most one row per ``task_id``: of several rows of one task (written by two
+    writers of one folder, which the folder's lock now prevents, or by a copy), the first in the
+    frame's order (files by name) is kept, and a warning counts the rows dropped."""
+    if "task_id" not in frame.columns or frame["task_id"].n_unique() == frame.height:
+        return frame
+    kept = frame.unique(subset="task_id", keep="first", maintain_order=True)
+    dup = frame.filter(pl.col("task_id").is_duplicated())["task_id"].unique().sort()
+    log.warning("%d rows dropped: tasks with more than one row (%d tasks, first %s); one row per "
+                "task kept", frame.height - kept.height, dup.len(), dup[0])
+    return kept
