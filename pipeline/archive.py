@@ -14,6 +14,7 @@ corrupt or non-tar file into a one-line :class:`~pipeline.errors.ConfigError`.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import io
 import json
@@ -115,15 +116,49 @@ def git_state(root: Path) -> tuple[dict, str]:
     return {"commit": commit.strip(), "dirty": bool(status.strip()), "status": status}, diff
 
 
+def code_state(root: Path) -> dict:
+    """The code a run or resume computes with, as a resume compares it: ``commit``, ``dirty``
+    and, for a dirty checkout, ``changes``: the first 12 hex digits of the sha256 of its ``git
+    status --porcelain`` and ``git diff HEAD`` (so two different sets of uncommitted changes on
+    one commit are two code states). ``commit`` is None outside a git checkout."""
+    state, diff = git_state(root)
+    dirty = state.get("dirty")
+    changes = None
+    if dirty:
+        text = (state.get("status") or "") + "\0" + diff
+        changes = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return {"commit": state.get("commit"), "dirty": dirty, "changes": changes}
+
+
+def code_label(code: dict | None) -> str | None:
+    """``<commit>``, or ``<commit>+dirty.<changes>`` for a dirty checkout; None when the commit is
+    unknown (the ``code_commit`` column of a row; docs/results-schema.md)."""
+    if not code or not code.get("commit"):
+        return None
+    return code["commit"] + (f"+dirty.{code.get('changes') or '?'}" if code.get("dirty") else "")
+
+
+def same_code(a: dict | None, b: dict | None) -> bool:
+    """Whether two :func:`code_state` records name the same code."""
+    if not a or not b:
+        return False
+    return all(a.get(k) == b.get(k) for k in ("commit", "dirty", "changes"))
+
+
 def _no_bytecode(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     """Leave compiled bytecode out of the archive (it is rebuilt from the source)."""
     parts = PurePosixPath(info.name).parts
     return None if "__pycache__" in parts or info.name.endswith((".pyc", ".pyo")) else info
 
 
-def write_archive(out_dir: Path, files: dict[str, Path | str | bytes], project_root: Path) -> Path:
-    """Write ``out_dir/archive.tar.gz``. ``files`` maps archive names to paths or contents."""
+def write_archive(out_dir: Path, files: dict[str, Path | str | bytes], project_root: Path,
+                  commits: list[dict] | None = None) -> Path:
+    """Write ``out_dir/archive.tar.gz``. ``files`` maps archive names to paths or contents;
+    ``commits`` (run.json's ``code``: every code state that ran on the folder) goes into
+    ``git.json`` as ``commits``."""
     state, diff = git_state(project_root)
+    if commits is not None:
+        state = {**state, "commits": commits}
     contents: dict[str, bytes] = {
         "environment.json": json.dumps(environment(), indent=1).encode(),
         "git.json": json.dumps(state, indent=1).encode(),

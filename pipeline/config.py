@@ -86,6 +86,10 @@ class ExecutionConfig:
     events_per_second: float = 5.0e7
     #: Ray retries of a task whose worker died
     max_retries: int = 2
+    #: the driver writes the rows in a new chunk file (pipeline/store.py) when this many wait ...
+    chunk_rows: int = 1000
+    #: ... or when the oldest waiting row is this many seconds old (0: a chunk per row)
+    chunk_seconds: float = 5.0
     #: show a progress bar
     progress: bool = True
     #: the plan refuses a task whose estimated memory exceeds this share (0, 1] of

@@ -287,6 +287,11 @@ def check_top_level(cfg: dict) -> None:
         _int_at_least(cfg, "execution.num_cpus", 1)
     _int_at_least(cfg, "execution.max_retries", 0)
     _int_at_least(cfg, "execution.tasks_per_cpu", 1)
+    if ex.get("chunk_rows") is not None:  # absent from configs of runs made before chunks
+        _int_at_least(cfg, "execution.chunk_rows", 1)
+    v = ex.get("chunk_seconds")
+    if v is not None and (not _is_number(v) or not v >= 0):
+        raise ConfigError(f"execution.chunk_seconds={v!r} must be a number >= 0")
     if ex.get("auth", "auto") not in AUTH_MODES:
         raise ConfigError(f"execution.auth={ex.get('auth')!r} is unknown; valid: {', '.join(AUTH_MODES)}")
     addr = ex.get("address")

@@ -47,8 +47,9 @@ What is compared, after the tasks are planned again from the archived config:
 * the result rows (``results/*.parquet``), matched by ``task_id``: every column of the union of
   both frames' columns (a column on one side only, a different dtype, a missing or extra row are
   mismatches), except :data:`EXCLUDED_COLUMNS`: ``wall_time`` (how long a task took), ``node``
-  (the cluster node it ran on) and ``run_id`` (a fresh id per run): they describe the run, not
-  its results;
+  (the cluster node it ran on), ``run_id`` (a fresh id per run) and ``code_commit`` (the commit
+  that computed the row; absent from rows written before it was recorded): they describe the
+  run, not its results;
 * every file under the archive's ``run/analysis/`` against the rerun's ``analysis/`` (a file on
   one side only is a mismatch): Parquet frames cell by cell by the same rules (rows matched by
   ``task_id`` where there is one, otherwise by position, since the analysis sorts its output);
@@ -104,13 +105,14 @@ import polars as pl
 
 from pipeline.archive import MAX_BYTES, MAX_MEMBERS, PREFIX, environment, safe_extract
 from pipeline.errors import ConfigError, OutputError
+from pipeline.runfolder import check_not_link
 from pipeline.store import read_results
 from pipeline.tracking import environ_restored
 
 log = logging.getLogger("pipeline.reproduce")
 
 #: columns (and JSON keys) that describe a run rather than its results
-EXCLUDED_COLUMNS = frozenset({"wall_time", "node", "run_id"})
+EXCLUDED_COLUMNS = frozenset({"wall_time", "node", "run_id", "code_commit"})
 #: a line (or JSON key or string) carrying a timing, a date or a clock time; see the module doc
 TIMING = re.compile(r"wall[ _-]?(?:time|clock)|elapsed|(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
                     r"|(?<!\d)\d{1,2}:\d{2}:\d{2}(?!\d)", re.IGNORECASE)
@@ -593,6 +595,7 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
                 out_dir = kept_parent / "rerun"
             elif out_dir is None:  # removed with the extraction folder, on every exit
                 out_dir = Path(tmp) / "rerun"
+            check_not_link(out_dir, "--out")  # before resolve(), which would follow it
             out_dir = Path(out_dir).resolve()
             cfg["output_dir"] = str(out_dir)
             cfg["mlflow"]["enabled"] = False
@@ -665,7 +668,8 @@ def parser() -> argparse.ArgumentParser:
         epilog="The rerun is local: of the archive's execution section only the backend is used "
                "(not its address, num_cpus, auth, timeouts or grouping), and the RAY_ADDRESS "
                "environment variable is ignored; --address joins a cluster. "
-               "Compared: tasks and seeds, every result column except wall_time, node and run_id, "
+               "Compared: tasks and seeds, every result column except wall_time, node, run_id and "
+               "code_commit, "
                "every file under analysis/ (timing lines of text files left out; images only "
                "when the environment matches). See the module docstring of pipeline/reproduce.py.")
     ap.add_argument("archive", type=Path, help="a run's archive.tar.gz")

@@ -9,6 +9,12 @@ to RUNNING, then FINISHED, FAILED or KILLED). Every row is then what an uninterr
 driver alike: rows are written in chunks, each atomically, every few seconds
 (pipeline/store.py), and what a kill loses is run again. Exit codes as ``python -m
 pipeline``.
+
+Refused with exit code 2 and one line, before anything runs: a folder another run or resume is
+writing (its lock, ``run.lock``, names that process's id); a folder whose rows were computed by
+other code (another commit, or other uncommitted changes, than run.json's ``code`` records)
+unless ``--allow-code-change``, which records the new commit beside the old ones (run.json,
+the archive's ``git.json``, the new rows' ``code_commit``); a symbolic link as the folder.
 """
 from __future__ import annotations
 
@@ -27,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=["ray", "serial"], default=None, help="override execution.backend")
     ap.add_argument("--address", default=None,
                     help="join this Ray cluster (default: the run's own execution.address)")
+    ap.add_argument("--allow-code-change", action="store_true",
+                    help="resume with code other than the one that computed the rows so far "
+                         "(another commit or other uncommitted changes); every commit is recorded")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--no-mlflow", action="store_true",
                     help="finish without MLflow (its store is gone or unusable: exit code 4 otherwise)")
@@ -40,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline import safe_yaml
         from pipeline.run import run_sweep
 
+        from pipeline.runfolder import check_not_link
+
+        check_not_link(args.output_dir)  # before resolve(), which would follow it
         folder = args.output_dir.resolve()
         if not (folder / "config.yaml").is_file():
             raise ConfigError(f"output_dir={str(args.output_dir)!r} has no config.yaml: not a run folder")
@@ -59,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg["execution"]["progress"] = False
         if args.no_mlflow:
             cfg["mlflow"]["enabled"] = False
-        return run_sweep(cfg, resume=True, retry_failed=args.retry_failed)
+        return run_sweep(cfg, resume=True, retry_failed=args.retry_failed,
+                         allow_code_change=args.allow_code_change)
 
     return run_cli(run)
 

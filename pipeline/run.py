@@ -4,6 +4,15 @@ Order matters for bad input: the whole plan is validated (:func:`pipeline.plan.m
 before anything is written or started, so a refused config leaves only Hydra's log behind (in
 ``outputs/.log/``). The run folder is made by :func:`run_sweep` itself, exclusively, once Ray is
 up (:mod:`pipeline.runfolder`): one run, one folder.
+
+The resume contract (docs/running.md, "Resume"): one writer per run folder (a run or a resume
+holds the folder's lock, :func:`pipeline.runfolder.lock_folder`, for its whole life; a second
+is refused naming the holder's process id); the code's commit and dirty state are recorded in
+``run.json`` (``code``) at the start, and a resume from other code is refused unless
+``allow_code_change``, which then appends the new code state there (it reaches the archive's
+``git.json`` as ``commits``, and each row computed by it names it in ``code_commit``); the
+rows are read back with one row per task (:func:`pipeline.store.read_results`); an
+``output_dir`` that is a symbolic link is refused.
 """
 from __future__ import annotations
 
@@ -22,7 +31,7 @@ from pipeline import state as run_state
 from pipeline.errors import ConfigError, OutputError
 from pipeline.execute import PROJECT_ROOT, connect, execute
 from pipeline.plan import Plan, make_plan
-from pipeline.runfolder import OUTPUTS, attach_log, check_new, create_exclusive, new_run_folder, stamp
+from pipeline.runfolder import OUTPUTS, attach_log, check_new, check_not_link, create_exclusive, lock_folder, new_run_folder, stamp
 from pipeline.store import ChunkWriter, done_task_ids, read_results, schema_for, set_aside_failed, write_frame
 from sim.registry import STOCHASTIC_ENGINES
 
@@ -73,10 +82,14 @@ def _write_state(out_dir: Path, state: dict) -> None:
     run_state.write(out_dir, state)  # space reserved: it can end the run on a full disk
 
 
-def _check_resumable(out_dir: Path, plan: Plan) -> dict:
+def _check_run_folder(out_dir: Path) -> None:
     for name in ("config.yaml", "tasks.json", STATE_FILE):
         if not (out_dir / name).is_file():
             raise ConfigError(f"output_dir={str(out_dir)!r} has no {name}: not a run folder to resume")
+
+
+def _check_resumable(out_dir: Path, plan: Plan) -> dict:
+    _check_run_folder(out_dir)
     archived = json.loads((out_dir / "tasks.json").read_text())["tasks"]
     if [(t["_meta"]["task_id"], t.get("seed")) for t in archived] != \
             [(t["_meta"]["task_id"], t.get("seed")) for t in plan.tasks]:
@@ -85,9 +98,41 @@ def _check_resumable(out_dir: Path, plan: Plan) -> dict:
     return run_state.read(out_dir)
 
 
+def _code_entry(code: dict) -> dict:
+    return {**code, "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def _check_code(out_dir: Path, state: dict, code: dict, allow_code_change: bool) -> None:
+    """Refuse (ConfigError) to resume ``out_dir`` with code other than the one that last ran on
+    it (run.json's ``code``, the last entry) unless ``allow_code_change``; then the new code
+    state is appended to ``state["code"]``."""
+    from pipeline.archive import code_label, same_code
+
+    history = state.get("code")
+    last = history[-1] if isinstance(history, list) and history else None
+    if same_code(last, code):
+        return
+
+    def label(c):
+        return (code_label(c) or "unknown (not a git checkout)") if c else "not recorded (started before runs recorded their code)"
+
+    if not allow_code_change:
+        raise ConfigError(f"output_dir={str(out_dir)!r}: its rows were computed by commit {label(last)}, "
+                          f"this code is commit {label(code)}: a resume would mix rows of two codes; "
+                          "resume from that commit, or pass --allow-code-change (every commit that "
+                          "computed rows is then recorded)")
+    log.warning("resuming %s with other code (--allow-code-change): commit %s after %s; both are "
+                "recorded (run.json code, the archive's git.json commits, the rows' code_commit)",
+                out_dir, label(code), label(last))
+    state["code"] = [*(history if isinstance(history, list) else [{"commit": None, "dirty": None,
+                                                                      "changes": None, "since": None,
+                                                                      "note": "not recorded"}]),
+                     _code_entry(code)]
+
+
 def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: bool = False,
               resume: bool = False, retry_failed: bool = False, group=None,
-              archived: bool = False) -> dict:
+              archived: bool = False, allow_code_change: bool = False) -> dict:
     """Validate, execute, record, analyse, track and archive one sweep; return what was made.
 
     The run folder is made here once the plan is valid and Ray is up (:mod:`pipeline.runfolder`):
@@ -103,6 +148,10 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     and nests the sweep's MLflow parent run under the multirun's. With ``resume`` or
     ``archived`` (a reproduction of an archive) a parameter that no task uses is logged, not
     refused: the run may predate that rule.
+    The run or resume holds the folder's lock (:func:`pipeline.runfolder.lock_folder`) until it
+    returns: a resume takes it before anything else (ConfigError naming the holder if another
+    process has it), and then refuses code other than the one recorded in run.json unless
+    ``allow_code_change`` (module doc). An ``output_dir`` that is a symbolic link is refused.
     """
     conf = to_plain(cfg)
     plan = make_plan(conf, unused="warn" if (resume or archived) else "refuse")
@@ -115,49 +164,63 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
         print(describe(plan, conf, cpus))
         return {"errors": 0, "plan": plan, "dry_run": True}
     given = conf.get("output_dir")
+    if given:
+        check_not_link(given)  # before resolve(), which would follow it
     out_dir = Path(given).resolve() if given else None
-    if resume:
-        if out_dir is None:
-            raise ConfigError("output_dir is not set: resume needs the run folder")
-        state = _check_resumable(out_dir, plan)
-    elif out_dir is not None:
-        check_new(out_dir)  # refused before Ray starts; create_exclusive below decides
-    # before anything is written: a failure leaves nothing
-    from pipeline.models import py_modules
+    from pipeline.archive import code_state
 
-    shipped = py_modules(conf)  # out-of-tree models (pipeline/models.py)
-    if conf["mlflow"]["enabled"]:  # a store that cannot be used: one line, exit 4, before Ray
-        _check_tracking(conf["mlflow"], project_root)
-    session = (group.connect(conf["execution"], shipped) if group is not None
-               else connect(conf["execution"], shipped))
+    code = code_state(project_root)  # the code this process computes with (run.json, rows)
+    lock = None
     try:
-        if not resume:  # Ray is up: claim the folder (a concurrent run gets another one)
-            if out_dir is not None:
-                out_dir = create_exclusive(out_dir)
-            elif group is not None:
-                out_dir = group.job_folder(plan.sweep)
-            else:
-                out_dir = new_run_folder(Path(OUTPUTS) / plan.sweep, stamp())
-            conf["output_dir"] = str(out_dir)  # config.yaml names the folder (resume, reproduce)
-        attach_log(out_dir)
-        return _run(conf, plan, out_dir, out_dir / "results", session, project_root, quiet,
-                    state if resume else None, retry_failed, group)
-    except (Interrupted, ConfigError):
-        raise
-    except Exception as exc:  # a full disk (or a failing one): one line, exit 5
-        reason = run_state.output_problem(exc, out_dir)
-        if reason is None:
+        if resume:
+            if out_dir is None:
+                raise ConfigError("output_dir is not set: resume needs the run folder")
+            _check_run_folder(out_dir)
+            lock = lock_folder(out_dir, "resume")  # first: run.json is read under the lock
+            state = _check_resumable(out_dir, plan)
+            _check_code(out_dir, state, code, allow_code_change)
+        elif out_dir is not None:
+            check_new(out_dir)  # refused before Ray starts; create_exclusive below decides
+        # before anything is written: a failure leaves nothing
+        from pipeline.models import py_modules
+
+        shipped = py_modules(conf)  # out-of-tree models (pipeline/models.py)
+        if conf["mlflow"]["enabled"]:  # a store that cannot be used: one line, exit 4, before Ray
+            _check_tracking(conf["mlflow"], project_root)
+        session = (group.connect(conf["execution"], shipped) if group is not None
+                   else connect(conf["execution"], shipped))
+        try:
+            if not resume:  # Ray is up: claim the folder (a concurrent run gets another one)
+                if out_dir is not None:
+                    out_dir = create_exclusive(out_dir)
+                elif group is not None:
+                    out_dir = group.job_folder(plan.sweep)
+                else:
+                    out_dir = new_run_folder(Path(OUTPUTS) / plan.sweep, stamp())
+                lock = lock_folder(out_dir, "run")  # a resume started now waits for its end
+                conf["output_dir"] = str(out_dir)  # config.yaml names the folder (resume, reproduce)
+            attach_log(out_dir)
+            return _run(conf, plan, out_dir, out_dir / "results", session, project_root, quiet,
+                        state if resume else None, retry_failed, group, code)
+        except (Interrupted, ConfigError):
             raise
-        raise OutputError(f"cannot write the run folder {out_dir}: {reason}; run.json says failed, "
-                          f"the rows written so far are kept: free space, then python -m "
-                          f"pipeline.resume {out_dir}") from None
+        except Exception as exc:  # a full disk (or a failing one): one line, exit 5
+            reason = run_state.output_problem(exc, out_dir)
+            if reason is None:
+                raise
+            raise OutputError(f"cannot write the run folder {out_dir}: {reason}; run.json says failed, "
+                              f"the rows written so far are kept: free space, then python -m "
+                              f"pipeline.resume {out_dir}") from None
+        finally:
+            if group is None:  # a multirun's session serves its next sweep (Group.close ends it)
+                session.close()
     finally:
-        if group is None:  # a multirun's session serves its next sweep (Group.close ends it)
-            session.close()
+        if lock is not None:  # after the session: the folder is written until here
+            lock.release()
 
 
 def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, project_root: Path,
-         quiet: bool, state: dict | None, retry_failed: bool, group=None) -> dict:
+         quiet: bool, state: dict | None, retry_failed: bool, group=None, code: dict | None = None) -> dict:
     t0 = time.perf_counter()
     resuming = state is not None
     if resuming:
@@ -177,7 +240,8 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
             (out_dir / "overrides.txt").write_text("".join(f"{o}\n" for o in overrides))
         state = {"sweep": plan.sweep, "run_id": run_id, "status": "running",
                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_tasks": len(plan.tasks),
-                 "mlflow_run_id": None, "tracking_uri": None, "resumed": 0}
+                 "mlflow_run_id": None, "tracking_uri": None, "resumed": 0,
+                 "code": [_code_entry(code or {})]}
     state.pop("reason", None)  # of an earlier failure, on resume
     done = done_task_ids(results_dir)
     todo = [t for t in plan.tasks if t["_meta"]["task_id"] not in done]
@@ -191,7 +255,10 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
     _write_state(out_dir, state)
 
     tracker = None
+    from pipeline.archive import code_label
     from pipeline.tracking import TrackingGuard
+
+    provenance = {"sweep": plan.sweep, "run_id": run_id, "code_commit": code_label(code)}
 
     def lost(reason: str) -> None:  # recorded at once: a later kill still leaves it in run.json
         state["tracking"] = f"lost: {reason}"
@@ -207,7 +274,9 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
             _write_state(out_dir, state)
     status = "FAILED"
     try:
-        writer = ChunkWriter(results_dir, schema_for(plan.param_types), {"sweep": plan.sweep, "run_id": run_id})
+        ex = conf["execution"]
+        writer = ChunkWriter(results_dir, schema_for(plan.param_types), provenance,
+                             max_rows=ex.get("chunk_rows"), max_seconds=ex.get("chunk_seconds"))
         try:  # rows go to disk in chunks (pipeline/store.py); what waits is written on any exit
             execute(
                 todo, conf["execution"],
@@ -254,7 +323,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
                 "results": results_dir,
                 "analysis": out_dir / "analysis",
                 "tracking.json": _tracking_document(state),
-            }, project_root)
+            }, project_root, commits=state.get("code"))
 
         archive = archive_run()
         if tracker is not None and guard.lost is None:

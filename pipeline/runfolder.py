@@ -18,9 +18,11 @@ is removed with its folder. So ``outputs/.log/`` keeps the logs of what made no 
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 
@@ -67,6 +69,19 @@ def refusal(folder: Path) -> str:
     return f"output_dir={str(folder)!r} exists: give a new folder (a run folder is made, never reused)"
 
 
+def check_not_link(folder: Path | str, key: str = "output_dir") -> None:
+    """ConfigError if ``folder`` itself is a symbolic link, dangling or not (checked on the path
+    as given, before anything resolves it)."""
+    path = Path(folder)
+    if path.is_symlink():
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        raise ConfigError(f"{key}={str(folder)!r} is a symbolic link (to {target!r}): a run folder "
+                          "is never reached through a link; give a real path")
+
+
 def check_new(folder: Path) -> None:
     """ConfigError if ``folder`` exists (checked before Ray starts; :func:`create_exclusive`
     decides)."""
@@ -85,6 +100,99 @@ def create_exclusive(folder: Path) -> Path:
     except OSError as exc:
         raise ConfigError(f"output_dir={str(folder)!r}: cannot be made ({exc.strerror})") from None
     return folder.resolve()
+
+
+# ---------------------------------------------------------------------- one writer per folder
+
+#: the lock file of a run folder (it holds the process id of the run or resume that writes it)
+LOCK_NAME = "run.lock"
+#: seconds a refused writer waits for the holder to have written its process id
+HOLDER_WAIT = 2.0
+
+
+class FolderLock:
+    """An exclusive lock on a run folder, held until :meth:`release` or the process's end."""
+
+    def __init__(self, fd: int, path: Path):
+        self.fd, self.path = fd, path
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:  # an empty file: no holder is named once the lock is free
+            os.ftruncate(self.fd, 0)
+        except OSError:
+            pass
+        os.close(self.fd)  # releases the flock
+        self.fd = None
+
+    def __enter__(self) -> "FolderLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _holder(path: Path) -> str:
+    """Who holds ``path``'s lock, as its file says: ``process PID on HOST (what, since when)``.
+    Waits up to :data:`HOLDER_WAIT` s for a holder that has just taken the lock to write it (and
+    past the stale id of an earlier holder on this host whose process is gone)."""
+    deadline = time.monotonic() + HOLDER_WAIT
+    while True:
+        try:
+            text = path.read_text(errors="replace").strip()
+        except OSError:
+            text = ""
+        fields = dict(f.split("=", 1) for f in text.split() if "=" in f)
+        pid, host = fields.get("pid", ""), fields.get("host", "")
+        if pid.isdigit() and not (host == socket.gethostname() and not _alive(int(pid))):
+            return (f"process {pid} on host {host or '?'} ({fields.get('command', '?')} since "
+                    f"{fields.get('since', '?')})")
+        if time.monotonic() > deadline:
+            return f"another process (pid not recorded{': ' + text[:80] if text else ''})"
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def lock_folder(folder: Path, command: str) -> FolderLock:
+    """Take the exclusive lock of the run folder ``folder`` for this process (``command``,
+    ``run`` or ``resume``, is written beside the process id); ConfigError naming the holder's
+    process id if another process holds it.
+
+    ``flock`` on ``<folder>/run.lock``: released by the operating system when the process ends,
+    however it ends; the descriptor is not inherited by child processes (Ray's), so only this
+    process holds it. On a network filesystem the lock is as good as its ``flock`` (NFSv4 maps
+    it to a byte-range lock that every client sees)."""
+    path = Path(folder) / LOCK_NAME
+    try:  # O_NOFOLLOW: a link planted in the folder is not followed
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"output_dir={str(folder)!r}: cannot open its lock file {LOCK_NAME} "
+                          f"({exc.strerror or type(exc).__name__})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"output_dir={str(folder)!r} is being written by {_holder(path)}: one run "
+                          f"or resume writes a run folder at a time; wait for it to end") from None
+    except OSError as exc:
+        os.close(fd)
+        raise ConfigError(f"output_dir={str(folder)!r}: cannot lock {LOCK_NAME} "
+                          f"({exc.strerror or type(exc).__name__})") from None
+    record = (f"pid={os.getpid()} host={socket.gethostname()} command={command} "
+              f"since={time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n").encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, record, 0)
+    return FolderLock(fd, path)
 
 
 # ---------------------------------------------------------------------------- the run's log

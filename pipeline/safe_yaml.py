@@ -12,14 +12,19 @@ and refuses it, with :class:`~pipeline.errors.ConfigError` naming the file, when
 * it nests deeper than :data:`MAX_DEPTH`;
 * a node carries a tag other than YAML's plain data types (``!!python/...``, ``!!binary``,
   ``!custom``): the text is data, never instructions to build objects;
-* with ``interpolations=False`` (configs the pipeline wrote itself, resolved: an archive's or a
-  run folder's ``config.yaml``), a scalar holds an OmegaConf interpolation ``${...}``, whose
-  resolution could read the environment or expand without bound.
+* with ``interpolations=False`` (sweep files, and configs the pipeline wrote itself, resolved:
+  an archive's or a run folder's ``config.yaml``), a scalar holds an OmegaConf interpolation
+  ``${...}``, whose resolution could read the environment (``${oc.env:SECRET}`` would put its
+  value into the run's config.yaml, MLflow and the archive) or expand without bound; the
+  message names the key (``params.lam``, ``axes.d[1]``) and the value.
 
 :func:`load` is ``OmegaConf.load`` after that check (the same loader, on the checked text).
 :func:`check_sweep_files` applies the check to the sweep files a command line names
 (``+sweep=NAME``, ``-m +sweep=a,b``; also another config group's choice and ``--config-name``)
-and to the files their ``defaults`` lists pull in, before Hydra composes them.
+and to the files their ``defaults`` lists pull in, before Hydra composes them; there no
+interpolation is allowed, except in a primary config (``--config-name``: it names Hydra's
+folders with ``${now:...}`` as conf/config.yaml does) and in Hydra's own groups (``hydra/...``)
+that a primary config pulls in.
 """
 from __future__ import annotations
 
@@ -54,17 +59,47 @@ def _where(event: yaml.Event, name: str) -> str:
     return f"{name}, line {mark.line + 1}, column {mark.column + 1}" if mark else name
 
 
+#: why a config that the pipeline wrote holds no interpolation (the default refusal's reason)
+RESOLVED = "a config the pipeline wrote holds resolved values only"
+#: why a sweep file may hold none
+SWEEP_DATA = ("a sweep file is plain data, never resolved (an interpolation could read the "
+              "environment, ${oc.env:...}); write the value itself")
+
+
+def _key_path(parts: list) -> str:
+    """``a.b[2].c`` from the keys and indexes of the open collections."""
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (("." if out else "") + str(p))
+    return out
+
+
 def check(text: str, name: str, *, interpolations: bool = True, max_bytes: int = MAX_BYTES,
-          max_nodes: int = MAX_NODES, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH) -> None:
-    """Refuse ``text`` (the file ``name``) as the module doc says; None if it may be loaded."""
+          max_nodes: int = MAX_NODES, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH,
+          why: str = RESOLVED) -> None:
+    """Refuse ``text`` (the file ``name``) as the module doc says; None if it may be loaded.
+    ``why`` ends the message refusing an interpolation."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise ConfigError(f"{name}: {size} bytes, more than the {max_bytes} a YAML file may have")
     anchors: dict[str, tuple[int, int]] = {}
     # one [nodes, chars, anchor] per open collection; the bottom one counts the whole stream
     stack: list[list] = [[0, 0, None]]
+    # the key path of the node at hand (for messages): per open collection [is a mapping,
+    # a key comes next, the last key or the next index, its own key or index in its parent]
+    where: list[list] = []
     try:
         for event in yaml.parse(io.StringIO(text), Loader=yaml.SafeLoader):
+            is_key, own = False, None
+            if isinstance(event, yaml.NodeEvent) and where:
+                top = where[-1]
+                if top[0] and top[1]:  # a mapping's key
+                    is_key, top[1] = True, False
+                    top[2] = event.value if isinstance(event, yaml.ScalarEvent) else "?"
+                elif top[0]:  # a mapping's value
+                    top[1], own = True, top[2]
+                else:  # a sequence's item
+                    own, top[2] = top[2], top[2] + 1
             if isinstance(event, yaml.AliasEvent):
                 if event.anchor not in anchors:
                     raise ConfigError(f"{_where(event, name)}: alias *{event.anchor} names no anchor")
@@ -76,18 +111,24 @@ def check(text: str, name: str, *, interpolations: bool = True, max_bytes: int =
                     raise ConfigError(f"{_where(event, name)}: the tag {shown!r} is not allowed "
                                       "(YAML here is plain data: strings, numbers, lists, mappings)")
                 if isinstance(event, yaml.CollectionStartEvent):
+                    mapping = isinstance(event, yaml.MappingStartEvent)
+                    where.append([mapping, mapping, None if mapping else 0, own])
                     stack.append([0, 0, event.anchor])
                     if len(stack) - 1 > max_depth:
                         raise ConfigError(f"{_where(event, name)}: nested deeper than {max_depth} levels")
                     continue
                 value = event.value
                 if not interpolations and "${" in value:
-                    raise ConfigError(f"{_where(event, name)}: {value[:80]!r} is an interpolation; "
-                                      "a config the pipeline wrote holds resolved values only")
+                    parts = [w[3] for w in where[1:]] + ([] if is_key else [own])
+                    key = _key_path([x for x in parts if x is not None])
+                    what = (f"the key {value[:80]!r}" + (f" under {key}" if key else "") if is_key
+                            else f"{key or '(the document)'}={value[:80]!r}")
+                    raise ConfigError(f"{_where(event, name)}: {what} is an interpolation; {why}")
                 nodes, chars = 1, len(value)
                 if event.anchor is not None:
                     anchors[event.anchor] = (nodes, chars)
             elif isinstance(event, yaml.CollectionEndEvent):
+                where.pop()
                 inner, chars, anchor = stack.pop()
                 nodes = inner + 1
                 if anchor is not None:
@@ -128,14 +169,14 @@ def read_text(path: Path | str, name: str | None = None, max_bytes: int = MAX_BY
         raise ConfigError(f"{name}: not text (UTF-8): {exc.reason} at byte {exc.start}") from None
 
 
-def load(path: Path | str, name: str | None = None, *, interpolations: bool = True):
+def load(path: Path | str, name: str | None = None, *, interpolations: bool = True, why: str = RESOLVED):
     """``OmegaConf.load(path)`` after :func:`check`; ConfigError (one line) for any refusal."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     name = name or str(path)
     text = read_text(path, name)
-    check(text, name, interpolations=interpolations)
+    check(text, name, interpolations=interpolations, why=why)
     try:
         return OmegaConf.load(io.StringIO(text))
     except yaml.YAMLError as exc:  # e.g. a duplicate key, or more than one document
@@ -234,15 +275,33 @@ def _defaults(cfg, group: str) -> list[str]:
     return out
 
 
+def _primary(argv: list[str]) -> set[str]:
+    """The primary configs a command line names (``--config-name``/``-cn``)."""
+    names = set()
+    for i, word in enumerate(argv):
+        if word in ("--config-name", "-cn") and i + 1 < len(argv):
+            names.add(argv[i + 1])
+        elif word.startswith(("--config-name=", "-cn=")):
+            names.add(word.split("=", 1)[1])
+    return names
+
+
+def _hydra_group(path: str) -> bool:
+    return path == "hydra" or path.startswith("hydra/")
+
+
 def check_sweep_files(argv: list[str], conf_dir: Path) -> None:
     """:func:`check` every config file the command line chooses (sweeps above all; see
     :func:`_chosen`), wherever Hydra would look for it, and every file their ``defaults`` lists
-    name; ConfigError on the first refusal."""
+    name; ConfigError on the first refusal. No interpolation is allowed in them but in a primary
+    config (``--config-name``) and the files of Hydra's own groups that it pulls in."""
     dirs = _search_dirs(argv, conf_dir)
-    todo = _chosen(argv, dirs)
+    primary = _primary(argv)
+    # (path, whether interpolations are refused in it)
+    todo = [(p, p not in primary) for p in _chosen(argv, dirs)]
     seen: set[Path] = set()
     while todo:
-        path = todo.pop()
+        path, strict = todo.pop()
         group = path.rsplit("/", 1)[0] if "/" in path else ""
         for d in dirs:
             f = d / f"{path}.yaml"
@@ -251,5 +310,5 @@ def check_sweep_files(argv: list[str], conf_dir: Path) -> None:
             seen.add(f.resolve())
             if len(seen) > MAX_SWEEP_FILES:
                 raise ConfigError(f"the sweeps pull in more than {MAX_SWEEP_FILES} config files")
-            cfg = load(f, f"config file {f}")
-            todo += _defaults(cfg, group)
+            cfg = load(f, f"config file {f}", interpolations=not strict, why=SWEEP_DATA)
+            todo += [(p, strict or not _hydra_group(p)) for p in _defaults(cfg, group)]

@@ -48,6 +48,7 @@ FIXED_SCHEMA: dict[str, pl.DataType] = {
     **{name: RESULT_DTYPES[kind] for name, kind in RESULTS.items()},
     "wall_time": pl.Float64,
     "node": pl.String,
+    "code_commit": pl.String,
     "status": pl.String,
     "error": pl.String,
 }
@@ -166,33 +167,55 @@ def result_files(results_dir: Path) -> list[Path]:
     return sorted(results_dir.glob("*.parquet")) if results_dir.is_dir() else []
 
 
-def scan_results(results_dir: Path, file_column: str | None = None) -> pl.LazyFrame | None:
-    """One lazy scan of every result file of ``results_dir`` (None if it has none); with
-    ``file_column``, each row's file path in that column."""
-    files = result_files(results_dir)
+def collect_results(results_dir: Path, columns: list[str] | None = None,
+                    file_column: str | None = None) -> pl.DataFrame | None:
+    """The rows of every result file of ``results_dir`` (None if it has none) from one lazy
+    scan; only ``columns`` if given; with ``file_column``, each row's file path in that column.
+    Files of two schemas (rows written before a column was added, next to rows of a resume by
+    newer code) are read together, the missing column null: the scan of each file, concatenated
+    by column name, still one query."""
+    files = [str(f) for f in result_files(results_dir)]
     if not files:
         return None
-    return pl.scan_parquet([str(f) for f in files], include_file_paths=file_column)
+
+    def scan(paths: list[str]) -> pl.LazyFrame:
+        lf = pl.scan_parquet(paths, include_file_paths=file_column)
+        return lf.select([*columns, *([file_column] if file_column else [])]) if columns else lf
+
+    try:
+        return scan(files).collect()
+    except (pl.exceptions.SchemaError, pl.exceptions.ColumnNotFoundError):
+        return pl.concat([scan([f]) for f in files], how="diagonal_relaxed").collect()
 
 
 def read_results(results_dir: Path) -> pl.DataFrame:
-    """All rows of a run as one frame (one lazy scan), sorted by task id, one row per task: a
-    task with rows in two files (a resume killed between its writes) keeps the first written."""
-    scan = scan_results(results_dir)
-    if scan is None:
+    """All rows of a run as one frame (:func:`collect_results`), sorted by task id, one row per
+    task (:func:`one_row_per_task`)."""
+    frame = collect_results(results_dir)
+    if frame is None:
         return pl.DataFrame(schema=FIXED_SCHEMA)
-    frame = scan.collect()
-    unique = frame.unique("task_id", keep="first", maintain_order=True)
-    if unique.height < frame.height:
-        log.warning("%s: %d rows repeat a task's row; the first written of each task is kept",
-                    results_dir, frame.height - unique.height)
-    return unique.sort("task_id", maintain_order=True)
+    return one_row_per_task(frame).sort("task_id", maintain_order=True)
+
+
+def one_row_per_task(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with at most one row per ``task_id``: of several rows of one task (written by two
+    writers of one folder, which the folder's lock now prevents, by a copy, or by a resume killed
+    while ``--retry-failed`` rewrote a chunk, :func:`set_aside_failed`), the first in the frame's
+    order (files by name: chunks in the order written) is kept, and a warning counts the rows
+    dropped."""
+    if "task_id" not in frame.columns or frame["task_id"].n_unique() == frame.height:
+        return frame
+    kept = frame.unique(subset="task_id", keep="first", maintain_order=True)
+    dup = frame.filter(pl.col("task_id").is_duplicated())["task_id"].unique().sort()
+    log.warning("%d rows dropped: tasks with more than one row (%d tasks, first %s); one row per "
+                "task kept", frame.height - kept.height, dup.len(), dup[0])
+    return kept
 
 
 def done_task_ids(results_dir: Path) -> set[str]:
-    """The task ids that have a row in ``results_dir`` (one lazy scan of the ``task_id`` column)."""
-    scan = scan_results(results_dir)
-    return set() if scan is None else set(scan.select("task_id").collect()["task_id"].to_list())
+    """The task ids that have a row in ``results_dir`` (the ``task_id`` column of one scan)."""
+    frame = collect_results(results_dir, columns=["task_id"])
+    return set() if frame is None else set(frame["task_id"].to_list())
 
 
 def set_aside_failed(results_dir: Path) -> int:
@@ -200,11 +223,10 @@ def set_aside_failed(results_dir: Path) -> int:
     ``results_dir/failed/`` and return how many there were. Each file that held one is replaced
     by a chunk of its other rows: the new files are written first and the old ones removed last,
     so that an interruption in between leaves a task's row twice (the first written is read,
-    :func:`read_results`), never no row."""
-    scan = scan_results(results_dir, file_column="_file")
-    if scan is None:
+    :func:`one_row_per_task`), never no row."""
+    frame = collect_results(results_dir, file_column="_file")
+    if frame is None:
         return 0
-    frame = scan.collect()
     failed = frame.filter(pl.col("status") == "error")
     if failed.height == 0:
         return 0

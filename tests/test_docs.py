@@ -93,14 +93,15 @@ def test_relative_links_resolve(path):
     assert not broken, f"broken relative links in {path.name}: {broken}"
 
 
-def test_the_headlines_counts_in_the_docs_are_the_plans():
-    """The facts blocks (written by docs/facts.py from a run's own files) name the points and
-    tasks the plan of the shipped sweep makes today: a change of the sweep that moves them must
-    rewrite the blocks from a new run."""
+def test_the_facts_blocks_counts_are_the_plans():
+    """The facts blocks (written by docs/facts.py from runs' own files) name the points, tasks and
+    simulated range of N that the plan of each shipped sweep makes today: a change of a sweep that
+    moves them must rewrite its blocks from a new run."""
     import importlib.util
 
     from pipeline.plan import make_plan
     from pipeline.run import to_plain
+    from sim.registry import STOCHASTIC_ENGINES
     from tests.helpers import compose
 
     spec = importlib.util.spec_from_file_location("docs_facts", REPO / "docs" / "facts.py")
@@ -109,11 +110,21 @@ def test_the_headlines_counts_in_the_docs_are_the_plans():
     blocks = [(p, m) for p in facts.DOCS for m in facts.BLOCK.finditer(p.read_text())]
     headline = [(p, m) for p, m in blocks if m.group("sweep") == "sub_halfin_whitt"]
     assert len(headline) >= 3, "README, running.md and sweeps.md each carry the headline's facts block"
-    plan = make_plan(to_plain(compose(["+sweep=sub_halfin_whitt", "output_dir=/tmp/unused"])))
-    for path, m in headline:
+    plans = {}
+    for path, m in blocks:
+        sweep = m.group("sweep")
+        if sweep not in plans:
+            plans[sweep] = make_plan(to_plain(compose([f"+sweep={sweep}", "output_dir=/tmp/unused"])))
+        plan = plans[sweep]
         counts = facts.COUNTS.search(m.group("body"))
-        assert counts, f"{path.name}: the facts block names no counts: {m.group('body')!r}"
+        assert counts, f"{path.name}: the facts block of {sweep} names no counts: {m.group('body')!r}"
         got = (int(counts["points"].replace(",", "")), int(counts["tasks"].replace(",", "")))
         assert got == (len(plan.points), len(plan.tasks)), (
-            f"{path.name} says {got[0]} points, {got[1]} tasks; the plan makes {len(plan.points)}, {len(plan.tasks)}"
-            " (python docs/facts.py RUN_DIR --write)")
+            f"{path.name} says {sweep} has {got[0]} points, {got[1]} tasks; the plan makes "
+            f"{len(plan.points)}, {len(plan.tasks)} (python docs/facts.py RUN_DIR --write)")
+        sims = [t["n_servers"] for t in plan.tasks if t["engine"] in STOCHASTIC_ENGINES]
+        said = re.search(r"simulated N = (\S+?)(?:;|$)", m.group("body"))
+        if said and sims:
+            assert said.group(1) == facts._range(min(sims), max(sims)), (
+                f"{path.name} says {sweep} simulates N = {said.group(1)}; the plan: "
+                f"{facts._range(min(sims), max(sims))}")

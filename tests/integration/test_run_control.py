@@ -27,8 +27,10 @@ def mlflow_status(db, run_id: str) -> str:
 
 def test_ctrl_c_gives_one_line_killed_run_and_resume_completes_it(tmp_path, reference):
     out, db, log = tmp_path / "out", tmp_path / "mlflow.db", tmp_path / "driver.log"
+    # a chunk per row: the interruption comes after the first row, long before the last (with
+    # chunks of 5 s the first chunk could hold every row of this short sweep)
     args = [*SWEEP, f"output_dir={out}", f"mlflow.tracking_uri=sqlite:///{db}", "execution.progress=false",
-            "execution.num_cpus=1"]
+            "execution.num_cpus=1", "execution.chunk_seconds=0"]
     proc = start_driver(args, driver_env(), log)
     try:
         wait_for(lambda: n_results(out) >= 1, 240, "a first result row", proc, log)
