@@ -65,10 +65,8 @@ fill = sys.argv[2]
 if fill != "-":  # another writer fills the disk while the third task runs
     import os
 
-    import pipeline.store
     import pipeline.worker as w
 
-    pipeline.store.CHUNK_ROWS = 1  # a chunk per row: the rows before the disk fills are on it
     run_one, calls = w.run_one, [0]
 
     def filling(task):
@@ -286,9 +284,11 @@ def test_full_filesystem_while_rows_are_written_ends_failed(tmp_path):
     copy.mkdir()
     prefix = ["unshare", "-Urm", "sh", "-c",
               f'mount -t tmpfs -o size=2m tmpfs "{mnt}" && "$@"; rc=$?; cp -a "{mnt}/out" "{copy}/"; exit $rc', "sh"]
-    # one task per group: each row is written as its task ends (two before the disk fills)
+    # one task per group and a chunk per row: each row is written as its task ends (two before
+    # the disk fills)
     res, _, _ = _cli(tmp_path, [*FAST, "mlflow.enabled=false", "execution.tasks_per_cpu=12",
-                                f"output_dir={mnt / 'out'}"], prefix=prefix, fill=str(mnt / "filler"))
+                                "execution.chunk_rows=1", f"output_dir={mnt / 'out'}"],
+                     prefix=prefix, fill=str(mnt / "filler"))
     _assert_failed_for_disk(res, copy / "out", "disk full", kept=2)
 
 
@@ -349,11 +349,10 @@ def test_disk_full_at_a_row_ends_run_json_and_the_mlflow_run_failed(tmp_path, mo
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline.store, "write_chunk", full_at_third)
-    monkeypatch.setattr(pipeline.store, "CHUNK_ROWS", 1)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     out = tmp_path / "out"
-    conf = to_plain(compose([*FAST, "execution.tasks_per_cpu=12", f"mlflow.tracking_uri={uri}",
-                             f"output_dir={out}"]))
+    conf = to_plain(compose([*FAST, "execution.tasks_per_cpu=12", "execution.chunk_rows=1",
+                             f"mlflow.tracking_uri={uri}", f"output_dir={out}"]))
     assert run_cli(lambda: run_sweep(conf, quiet=True)) == 5
     state = run_state.read(out)
     assert state["status"] == "failed" and state["reason"].startswith("disk full"), state
