@@ -96,10 +96,11 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
     agg, varying, panels, fig, axes = made
     top = float(agg["mean_response"].max()) * 2
     for ax, (fixed, keys) in zip(axes, panels):
-        zero, crosses = False, False
+        zero, crosses, shown = False, False, []
         for j, key in enumerate(keys):
             c = _COLORS[j]
             s = _of_arm(agg, key).sort(x)
+            shown += s["mean_response"].drop_nulls().to_list()
             zero |= style.errorbar_log(ax, s[x].to_numpy(), s["mean_response"].to_numpy(),
                                        np.asarray(s["mean_response_hw"].to_list(), float), color_=c,
                                        fmt=style.marker(j) + "-", ms=4, capsize=2,
@@ -114,7 +115,8 @@ def _plot_response(agg, unstable, arm, x, outdir) -> Path | None:
             ax.plot([], [], "x", color="0.3", ms=8, ls="none", label="unstable run (not averaged)")
         if zero:
             ax.add_line(style.ci_zero_handle())
-        style.log_axis(ax, "y", agg["mean_response"].drop_nulls().to_list() + ([top] if unstable.height else []))
+        # this panel's values: its own span sets the labels
+        style.log_axis(ax, "y", shown + ([top] if crosses else []))
         _finish(ax, agg, x, _X_LABELS[x], "mean response time (slots)",
                 _title("mean response time (95% CI over replications)", fixed))
     return _save(fig, outdir, f"response_vs_{x}.png")
@@ -175,11 +177,12 @@ def _plot_imbalance(agg, arm, x, outdir) -> Path | None:
         return None
     agg, varying, panels, fig, axes = made
     for ax, (fixed, keys) in zip(axes, panels):
-        zero = False
+        zero, shown = False, []
         for j, key in enumerate(keys):
             s = _of_arm(agg, key, pl.col("imbalance").is_not_null()).sort(x)
             if not s.height:
                 continue
+            shown += s["imbalance"].to_list()
             zero |= style.errorbar_log(ax, s[x].to_numpy(), s["imbalance"].to_numpy(),
                                        np.asarray(s["imbalance_hw"].to_list(), float),
                                        color_=_COLORS[j], fmt=style.marker(j) + "-", ms=4,
@@ -188,7 +191,7 @@ def _plot_imbalance(agg, arm, x, outdir) -> Path | None:
                                                            varying))
         if zero:
             ax.add_line(style.ci_zero_handle())
-        style.log_axis(ax, "y", agg["imbalance"].drop_nulls().to_list())
+        style.log_axis(ax, "y", shown)  # this panel's values: its own span sets the labels
         _finish(ax, agg, x, _X_LABELS[x], "imbalance $E\\,\\|Q - \\bar Q\\,\\mathbf{1}\\|_2$ (tasks)",
                 _title("queue imbalance at slot starts (95% CI over replications)", fixed))
     return _save(fig, outdir, f"imbalance_vs_{x}.png")
