@@ -202,7 +202,7 @@ def _initial_state(policy: str, code: int, lam: float, n_servers: int, n_sched: 
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: int = 0,
              events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
              max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
-             responses: bool = DEFAULTS.responses) -> JiqAgentResult:
+             responses: bool = DEFAULTS.responses, se_method: str = DEFAULTS.se_method) -> JiqAgentResult:
     """Simulate the JIQ agent engine; batch-means estimates after the warm-up cut.
 
     The state is every server's queue and every scheduler's I-queue of idle servers, in
@@ -246,12 +246,13 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
         On bad input, naming the offending parameter and its value.
     """
     res, _ = _simulate(n_servers, lam, policy, r, d, z, events, seed, init, n_batches,
-                       max_level, n_windows=n_windows, responses=responses)
+                       max_level, n_windows=n_windows, responses=responses, se_method=se_method)
     return res
 
 
 def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.seed, init=DEFAULTS.init,
-              n_batches=DEFAULTS.n_batches, max_level=DEFAULTS.max_level, *, n_windows=N_WINDOWS, check=False, responses=DEFAULTS.responses):
+              n_batches=DEFAULTS.n_batches, max_level=DEFAULTS.max_level, *, n_windows=N_WINDOWS, check=False, responses=DEFAULTS.responses,
+              se_method=DEFAULTS.se_method):
     """:func:`simulate`, also returning the final state (:class:`_State`); ``check`` verifies
     the I-queue invariants after every window (slow: O(N + M K) per window; for tests)."""
     # ---- validation (the model's parameters by the model's own check)
@@ -301,7 +302,7 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
               warmup_cut(w_empty, lengths, 1, n_batches))
     server_time = lengths * dt * n_servers
     est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
-                   w_tail=w_tail, cut=cut, rec=rec, ratios={
+                   w_tail=w_tail, cut=cut, rec=rec, se_method=se_method, ratios={
                        "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
                        "prob_wait": (w_waited, w_arr),
                        "p0": (w_empty, lengths),  # one I-queue sampled per event (sim.jiq._agent_kernel)

@@ -178,7 +178,7 @@ def initial_counts(policy: str, lam: float, r: float, d: int, n_servers: int, n_
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
              events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
              max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
-             responses: bool = DEFAULTS.responses) -> JiqOccupancyResult:
+             responses: bool = DEFAULTS.responses, se_method: str = DEFAULTS.se_method) -> JiqOccupancyResult:
     """Simulate distributed JIQ on counts; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -257,6 +257,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     srv_time = w_time * n_servers
     est = epilogue(
         n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea, w_tail=w_tail,
+        se_method=se_method,
         cut=cut, rec=rec, ci_note=f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0",
         ratios={"mean_response": (w_resp, w_arr), "mean_wait": (w_resp - w_arr, w_arr),
                 "prob_wait": (w_waited, w_arr), "p0": (w_y0area, w_time * n_iq),
