@@ -23,7 +23,9 @@ from analysis.summary import analyze, summarize
 #: every module of :mod:`analysis.models`, and those an out-of-tree model declares
 #: (:func:`model_analyses`). Each takes ``(frame, params, outdir, sweep_name)`` and returns a
 #: dict with at least ``report`` (a Path), ``plots`` (a list of Paths) and ``verdict_lines``
-#: (its console lines), optionally ``metrics`` ([(key, value, step, arm)]) for MLflow.
+#: (its console lines), optionally ``metrics`` ([(key, value, step, arm)]) for MLflow and
+#: ``console_lines`` (its answer on one screen, lines of at most 120 characters, printed by the
+#: pipeline in place of ``verdict_lines``, which the report keeps; docs/running.md).
 ANALYSES: dict = {**_response_times.ANALYSES, **_transients.ANALYSES, **_models.ANALYSES}
 
 

@@ -15,13 +15,19 @@ names (the reports must not change by a byte):
   values in labels;
 - :func:`short`: ``%g`` for a float, ``str`` otherwise: parameter values in console lines;
 - :func:`pct`: a fraction as a percentage, signed to 2 decimals or unsigned to 1;
-- :func:`pow10` and :func:`sci`: ``10^6`` / ``10^6.5`` for a decimal exponent or a number.
+- :func:`pow10` and :func:`sci`: ``10^6`` / ``10^6.5`` for a decimal exponent or a number;
+- :func:`pm`: ``v ± hw``, without the ``±`` where the half-width is rounding noise of a
+  deterministic value (issue 43: ``3.691 ± 2.9e-16``);
+- :func:`interval`: ``[lo, hi]`` with enough digits that a nonzero width shows (issue 43:
+  ``0.3293 [0.3293, 0.3293]`` was a CI of +-0.00002 printed to 4 digits);
+- :func:`positive`: a positive limit value, ``< 1e-300`` where it underflowed to 0.
 """
 from __future__ import annotations
 
 import math
 
-__all__ = ["num", "num_g", "num_nan", "value", "short", "pct", "pow10", "sci"]
+__all__ = ["num", "num_g", "num_nan", "value", "short", "pct", "pow10", "sci", "pm", "interval", "positive",
+           "ROUNDING_REL", "UNDERFLOW"]
 
 
 def _missing(v) -> bool:
@@ -81,3 +87,48 @@ def pow10(e: float) -> str:
 def sci(n) -> str:
     """A positive number as a power of ten: ``10^6``, or ``10^6.5`` between powers."""
     return pow10(math.log10(n))
+
+
+#: a half-width at most this fraction of its value is rounding noise of a deterministic value
+#: (replications that agree to the last bits: the buffered arm's E[T] = H_k in every run)
+ROUNDING_REL = 1e-12
+
+
+def pm(v, hw, digits: int = 4) -> str:
+    """``v ± hw`` (``v`` by :func:`num`, ``hw`` to 2 digits); ``v`` alone when there is no
+    half-width, or when it is at most :data:`ROUNDING_REL` of ``|v|`` (rounding noise, not an
+    uncertainty: ``3.691 ± 2.9e-16`` prints ``3.691``); ``-`` for a missing ``v``."""
+    if v is None:
+        return "-"
+    if _missing(hw) or hw == 0.0 or (not _missing(v) and abs(hw) <= ROUNDING_REL * abs(v)):
+        return num(v, digits)
+    return f"{num(v, digits)} ± {num(hw, 2)}"
+
+
+def interval(lo, hi, digits: int = 3, max_digits: int = 8) -> str:
+    """``[lo, hi]`` to ``digits`` significant digits, more (up to ``max_digits``) where fewer
+    would print the two ends alike although they differ: a narrow interval shows its width
+    (``[0.32928, 0.32932]``, never ``[0.3293, 0.3293]``). ``-`` for a missing end."""
+    def text(v, n):
+        return "-" if _missing(v) else f"{v:.{n}g}"
+    n = digits
+    while (n < max_digits and not _missing(lo) and not _missing(hi) and lo != hi
+           and text(lo, n) == text(hi, n)):
+        n += 1
+    return f"[{text(lo, n)}, {text(hi, n)}]"
+
+
+#: below this a positive limit value is printed as a bound: 0.0 there is an underflow of the
+#: double range (about 1e-308), not a zero
+UNDERFLOW = 1e-300
+
+
+def positive(v, digits: int = 3) -> str:
+    """A value that is positive by construction (a limit's queueing ratio, an excess computed
+    directly): ``%.{digits}g``, or ``< 1e-300`` when it is below :data:`UNDERFLOW` (0.0 is then
+    the double range's underflow); ``-`` for None or NaN."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if 0 <= v < UNDERFLOW:
+        return f"< {UNDERFLOW:g}"
+    return f"{v:.{digits}g}"

@@ -33,6 +33,10 @@ from analysis.fmt import value as _fmt
 __all__ = ["make_plots", "plot_estimates", "plot_gaps", "plot_tails", "arm_label", "REFINED_ENGINES"]
 
 _PANELS_PER_FIGURE = 12
+#: a fit whose reduced chi-square exceeds this misses its own points by several SEs (one power
+#: law does not describe them): its legend entry gives the rate and the chi-square, and no line is
+#: drawn (a line through points it misses would show a trend the points do not have)
+POOR_FIT_CHI2 = 3.0
 _TAIL_FLOOR = 1e-12  # tail levels below this in every curve are not drawn
 #: run-length parameters: never the x axis of a figure in place of N
 _RUN_LENGTH = frozenset({"events", "time", "T", "cap"})
@@ -188,11 +192,14 @@ def plot_estimates(
     x: str = "n_servers",
     metric: str = "mean_response",
     arm_params: Sequence[str] | None = None,
+    rules: style.RuleStyles | None = None,
 ) -> list[Path]:
     """Per policy: ``metric`` vs ``x`` per arm; simulation with CI error bars, mean field dashed.
 
     If ``x`` has a single value (e.g. a sweep over the load at fixed N), the figure is drawn
     against the arm parameter with the most values instead (see the module docstring).
+    A simulated series takes its rule's colour (``rules``, :func:`rule_styles`: the same in
+    every figure of the run); two simulation engines in one panel differ by marker and line.
     """
     outdir = Path(outdir)
     data = agg.filter(pl.col("n_rep") >= 1).filter(pl.col(metric).is_not_null())
@@ -201,6 +208,8 @@ def plot_estimates(
     engines_all = data["engine"].unique().to_list()
     paths = []
     for policy, pol, xp, arm_params, all_arms, varying, fixed in _policies(agg, data, params, x, arm_params):
+        if rules is None:
+            rules = rule_styles(data, arm_params)
         # one y scale for every panel of the policy: log when a load sweep spans decades
         log_y = xp != x and _positive_spread(pol[metric].to_numpy())
         for part, arms in _chunks(all_arms, _PANELS_PER_FIGURE):
@@ -214,20 +223,28 @@ def plot_estimates(
                     ys = e[metric].to_numpy()
                     if engine in LIMIT_ENGINES:
                         kw = _limit_style(engine)
+                        # a limit along a path (lam, k, d change with N): each point at that
+                        # N's own parameters, and the label says so
+                        moving = [c for c in params if c in e.columns and c not in (xp, x) and c not in _RUN_LENGTH
+                                  and e[c].n_unique() > 1]
+                        name = style.engine_name(engine)
+                        if moving:  # one wording for every panel: one legend entry
+                            name += f" at each {style.symbol(xp, engines_all)}'s own parameters (a path)"
                         if np.ptp(ys) <= 1e-12 * max(1.0, abs(ys[0])) and engine not in REFINED_ENGINES:
-                            ax.axhline(ys[0], lw=1.2, label=style.engine_name(engine),
+                            ax.axhline(ys[0], lw=1.2, label=name,
                                        **{k: v for k, v in kw.items() if k in ("ls", "color")})
                         else:
-                            ax.plot(xs, ys, lw=1.2, label=style.engine_name(engine), **kw)
+                            ax.plot(xs, ys, lw=1.2, label=name, **kw)
                         continue
-                    c = style.color(n_sim)
-                    mk = style.marker(n_sim)
+                    c = _series_color(rules, arm, arm_params, n_sim, xp != x)
+                    mk, ls = _ENGINE_MARKS[n_sim % len(_ENGINE_MARKS)]
                     n_sim += 1
                     lo = e[f"{metric}_lo"].fill_null(np.nan).to_numpy()
                     hi = e[f"{metric}_hi"].fill_null(np.nan).to_numpy()
                     yerr = np.nan_to_num(np.vstack([ys - lo, hi - ys]), nan=0.0)
-                    ax.errorbar(xs, ys, yerr=yerr, fmt=f"{mk}-", ms=4, capsize=3, color=c,
-                                label=f"{style.engine_name(engine)} (95% CI)")
+                    ax.errorbar(xs, ys, yerr=yerr, fmt=f"{mk}{ls}", ms=4, capsize=3, color=c, label="_nolegend_")
+                    # the figure's one legend in grey: the colour is each panel's rule
+                    ax.plot([], [], f"{mk}{ls}", ms=4, color="0.3", label=f"{style.engine_name(engine)} (95% CI)")
                 _x_axis(ax, xp, sub[xp].cast(pl.Float64).to_numpy(), engines_all)
                 ys_all = sub[metric].to_numpy()
                 if log_y:
@@ -238,8 +255,8 @@ def plot_estimates(
                                                       if e not in LIMIT_ENGINES)):
                         e = sub.filter((pl.col("engine") == engine) & (pl.col(f"{metric}_lo") <= 0))
                         if e.height:
-                            style.mark_ci_to_zero(ax, e[xp].cast(pl.Float64).to_numpy(),
-                                                  e[metric].to_numpy(), style.color(j))
+                            style.mark_ci_to_zero(ax, e[xp].cast(pl.Float64).to_numpy(), e[metric].to_numpy(),
+                                                  _series_color(rules, arm, arm_params, j, xp != x))
                             ax.plot([], [], **_zero_kw())
                 title = style.policy_name(policy)
                 if varying:
@@ -257,6 +274,27 @@ def _zero_kw() -> dict:
     h = style.ci_zero_handle()
     return {"color": h.get_color(), "lw": h.get_linewidth(), "ls": h.get_linestyle(),
             "marker": h.get_marker(), "ms": h.get_markersize(), "label": style.CI_ZERO_LABEL}
+
+
+#: how the simulation engines of one panel differ when they share their rule's colour
+_ENGINE_MARKS: tuple[tuple[str, str], ...] = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))
+
+
+def rule_styles(rows: pl.DataFrame, arm_params: Sequence[str]) -> style.RuleStyles:
+    """The colour of each rule (:func:`analysis.style.rule_of`) in every figure of a run, from
+    its simulated rows (limits take the colour of the rule they belong to)."""
+    sims = rows.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))) if "engine" in rows.columns else rows
+    cols = [c for c in arm_params if c in sims.columns]
+    return style.RuleStyles.from_rows(sims.select(list(dict.fromkeys(cols))).unique() if cols else sims.head(0), arm_params)
+
+
+def _series_color(rules: style.RuleStyles | None, arm: dict, arm_params: Sequence[str], i: int,
+                  own_axis: bool) -> str:
+    """The rule's colour of a panel's series; where the x axis is itself a parameter of the arm
+    (a load sweep drawn against lam) the panel is not one rule: the i-th palette colour."""
+    if rules is None or own_axis:
+        return style.color(i)
+    return rules.color(style.rule_of(arm, arm_params))
 
 
 def _draw_refined(ax, refined: pl.DataFrame, x: str, metric: str, mf_value: float | None,
@@ -285,14 +323,20 @@ def plot_gaps(
     metric: str = "mean_response",
     arm_params: Sequence[str] | None = None,
     refined: pl.DataFrame | None = None,
+    rules: style.RuleStyles | None = None,
 ) -> list[Path]:
     """Per policy: ``|gap|`` vs ``x`` on log-log axes, one series per (engine, arm), fitted lines.
 
     Filled markers: significant points (``|gap| > 2 se`` and the 95% CI excludes 0: the points
     the fit uses); hollow: not significant. Error bars are the 95% CI of the gap; where the
     interval reaches 0 the lower bar is an arrow to the bottom of the panel. Each fitted line
-    is drawn over its fitted range, with a reference slope 1/N (dashed black) beside it. At most
+    is drawn over the range of the points it was fitted on only (:func:`analysis.style.fitted_line`,
+    never across the axis), with a reference slope 1/N (dashed black) beside it; no line where
+    the significant gaps have both signs (not one power law), and the reduced chi-square in the
+    legend where it is above :data:`POOR_FIT_CHI2`. At most
     ``style.MAX_SERIES`` series per panel: more are split into panels by an arm parameter.
+    A series takes its rule's colour and marker (``rules``, :func:`rule_styles`); engines of one
+    rule in a panel differ by marker.
     Rows of ``REFINED_ENGINES`` are not series; they go to :func:`_draw_refined`: those of
     ``refined`` (the aggregate's refined rows, as :func:`make_plots` passes them), else any in ``cmp``.
     """
@@ -309,6 +353,8 @@ def plot_gaps(
     if arm_params is None:
         arm_params = arm_columns(cmp, params, x)
     engines_all = data["engine"].unique().to_list()
+    if rules is None:
+        rules = rule_styles(data, arm_params)
     paths = []
     for policy in sorted(data["policy"].unique().to_list()):
         pol = data.filter(pl.col("policy") == policy)
@@ -316,15 +362,20 @@ def plot_gaps(
         series = pol.select(keys).unique().sort(keys, nulls_last=True).to_dicts()
         varying, fixed = _split_params(series, keys)
         panels = style.split_series(series, [p for p in varying if p != "engine"])
-        fig, axes = _grid(len(panels), width=7.6, height=4.2, ncols=2)
+        fig, axes = _grid(len(panels), width=7.6 if len(panels) > 1 else 9.0, height=4.2, ncols=2)
+        fig.set_figheight(fig.get_figheight() + 0.25 * (len(series) + 4) / 2)  # room for the legend
         any_zero = False
         for ax, (held, group) in zip(axes, panels):
             shown = [p for p in varying if p not in held]
             xs_panel, g_panel = [], []
             refined_drawn = False
+            n_engines = len({s["engine"] for s in group})
             for i, s in enumerate(group):
                 sub = _match(pol, s, keys).sort(x)
-                color, mk = style.color(i), style.marker(i)
+                rule = style.rule_of(s, arm_params)
+                color, mk = rules.color(rule), rules.marker(rule)
+                if n_engines > 1:  # one rule drawn by several engines: the marker tells them apart
+                    mk = _ENGINE_MARKS[sorted({g["engine"] for g in group}).index(s["engine"])][0]
                 xs = sub[x].cast(pl.Float64).to_numpy()
                 xd = style.dodge(xs, i, len(group)) if len(group) > 1 else xs  # drawn at
                 g = np.abs(sub[gcol].to_numpy())
@@ -342,7 +393,14 @@ def plot_gaps(
                     f = _match(fits.filter(pl.col("policy") == policy), s, keys)
                     if f.height and f["slope"][0] is not None:
                         fit = f.row(0, named=True)
-                        label += f"; fit N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
+                        if fit.get("sign") == "mixed":  # |gap| of both signs: not one power law
+                            label += "; no fit line (significant gaps of both signs)"
+                            fit = None
+                        else:
+                            label += f"; fit N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
+                            if (fit.get("red_chi2") or 0.0) > POOR_FIT_CHI2:
+                                label += f", \u03c7\u00b2/dof {fit['red_chi2']:.3g}: no line (not one power law)"
+                                fit = None
                 ax.errorbar(xd, g, yerr=np.vstack([lower, hw]), fmt="none", ecolor=color, capsize=2, lw=0.8)
                 # one legend entry per series: on its filled markers, or its hollow ones if none
                 ax.plot(xd[sig], g[sig], mk, color=color, ms=5, ls="none",
@@ -352,9 +410,9 @@ def plot_gaps(
                 if to_zero.any():
                     any_zero = True
                     style.mark_ci_to_zero(ax, xd[to_zero], g[to_zero], color)
-                if fit is not None:
-                    xx = np.geomspace(fit["x_min"], fit["x_max"], 50)
-                    ax.plot(xx, np.exp(fit["intercept"]) * xx ** fit["slope"], "-", color=color, lw=1.2)
+                if fit is not None:  # over the N it was fitted on only
+                    ax.plot(*style.fitted_line([fit["x_min"], fit["x_max"]], fit["intercept"], fit["slope"]),
+                            "-", color=color, lw=1.2)
                 if refined is not None and refined.height:
                     rkeys = [k for k in arm_params if k in refined.columns and k != "engine"]
                     mf = sub[f"{metric}_mf"].drop_nulls() if f"{metric}_mf" in sub.columns else None
@@ -386,7 +444,8 @@ def plot_gaps(
                 title += f" ({style.param_text(held, list(held), engines_all)})"
             ax.set_title(title, fontsize=9)
             ax.grid(True, which="major", alpha=0.3)
-            style.legend_outside(ax, fontsize=6.5)
+        # one legend below the panels: beside them it took half the figure's width
+        style.figure_legend(fig, axes, ncol=2)
         _caption(fig, series[0], [p for p in fixed if p != "engine"],
                  prefix=style.engine_name(series[0]["engine"]) if "engine" in fixed else "",
                  engines=engines_all)
@@ -400,8 +459,13 @@ def plot_tails(
     outdir: Path,
     x: str = "n_servers",
     arm_params: Sequence[str] | None = None,
+    rules: style.RuleStyles | None = None,
 ) -> list[Path]:
-    """Per policy and arm: the tail ``s_i`` at the largest ``x`` of each engine (log y).
+    """Per policy and arm: the simulated tail ``s_i`` at the largest simulated ``x`` (log y),
+    against the mean field at that simulation's own point (:func:`_limit_at`: the limit row
+    with the same parameters, at the same ``x`` where the limit has rows along ``x``); a limit
+    row with other parameters is drawn only with its own point in the label, never as the
+    simulation's mean field.
 
     Levels are integers (integer ticks); a tail still positive at its last recorded level (the
     run's ``max_level``) is cut there, and a dotted line at that level says so. When ``x`` has
@@ -430,10 +494,18 @@ def plot_tails(
             for ax, (arm, vals) in zip(axes, group):
                 sub = _match(pol, arm, arm_params)
                 curves = []  # (engine, value of x or xp, tail, colour index or None)
-                for engine in sorted(sub["engine"].unique().to_list()):
+                limit_label: dict[str, str] = {}
+                engines = sorted(sub["engine"].unique().to_list(), key=lambda e: (e in LIMIT_ENGINES, e))
+                sim_last = None  # the simulated row the limits are drawn at
+                for engine in engines:
                     e = sub.filter(pl.col("engine") == engine)
                     if vals is None:
-                        last = e.sort(x).row(e.height - 1, named=True)
+                        if engine in LIMIT_ENGINES:
+                            last, limit_label[engine] = _limit_at(e, sim_last, x, params, engines_all)
+                        else:
+                            last = e.sort(x).row(e.height - 1, named=True)
+                            if sim_last is None or last[x] > sim_last[x]:
+                                sim_last = last
                         curves.append((engine, last[x], np.asarray(last["tail"], dtype=float), None))
                     else:
                         for j, v in enumerate(vals):
@@ -457,12 +529,18 @@ def plot_tails(
                     if tail.size <= top and style.tail_is_cut(tail, _TAIL_FLOOR):
                         cut = max(cut, tail.size)
                     limit = engine in LIMIT_ENGINES
+                    # a tail of one level (a buffer of 1: no server holds 2 tasks) is a point: larger
+                    ms = 7 if np.isfinite(t).sum() == 1 else None
                     if j is None:
                         if limit:
-                            kw = {"marker": "s", "mfc": "none", "ms": 4, **_limit_style(engine)}
-                            ax.plot(levels, t, lw=1.2, label=style.engine_name(engine), **kw)
+                            kw = {"marker": "s", "mfc": "none", "ms": ms or 4, **_limit_style(engine)}
+                            ax.plot(levels, t, lw=1.2, label=limit_label.get(engine, style.engine_name(engine)), **kw)
                         else:
-                            ax.plot(levels, t, f"{style.marker(n_sim)}-", color=style.color(n_sim), ms=3,
+                            mk, ls = _ENGINE_MARKS[n_sim % len(_ENGINE_MARKS)]
+                            ax.plot(levels, t, f"{mk}{ls}", color=_series_color(rules, arm, arm_params, n_sim, False),
+                                    ms=ms or 3, label="_nolegend_")
+                            # the figure's one legend: in grey (the colour is the panel's rule)
+                            ax.plot([], [], f"{mk}{ls}", color="0.3", ms=3,
                                     label=f"{style.engine_name(engine)}, {style.symbol(x, engines_all)} = {_fmt(xv)}")
                             n_sim += 1
                     else:
@@ -493,6 +571,16 @@ def plot_tails(
                 else:
                     style.log_axis(ax, "y", [_TAIL_FLOOR, 1.0])
                 style.integer_axis(ax, "x")
+                if vals is None and not any(c[0] in LIMIT_ENGINES for c in curves) and any(
+                        e in LIMIT_ENGINES for e in pol["engine"].unique().to_list()):
+                    ax.text(0.03, 0.04, "no mean field at this point", transform=ax.transAxes, fontsize=7,
+                            color="0.3")
+                if top < 2:  # one level: an axis of two levels, not a sliver around 1
+                    ax.set_xlim(0.5, 2.5)
+                    ax.set_xticks([1, 2])
+                    if any(t.size > 1 and np.all(t[1:] <= _TAIL_FLOOR) for _, _, t, _ in curves):
+                        ax.text(0.97, 0.95, "$s_i$ = 0 for i ≥ 2\n(not on the log axis)", transform=ax.transAxes,
+                                ha="right", va="top", fontsize=7, color="0.3")
                 ax.set_xlabel(style.label("level"))
                 ax.set_ylabel(style.label("tail"))
                 title = style.policy_name(policy)
@@ -505,12 +593,38 @@ def plot_tails(
             if xp == x:
                 style.figure_legend(fig, axes, ncol=3)
             sx, sxp = style.symbol(x, engines_all), style.symbol(xp, engines_all)
-            prefix = (f"tail at the largest {sx} of each engine" if xp == x
+            prefix = (f"tail at the largest simulated {sx}, the mean field at the same point" if xp == x
                       else f"tail at {sx} = {_fmt(pol[x][0])}, one curve per {sxp}"
                       if pol[x].n_unique() == 1 else f"tail at the largest {sx}")
             _caption(fig, group[0][0], fixed, prefix=prefix, engines=engines_all)
             paths.append(_save(fig, outdir, f"tail_{_slug(policy)}", part))
     return paths
+
+
+def _limit_at(rows: pl.DataFrame, sim: dict | None, x: str, params: Sequence[str],
+               engines: Sequence[str] = ()) -> tuple[dict, str]:
+    """The limit row of one arm to draw beside the simulated row ``sim``, and its legend label.
+
+    The limit at the simulation's own point: equal on every parameter both rows carry (but the
+    run length), ``x`` included where the limit has a row there (a mean field along a path
+    whose lam, k and d change with N has one at every simulated N). Where no row has the
+    simulation's parameters, the limit's last row, labelled with the parameters that differ:
+    it is another point, and the label says which."""
+    name = style.engine_name(rows["engine"][0]) if rows.height else "limit"
+    ordered = rows.sort(x, nulls_last=True)
+    if sim is None:
+        return ordered.row(ordered.height - 1, named=True), name
+    cols = [c for c in params if c in rows.columns and c not in _RUN_LENGTH and c != x and sim.get(c) is not None
+            and rows[c].null_count() < rows.height]
+    same = _match(ordered, sim, cols)
+    if same.height:
+        here = same.filter(pl.col(x) == sim[x]) if x in same.columns and same[x].null_count() < same.height \
+            else same.head(0)
+        row = here.row(0, named=True) if here.height else same.row(same.height - 1, named=True)
+        return row, f"{name} at the simulation's parameters"
+    last = ordered.row(ordered.height - 1, named=True)
+    other = [c for c in [x, *cols] if last.get(c) is not None and last.get(c) != sim.get(c)]
+    return last, f"{name} at another point: {style.param_text(last, other, engines)} (not the simulation's)"
 
 
 def make_plots(
@@ -536,8 +650,12 @@ def make_plots(
     params = check_params(agg, params, x)
     if arm_params is None:
         arm_params = arm_columns(agg.filter(pl.col("n_rep") >= 1), params, x)
-    paths = plot_estimates(agg, params, outdir, x=x, metric=metric, arm_params=arm_params)
+    # one colour per rule in every figure of the run (the zero-queueing figures build theirs
+    # from the same simulated rows: analysis.models.zero_queueing.arms)
+    rules = rule_styles(agg.filter(pl.col("n_rep") >= 1), arm_params)
+    paths = plot_estimates(agg, params, outdir, x=x, metric=metric, arm_params=arm_params, rules=rules)
     refined = agg.filter(pl.col("engine").is_in(list(REFINED_ENGINES))) if "engine" in agg.columns else None
-    paths += plot_gaps(cmp, fits, params, outdir, x=x, metric=metric, arm_params=arm_params, refined=refined)
-    paths += plot_tails(agg, params, outdir, x=x, arm_params=arm_params)
+    paths += plot_gaps(cmp, fits, params, outdir, x=x, metric=metric, arm_params=arm_params, refined=refined,
+                       rules=rules)
+    paths += plot_tails(agg, params, outdir, x=x, arm_params=arm_params, rules=rules)
     return paths

@@ -9,6 +9,7 @@ import polars as pl
 
 from analysis.aggregate import LIMIT_ENGINES
 from analysis.fmt import num as _num
+from analysis.fmt import pm
 from analysis.plots import arm_label
 
 __all__ = ["count_tasks", "write_report"]
@@ -49,11 +50,7 @@ def count_tasks(df: pl.DataFrame) -> dict:
 
 
 def _pm(v, hw) -> str:
-    if v is None:
-        return "-"
-    if hw is None or hw == 0.0:
-        return _num(v)
-    return f"{_num(v)} ± {_num(hw, 2)}"
+    return pm(v, hw)  # no ± where the half-width is rounding noise (analysis.fmt.pm)
 
 
 def _cell(s: str) -> str:

@@ -11,6 +11,13 @@ in a panel: callers split panels beyond that, :func:`split_series`), and formats
 * :func:`mark_max_level`: a tail recorded only up to ``max_level`` (the run setting) whose last
   level is still positive is cut there, not ended: a dotted vertical line at ``max_level`` says so.
 
+Two rules keep the figures of one run consistent and honest:
+
+* one colour (and marker) per rule: :class:`RuleStyles` maps each rule of a run (the sweep's
+  variant, such as the rule for d, else the arm's parameter values: :func:`rule_of`) to one
+  colour and marker, and every figure of the run that draws a rule takes them from it;
+* a fitted line spans only the points it was fitted on (:func:`fitted_line`), never the axis.
+
 Nothing here computes a statistic.
 """
 from __future__ import annotations
@@ -30,7 +37,7 @@ __all__ = ["LABELS", "SYMBOLS", "PALETTE", "MARKERS", "MAX_SERIES",
            "label", "gap_label", "symbol", "policy_name", "short", "with_d", "engine_name", "param_text", "time_unit",
            "color", "marker", "log_axis", "errorbar_log", "integer_axis", "is_integer_valued", "mark_ci_to_zero",
            "ci_zero_handle", "CI_ZERO_LABEL", "mark_max_level", "tail_is_cut", "split_series",
-           "legend_outside", "reference_slope", "dodge"]
+           "legend_outside", "legend_below", "reference_slope", "dodge", "rule_of", "RuleStyles", "fitted_line"]
 
 #: Okabe & Ito's colour-blind-safe palette, yellow swapped for brown (black is kept for the
 #: mean-field / limit curves)
@@ -148,6 +155,69 @@ def param_text(row: dict, cols: Sequence[str], engines: Sequence[str] = ()) -> s
     parts = [f"{symbol(c, engines)} = {_value(row[c])}" if c != "variant" else f"variant {row[c]}"
              for c in cols if row.get(c) is not None]
     return ", ".join(parts)
+
+
+#: columns that never make a rule: a rule is drawn for each policy and engine
+_NOT_RULE = frozenset({"policy", "engine", "variant"})
+
+
+def rule_of(row: dict, cols: Sequence[str] = ()) -> tuple:
+    """The rule a series belongs to: ``(variant,)`` where the variant is among the arm
+    parameters ``cols`` (the rules for d of ``sub_halfin_whitt``; not where a variant is a point
+    along N, as in ``transients``), else its values of ``cols`` but policy and engine (``(d,)``
+    in a sweep over d). Policies and engines of one rule share its colour."""
+    v = row.get("variant")
+    if v is not None and "variant" in cols:
+        return (v,)
+    return tuple(row.get(c) for c in cols if c not in _NOT_RULE)
+
+
+def _rule_sort_key(rule: tuple) -> tuple:
+    return tuple((v is None, not isinstance(v, (int, float)), v if isinstance(v, (int, float)) else str(v))
+                 for v in rule)
+
+
+class RuleStyles:
+    """One colour and one marker per rule, the same in every figure of a run.
+
+    Built from the rules of the run's simulated rows (:func:`rule_of`), sorted (numbers by
+    value, names alphabetically), so that two figures built from the same rows give a rule the
+    same colour whatever subset of the rules each of them draws. A rule not among them (a limit
+    only) gets the next free colours."""
+
+    def __init__(self, rules):
+        self.rules: list[tuple] = sorted(dict.fromkeys(tuple(r) for r in rules), key=_rule_sort_key)
+
+    @classmethod
+    def from_rows(cls, rows, cols: Sequence[str] = ()) -> RuleStyles:
+        """From dicts (or a Polars frame's rows) with the columns of :func:`rule_of`."""
+        if hasattr(rows, "iter_rows"):
+            rows = rows.iter_rows(named=True)
+        return cls(rule_of(r, cols) for r in rows)
+
+    def index(self, rule: tuple) -> int:
+        rule = tuple(rule)
+        if rule not in self.rules:
+            self.rules.append(rule)
+        return self.rules.index(rule)
+
+    def color(self, rule: tuple) -> str:
+        return color(self.index(rule))
+
+    def marker(self, rule: tuple) -> str:
+        return marker(self.index(rule))
+
+
+def fitted_line(x_fitted, intercept: float, slope: float, n: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, exp(intercept) x^slope)`` for a power law fitted on the points ``x_fitted``: x runs
+    from their smallest to their largest value only (log-spaced), never beyond: a fit says
+    nothing about N where it had no point."""
+    xs = np.asarray(x_fitted, dtype=float)
+    xs = xs[np.isfinite(xs) & (xs > 0)]
+    if xs.size == 0:
+        return np.array([]), np.array([])
+    xx = np.geomspace(xs.min(), xs.max(), n) if xs.max() > xs.min() else xs[:1]
+    return xx, np.exp(intercept) * xx ** slope
 
 
 def color(i: int) -> str:
@@ -307,6 +377,15 @@ def legend_outside(ax, fig=None, **kw) -> None:
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                   frameon=False, **kw)
+
+
+def legend_below(ax, ncol: int = 1, **kw) -> None:
+    """A legend under the panel (below its x label), so that it never covers data and leaves
+    the panel its full width (constrained layout makes room for it)."""
+    kw.setdefault("fontsize", 7)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=ncol, frameon=False, **kw)
 
 
 def reference_slope(ax, xs, ys, slope: float = -1.0, text: str = "reference slope 1/N") -> Line2D | None:

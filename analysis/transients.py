@@ -249,7 +249,7 @@ def _plot_sup(arms: list[dict], outdir: Path) -> Path:
     (each arm takes two legend entries per panel), so that every arm is drawn."""
     per = max(1, style.MAX_SERIES // 2)
     groups = [arms[i: i + per] for i in range(0, len(arms), per)]
-    fig = Figure(figsize=(14.0, 4.8 * len(groups)), layout="constrained")
+    fig = Figure(figsize=(14.0, 6.0 * len(groups)), layout="constrained")  # legends below
     rows = fig.subplots(len(groups), 2, squeeze=False)
     for (ax_a, ax_b), group in zip(rows, groups):
         _sup_panels(ax_a, ax_b, group)
@@ -269,8 +269,7 @@ def _sup_panels(ax_a, ax_b, arms: list[dict]) -> None:
         style.errorbar_log(ax_a, xs, sup, hw, color_=col, fmt=style.marker(c), ms=4, capsize=2, label=lab)
         fit = arm.get("fit_sup")
         if fit is not None:
-            xx = np.array([ns.min(), ns.max()])
-            ax_a.plot(xx, np.exp(fit["intercept"]) * xx ** fit["slope"], color=col, lw=0.9,
+            ax_a.plot(*style.fitted_line(ns, fit["intercept"], fit["slope"]), color=col, lw=0.9,  # fitted on every N
                       label=f"fit: slope {fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]")
         bias = np.array([pts[int(n)]["bias"] for n in ns])
         bse = np.array([pts[int(n)]["bias_se"] for n in ns])
@@ -284,9 +283,8 @@ def _sup_panels(ax_a, ax_b, arms: list[dict]) -> None:
         v = arm["bias_verdict"]
         if v.get("slope") is not None:
             keep = sig
-            xx = np.array([ns[keep].min(), ns[keep].max()])
             y0 = np.exp(np.mean(np.log(bias[keep]) - v["slope"] * np.log(ns[keep])))
-            ax_b.plot(xx, y0 * xx ** v["slope"], color=col, lw=0.9)
+            ax_b.plot(*style.fitted_line(ns[keep], np.log(y0), v["slope"]), color=col, lw=0.9)
         all_n += list(ns)
         all_a += list(sup)
         all_b += list(bias)
@@ -297,7 +295,7 @@ def _sup_panels(ax_a, ax_b, arms: list[dict]) -> None:
         style.log_axis(ax, "x", all_n)
         style.log_axis(ax, "y")
         ax.set_xlabel(style.label("n_servers"))
-        style.legend_outside(ax, fontsize=6)
+        style.legend_below(ax, fontsize=6.5)  # beside the panels the legends took half the width
     ax_a.set_ylabel("sup over t and levels of |s_i(t) - ODE|, one path (mean, 95% CI)")
     ax_b.set_ylabel("sup over t and levels of |mean path - ODE|")
     ax_a.set_title("(a) distance of each path to the ODE", fontsize=9)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -154,6 +155,35 @@ def configure_auth(exec_cfg: dict, joining: bool) -> str:
     return mode
 
 
+#: the token of the local clusters this process starts when no token is configured: made once
+#: per process, handed to Ray in the environment only while it starts, never written to disk
+_local_token: str | None = None
+
+
+def _reset_token_cache() -> None:
+    """Make Ray's token loader (which caches the first token it finds) read the environment anew."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader
+
+        AuthenticationTokenLoader.instance().reset_cache()
+    except (ImportError, AttributeError):
+        pass
+
+
+def _local_token_env() -> dict[str, str]:
+    """The environment a new local cluster in token mode starts with when no token is configured
+    (no ``RAY_AUTH_TOKEN``, no file at ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``): a
+    token of this process's own. Without it ``ray.init`` makes one and writes it to the user's
+    ``~/.ray/auth_token`` (mode 0644), where it outlives the run and is picked up by every later
+    Ray command (issue 43). Ray's processes (GCS, raylet, workers) inherit it when they start;
+    the driver's token loader keeps it. Empty when a token exists: that one is used, as before."""
+    global _local_token
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token" or token_available():
+        return {}
+    _local_token = _local_token or secrets.token_hex(32)
+    return {"RAY_AUTH_TOKEN": _local_token}
+
+
 @dataclass
 class Session:
     """A Ray connection for one run (or none, for the serial backend)."""
@@ -162,6 +192,8 @@ class Session:
     address: str | None  # None: a local cluster (or serial)
     cpus: int
     started: bool = False
+    #: the cluster was started with this process's own token (:func:`_local_token_env`)
+    own_token: bool = False
 
     def close(self) -> None:
         if self.started:
@@ -169,6 +201,8 @@ class Session:
 
             ray.shutdown()
             self.started = False
+            if self.own_token:  # a later ray.init (e.g. joining a cluster) looks for its token anew
+                _reset_token_cache()
 
 
 def _local_loopback() -> None:
@@ -216,6 +250,7 @@ def connect(exec_cfg: dict, py_modules=()) -> Session:
     # line's turns SIGTERM, e.g. from `ray job stop`, into an orderly interruption)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if main_thread else None
+    token_env: dict[str, str] = {}
     try:
         if address:
             # Never pass num_cpus when joining (Ray refuses it). Ship our two packages unless
@@ -228,9 +263,21 @@ def connect(exec_cfg: dict, py_modules=()) -> Session:
                      logging_level=logging.WARNING)
         else:
             _local_loopback()
-            ray.init(address="local", num_cpus=exec_cfg.get("num_cpus") or os.cpu_count(),
-                     include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
-                     runtime_env={"py_modules": list(py_modules)} if py_modules else None)
+            token_env = _local_token_env()
+            saved = {k: os.environ.get(k) for k in token_env}
+            os.environ.update(token_env)
+            if token_env:
+                _reset_token_cache()
+            try:
+                ray.init(address="local", num_cpus=exec_cfg.get("num_cpus") or os.cpu_count(),
+                         include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
+                         runtime_env={"py_modules": list(py_modules)} if py_modules else None)
+            finally:  # Ray's processes have it; programs this process starts later do not
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
     except Exception as exc:  # Ray's own errors, e.g. InvalidAuthToken after its retries
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"the Ray cluster at {address!r}" if address else "a local Ray cluster"
@@ -243,7 +290,7 @@ def connect(exec_cfg: dict, py_modules=()) -> Session:
     cpus = int(ray.cluster_resources().get("CPU", 1))
     log.info("%s Ray cluster: %d CPUs on %d node(s)", "joined" if address else "started a local",
              cpus, sum(n["Alive"] for n in ray.nodes()))
-    return Session("ray", address, cpus, started=True)
+    return Session("ray", address, cpus, started=True, own_token=bool(token_env))
 
 
 def execute(
@@ -340,7 +387,9 @@ def _execute_ray(groups: list[list[dict]], exec_cfg: dict, deliver: Callable) ->
                 continue
             delivered.add(row["task_id"])
             deliver([row])
-    log.info("executed %d Ray tasks in %.1f s", len(groups), time.perf_counter() - t0)
+    # a Ray task runs a group of the sweep's tasks on one worker (group_tasks): say both counts
+    log.info("executed %d tasks as %d Ray tasks (groups of tasks, one worker each) in %.1f s",
+             sum(map(len, groups)), len(groups), time.perf_counter() - t0)
 
 
 def _failed_row(task: dict, exc: BaseException) -> dict:

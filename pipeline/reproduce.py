@@ -10,6 +10,12 @@ extracted into a temporary folder (``lbsweep-reproduce-*`` under ``$TMPDIR``) th
 when the command ends, also on errors, Ctrl-C, SIGTERM and SIGHUP (exit 130; only SIGKILL
 leaves it).
 
+Where the rerun goes. The rerun is a run folder of its own (about the size of the original run:
+92 MB for the headline). By default it is written inside that temporary folder and removed with
+it: nothing is left next to the archive or anywhere else. ``--keep`` keeps it, in
+``$TMPDIR/lbsweep-rerun-*/rerun``, and prints that path; ``--out DIR`` writes it to ``DIR``
+(which must not exist) and keeps it.
+
 What it trusts. Nothing in the archive is code to run. Its ``config.yaml`` is read as bounded
 plain data (:mod:`pipeline.safe_yaml`: at most 1 MiB, aliases counted as the copies they
 expand to, nesting and tags of YAML's plain types only, no ``${...}`` interpolation: the
@@ -94,7 +100,6 @@ import struct
 import sys
 import tempfile
 import threading
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -567,8 +572,14 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
               rtol: float = DEFAULT_RTOL, progress: bool = True, *, address: str | None = None,
               num_cpus: int | None = None, max_bytes: int = MAX_BYTES,
               max_members: int = MAX_MEMBERS, ignore_columns: tuple[str, ...] = (),
-              ignore_files: tuple[str, ...] = (), trust_archive_models: bool = False) -> dict:
+              ignore_files: tuple[str, ...] = (), trust_archive_models: bool = False,
+              keep: bool = False) -> dict:
     """Rerun the archived sweep locally (or on ``address``) and compare; see the module doc.
+
+    The rerun is written to ``out_dir`` (which must not exist; kept), or else to a temporary
+    folder: inside the extraction folder, removed with it, or with ``keep`` to
+    ``$TMPDIR/lbsweep-rerun-*/rerun``, kept. ``kept`` in the result says whether
+    ``output_dir`` still exists when this returns.
 
     ``ignore_columns`` (result and analysis columns, JSON keys) and ``ignore_files`` (glob
     patterns of paths under ``analysis/``) name expected differences, such as a column a newer
@@ -583,6 +594,8 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
     from pipeline import models
 
     trusted: list[str] = []
+    kept_parent: Path | None = None  # the temporary folder made for a kept rerun
+    kept = out_dir is not None or keep
     with tempfile.TemporaryDirectory(prefix="lbsweep-reproduce-") as tmp:
         try:
             run = safe_extract(archive, Path(tmp), max_bytes=max_bytes, max_members=max_members)
@@ -600,10 +613,11 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
                 raise ConfigError(f"archive={str(archive)!r}: {exc}") from None
             legacy_se = bool(cfg.pop(LEGACY_SE_KEY, False))
             archived_out = cfg.get("output_dir")
-            if out_dir is None:  # the first free name (run_sweep makes it exclusively, or refuses)
-                base = archive.resolve().parent / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}"
-                out_dir = next(f for f in (base, *(base.with_name(f"{base.name}-{k}") for k in range(2, 1000)))
-                               if not os.path.lexists(f))
+            if out_dir is None and keep:  # a folder of its own, kept (run_sweep makes rerun/)
+                kept_parent = Path(tempfile.mkdtemp(prefix="lbsweep-rerun-"))
+                out_dir = kept_parent / "rerun"
+            elif out_dir is None:  # removed with the extraction folder, on every exit
+                out_dir = Path(tmp) / "rerun"
             out_dir = Path(out_dir).resolve()
             cfg["output_dir"] = str(out_dir)
             cfg["mlflow"]["enabled"] = False
@@ -636,11 +650,15 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
             rows = c.frames(archived_rows, result["frame"], "results")
             c.folders(run / "analysis", out_dir / "analysis", "analysis",
                       tuple(analysis_params(result["plan"])), images)
+        except BaseException:
+            if kept_parent is not None and not out_dir.exists():  # nothing was written: no trace
+                kept_parent.rmdir()
+            raise
         finally:
             models.forget(trusted)
     ok = seeds_match and not c.mismatches
     return {"ok": ok, "seeds_match": seeds_match, "env_match": env_match, "env_differences": diffs,
-            "output_dir": out_dir, "execution": execution, **rows, "mismatches": c.mismatches,
+            "output_dir": out_dir, "kept": kept, "execution": execution, **rows, "mismatches": c.mismatches,
             "analysis_files": c.files, "images_skipped": c.images_skipped, "images_reason": images,
             "timing_lines": c.timing_lines, "rtol": rtol, "columns_ignored": sorted(ignore_columns),
             "files_ignored": c.files_ignored}
@@ -680,9 +698,12 @@ def parser() -> argparse.ArgumentParser:
                "every file under analysis/ (timing lines of text files left out; images only "
                "when the environment matches). See the module docstring of pipeline/reproduce.py.")
     ap.add_argument("archive", type=Path, help="a run's archive.tar.gz")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output folder of the rerun, which must not exist (default: reproduce-<time> next "
-                         "to the archive)")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help="write the rerun's run folder to DIR, which must not exist, and keep it "
+                         "(default: a temporary folder, removed at the end unless --keep)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the rerun's folder (without --out: $TMPDIR/lbsweep-rerun-*/rerun) "
+                         "and print where it is")
     ap.add_argument("--backend", choices=["ray", "serial"], default=None,
                     help="override the archived execution backend")
     ap.add_argument("--address", default=None, metavar="ADDR",
@@ -754,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
                         max_members=args.max_members,
                         ignore_columns=tuple(c.strip() for c in args.ignore_columns.split(",") if c.strip()),
                         ignore_files=tuple(args.ignore_files),
-                        trust_archive_models=args.trust_archive_models)
+                        trust_archive_models=args.trust_archive_models, keep=args.keep)
     except ConfigError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -775,7 +796,10 @@ def main(argv: list[str] | None = None) -> int:
              f"local Ray cluster of {ex['num_cpus']} CPUs" if ex["backend"] == "ray" else "serial, in this process")
     mode = "bitwise" if rep["env_match"] else f"to rtol={rep['rtol']:g}"
     print(f"archive:      {args.archive}")
-    print(f"rerun:        {rep['output_dir']}  ({where})")
+    if rep["kept"]:
+        print(f"rerun:        {rep['output_dir']}  ({where}), kept")
+    else:
+        print(f"rerun:        in a temporary folder, removed (--keep or --out DIR keeps it)  ({where})")
     print(f"seeds:        {'identical' if rep['seeds_match'] else 'DIFFERENT'}")
     print(f"environment:  {'matches' if rep['env_match'] else 'differs: ' + '; '.join(rep['env_differences'])}"
           f"  (numbers compared {mode})")

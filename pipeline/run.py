@@ -295,18 +295,22 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         if tracker is not None:
             guard(tracker.end, status)
     if not quiet:
-        print_summary(analysis, plan, table_file=out_dir / SUMMARY_TABLE)
+        # the end of the console fits one screen (issue 43; docs/running.md): the answer, then
+        # one line of counts, the run folder and what is in it (paths in it relative), MLflow
+        table = print_summary(analysis, plan, table_file=out_dir / SUMMARY_TABLE, folder=out_dir)
         where = f" on cluster {session.address}" if session.address else ""
-        print(f"\n{len(plan.tasks)} tasks ({errors} failed{', ' + str(len(todo)) + ' run now' if resuming else ''})"
-              f" in {elapsed:.1f} s{where}")
-        own_reports = [x["report"] for x in analysis["extra"].values() if x.get("report")]
-        report = (f"{own_reports[0]}\n          (the generic report: {analysis.get('report')})"
-                  if own_reports else analysis.get("report"))
-        print(f"results:  {out_dir / 'results.parquet'}\nreport:   {report}\narchive:  {archive}")
+        tracked = ""
         if guard.lost is not None:
-            print(f"mlflow:   tracking lost ({guard.lost}); results and archive are complete")
+            tracked = f"; mlflow: tracking lost ({guard.lost}), results and archive are complete"
         elif tracker is not None:
-            print(f"mlflow:   {tracker.uri}  (run {tracker.parent_id})")
+            tracked = f"; mlflow run {tracker.parent_id} in {tracker.uri}"
+        print(f"{len(plan.tasks)} tasks ({errors} failed{', ' + str(len(todo)) + ' run now' if resuming else ''})"
+              f" in {elapsed:.1f} s{where}{tracked}")
+        own_reports = [x["report"] for x in analysis["extra"].values() if x.get("report")]
+        report = own_reports[0] if own_reports else analysis.get("report")
+        # results.parquet and archive.tar.gz are there too (README.md, "What a run writes")
+        table_text = f"table {table.name}, " if table is not None else ""
+        print(f"run folder {out_dir}: {table_text}report {_in(report, out_dir)}")
     return {"output_dir": out_dir, "frame": frame, "analysis": analysis, "archive": archive,
             "errors": errors, "run_id": run_id, "plan": plan, "ran": len(todo),
             "mlflow_run_id": tracker.parent_id if tracker else None, "tracking": state["tracking"]}
@@ -399,15 +403,39 @@ SUMMARY_TABLE = "summary.txt"
 CONSOLE_ROWS, CONSOLE_WIDTH = 40, 200
 
 
-def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None) -> None:
+def _in(path, folder: Path | None) -> str:
+    """``path`` relative to ``folder`` where it lies inside it, else as given."""
+    if path is None:
+        return "-"
+    try:
+        return str(Path(path).relative_to(folder)) if folder is not None else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _n_arms(summary: pl.DataFrame, arm_params: list[str]) -> int:
+    """The simulated arms of the per-point summary: (policy, engine, arm parameters), limit
+    engines' rows left out."""
+    from analysis.aggregate import LIMIT_ENGINES
+
+    sims = summary.filter(~pl.col("engine").is_in(list(LIMIT_ENGINES))) if "engine" in summary.columns else summary
+    keys = [c for c in ("policy", "engine", *arm_params) if c in sims.columns]
+    return sims.select(keys).unique().height if keys and sims.height else 0
+
+
+def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None,
+                  folder: Path | None = None) -> Path | None:
     """A small table: each point's estimate with its 95% CI next to the mean-field value (to
-    ``table_file`` instead, named in one line, when it has more than :data:`CONSOLE_ROWS` rows
-    or lines wider than :data:`CONSOLE_WIDTH`); then the sweep's own verdicts and the generic
-    check of the gap to the mean field (collapsed to counts when the sweep has its own)."""
+    ``table_file`` instead when it has more than :data:`CONSOLE_ROWS` rows or lines wider than
+    :data:`CONSOLE_WIDTH`: named in one line, or, with ``folder`` given, left for the caller
+    to name; the file is returned); then the sweep's own verdicts (an analysis's
+    ``console_lines`` where it has them: its answer on one screen, else its ``verdict_lines``)
+    and the generic check of the gap to the mean field (collapsed to counts of every arm when
+    the sweep has its own). Paths inside ``folder`` print relative to it."""
     summary = pl.read_parquet(analysis["summary"])
     if summary.height == 0:
         print("no successful results")
-        return
+        return None
     if "mean_response_mf" in summary.columns and (summary["engine"] != "meanfield").any():
         summary = summary.filter(pl.col("engine") != "meanfield")  # shown as a column instead
     shown = [p for p in analysis["params"] if p in plan.varying] or [
@@ -430,14 +458,19 @@ def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None) ->
                    tbl_width_chars=10_000, tbl_hide_column_data_types=True):
         text = str(table)
     too_wide = max(map(len, text.splitlines())) > CONSOLE_WIDTH
+    written = None
     if table_file is not None and (table.height > CONSOLE_ROWS or too_wide):
         table_file.write_text(text + "\n")
-        print(f"per-point table ({table.height} rows, {table.width} columns: mean response with its "
-              f"95% CI half-width beside the mean field): {table_file}")
+        written = table_file
+        if folder is None:
+            print(f"per-point table ({table.height} rows, {table.width} columns: mean response with its "
+                  f"95% CI half-width beside the mean field): {table_file}")
     else:
         print(text)
     # the model's own verdicts first (what the sweep is about), then the generic check
-    own = [(name, line) for name, extra in (analysis.get("extra") or {}).items()
+    extras = (analysis.get("extra") or {}).items()
+    screen = [line for _, extra in extras for line in extra.get("console_lines") or []]
+    own = [(name, line) for name, extra in extras if not extra.get("console_lines")
            for line in extra.get("verdict_lines", [])]
     for f in analysis.get("refined") or []:
         arm = " ".join(f"{p}={_g(f[p])}" for p in analysis.get("arm_params", [])
@@ -445,6 +478,10 @@ def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None) ->
         own.append(("refined", f"{f['policy']} [{f['engine']}] {arm}: N * gap of {metric_of(analysis)} "
                                f"against the refined mean field's V: {f['verdict']}"
                                + (f" ({f['note']})" if f.get("note") else "")))
+    if screen:
+        print()
+        for line in screen:
+            print(line)
     if own:
         print("\nverdicts of the sweep's own analysis (" + ", ".join(dict.fromkeys(n for n, _ in own))
               + "; its report says how each is judged):")
@@ -458,15 +495,21 @@ def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None) ->
                 + f": {fit.get('verdict')}")
         if line not in generic:
             generic.append(line)
-    if generic and own:  # the sweep's own verdicts answer it: the generic check in one line
+    if generic and (own or screen):  # the sweep's own verdicts answer it: the generic check in one line
         counts: dict[str, int] = {}
         for line in generic:  # "policy [engine] arm: verdict (detail)"
             word = line.split("]", 1)[1].split(": ", 1)[1].split(" (")[0]
             counts[word] = counts.get(word, 0) + 1
-        print(f"\ngeneric check, the gap of {metric_of(analysis)} to the mean field as N grows: "
-              + ", ".join(f"{n} arm(s) {w}" for w, n in counts.items())
-              + f" (per arm in {analysis.get('report')})")
+        # every arm counted: an arm without mean-field values at its points has no gap to fit
+        n_arms = max(_n_arms(summary, list(analysis.get("arm_params") or [])), len(generic))
+        parts = [f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+        if n_arms > len(generic):
+            parts.append(f"{n_arms - len(generic)} no mean field")
+        # the metric and the rule are in the generic report, one line per arm
+        print(f"{'' if screen else chr(10)}generic gap check ({_in(analysis.get('report'), folder)}): "
+              f"{n_arms} arm{'' if n_arms == 1 else 's'}, " + ", ".join(parts))
     elif generic:
         print(f"\nverdicts: the gap of {metric_of(analysis)} to the mean field as N grows:")
         for line in generic:
             print(f"  {line}")
+    return written

@@ -27,10 +27,23 @@ import math
 import os
 import re
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+# MLflow 3.17 maps one relationship of its GenAI MCP-server tables (SqlMCPAccessEndpoint.
+# resolved_version_rel) with SQLAlchemy's lazy="noload", which SQLAlchemy 2.1 deprecates in alarming
+# words: "SADeprecationWarning: The ``noload`` loader strategy is deprecated ... This option
+# produces incorrect results by returning ``None`` for related items." It is raised once per
+# process, when MLflow's SQL store configures its mappers (sqlalchemy_store.py, configure_mappers).
+# Harmless here: MLflow means that relationship never to load (it fills it by an explicit join),
+# and the pipeline logs and reads experiments, runs, params, tags, metrics and artefacts only, no
+# MCP table. Only this message is silenced (SADeprecationWarning is a DeprecationWarning; naming
+# the base class spares importing SQLAlchemy here). pyproject.toml does the same for pytest.
+warnings.filterwarnings("ignore", message=r"The ``noload`` loader strategy is deprecated",
+                        category=DeprecationWarning)
 
 _BAD_KEY = re.compile(r"[^\w\-./ ]")
 #: experiment tag read by MLflow 3 to tell GenAI experiments from model-training ones

@@ -1,5 +1,6 @@
 """Shared fixtures: one small local Ray cluster per test session (starting Ray takes seconds);
-the repository's ``outputs/`` untouched by the tests."""
+the repository's ``outputs/`` untouched by the tests. A skipped browser test (no Chromium) is
+named in the run's last lines."""
 from __future__ import annotations
 
 import os
@@ -55,3 +56,34 @@ def _close_run_log():
     from pipeline.runfolder import close_log
 
     close_log()
+
+
+# ------------------------------------------------------------------ the browser test's skip
+
+#: how tests/integration/test_mlflow_browser.py's skip reason starts (no Debian chromium)
+BROWSER_SKIP = "BROWSER TEST SKIPPED"
+#: its category in the run's final line ("75 passed, 1 browser test skipped (no chromium) in ...")
+BROWSER_SKIPPED = "browser test skipped (no chromium)"
+
+
+def _browser_skip(report) -> bool:
+    return bool(report.skipped and "test_mlflow_browser" in report.nodeid
+                and BROWSER_SKIP in str(report.longrepr))
+
+
+def pytest_report_teststatus(report, config):
+    """The browser test skipped for want of Chromium is counted apart in the final line, so that
+    a run without it cannot look like a full one (issue 43 item 2)."""
+    if _browser_skip(report):
+        return BROWSER_SKIPPED, "s", ("SKIPPED (no chromium)", {"yellow": True})
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One loud line above the final one when the browser test was skipped for want of Chromium;
+    nothing when it ran or was not selected."""
+    reports = terminalreporter.stats.get(BROWSER_SKIPPED, [])
+    if reports:
+        reason = str(reports[0].longrepr[2] if isinstance(reports[0].longrepr, tuple) else reports[0].longrepr)
+        reason = reason[reason.index(BROWSER_SKIP):]
+        terminalreporter.write_sep("!", reason, red=True, bold=True)

@@ -91,3 +91,29 @@ def test_relative_links_resolve(path):
         if not dest.exists() or (frag and dest.suffix == ".md" and frag not in _anchors(dest)):
             broken.append(target)
     assert not broken, f"broken relative links in {path.name}: {broken}"
+
+
+def test_the_headlines_counts_in_the_docs_are_the_plans():
+    """The facts blocks (written by docs/facts.py from a run's own files) name the points and
+    tasks the plan of the shipped sweep makes today: a change of the sweep that moves them must
+    rewrite the blocks from a new run."""
+    import importlib.util
+
+    from pipeline.plan import make_plan
+    from pipeline.run import to_plain
+    from tests.helpers import compose
+
+    spec = importlib.util.spec_from_file_location("docs_facts", REPO / "docs" / "facts.py")
+    facts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(facts)
+    blocks = [(p, m) for p in facts.DOCS for m in facts.BLOCK.finditer(p.read_text())]
+    headline = [(p, m) for p, m in blocks if m.group("sweep") == "sub_halfin_whitt"]
+    assert len(headline) >= 3, "README, running.md and sweeps.md each carry the headline's facts block"
+    plan = make_plan(to_plain(compose(["+sweep=sub_halfin_whitt", "output_dir=/tmp/unused"])))
+    for path, m in headline:
+        counts = facts.COUNTS.search(m.group("body"))
+        assert counts, f"{path.name}: the facts block names no counts: {m.group('body')!r}"
+        got = (int(counts["points"].replace(",", "")), int(counts["tasks"].replace(",", "")))
+        assert got == (len(plan.points), len(plan.tasks)), (
+            f"{path.name} says {got[0]} points, {got[1]} tasks; the plan makes {len(plan.points)}, {len(plan.tasks)}"
+            " (python docs/facts.py RUN_DIR --write)")

@@ -370,6 +370,11 @@ MODEL = Model(
     theory={  # the heavy-traffic form of the mean field along the headline's path
         "limit_ratio": "sim.dispatch.meanfield.heavy_traffic:limit_ratio",
         "leading_rate": "sim.dispatch.meanfield.heavy_traffic:leading_rate",
+        # per-task power-of-(kd) past the exact path (closed form in logs) and the derived forms
+        # that carry the limit claims of pod_per_task and of the batch policies with constant d
+        "per_task_ratio": "sim.dispatch.meanfield.per_task_path:queueing_ratio",
+        "per_task_form": "sim.dispatch.meanfield.per_task_path:asymptotic_form",
+        "batch_queue_bound": "sim.dispatch.meanfield.per_task_path:batch_little_bound",
     },
     engine_decls=(
         AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,

@@ -189,10 +189,14 @@ def test_verdicts_on_known_trends(tmp_path):
     df = pl.DataFrame(rows)
     out = analyze_zero_queueing(df, ["n_servers", "variant", "k", "d", "lam"], tmp_path, "t")
     by = {v["variant"]: v for v in out["verdicts"]}
-    assert by["falls"]["verdict"] == VANISHING
+    # the simulated range described (the trend, the rival test on the points) ...
+    assert by["falls"]["range_test"] == VANISHING and by["falls"]["trend"] == "falling"
     assert by["falls"]["slope_lo"] < -0.5 < by["falls"]["slope_hi"]
-    assert by["grows"]["verdict"] == NOT_VANISHING
-    assert by["zero"]["verdict"] == VANISHING
+    assert by["grows"]["range_test"] == NOT_VANISHING and by["grows"]["trend"] == "rising"
+    assert by["zero"]["range_test"] == VANISHING and by["zero"]["trend"] == "zero"
+    assert by["falls"]["trend_text"].startswith("falling like N^-0.5") and "over N = 10^2..10^5" in by["falls"]["trend_text"]
+    # ... and no limit claimed: no limit path carries one past the largest N
+    assert all(v["verdict"] == "undecided beyond N = 10^5" and v["limit_carrier"] == "no limit path" for v in by.values())
     assert out["report"].exists() and "vanishing" in out["report"].read_text()
     assert all(p.stat().st_size > 1000 for p in out["plots"])
     assert any(k == "queueing_ratio" and step == 100_000 and arm.get("policy")
@@ -211,15 +215,16 @@ def test_json_report_and_console_carry_the_floor(tmp_path):
             + frame(lambda n: 0.4 * n ** -0.3, "falls", rel_noise=0.01, reps=5, seed=1, ns=ns))
     out = analyze_zero_queueing(pl.DataFrame(rows), ["n_servers", "variant", "k", "d", "lam"], tmp_path, "t")
     saved = json.loads(out["verdicts_json"].read_text())
-    fields = ("n_points", "slope", "slope_lo", "slope_hi", "ratio_at_max_n", "ratio_hi_at_max_n", "verdict", "note",
+    fields = ("n_points", "slope", "slope_lo", "slope_hi", "ratio_at_max_n", "ratio_hi_at_max_n", "range_test", "range_test_note",
               "level", "level_lo", "level_hi", "lr_stat", "p_floor", "floor_exponent", "tail_min_n",
               "tail_slope", "tail_slope_lo", "tail_slope_hi", "ratio_lo_at_max_n")
     for v in saved:
         assert all(f in v for f in fields), set(fields) - set(v)
-        assert all(v[f] is None or isinstance(v[f], (int, float)) for f in fields if f not in ("verdict", "note"))
+        assert all(v[f] is None or isinstance(v[f], (int, float)) for f in fields if f not in ("range_test", "range_test_note"))
+        assert v["verdict"].startswith("undecided beyond")  # the limit: no path carries one
     by = {v["variant"]: v for v in saved}
-    assert by["floor"]["verdict"] == CONVERGES and 0.10 < by["floor"]["level"] < 0.14
-    assert by["falls"]["verdict"] == VANISHING
+    assert by["floor"]["range_test"] == CONVERGES and 0.10 < by["floor"]["level"] < 0.14
+    assert by["falls"]["range_test"] == VANISHING
     # one line per arm under a heading per policy, each naming its arm
     lines = {v["variant"]: next(line for line in out["verdict_lines"] if f"variant={v['variant']}" in line)
              for v in out["verdicts"]}
@@ -231,8 +236,9 @@ def test_json_report_and_console_carry_the_floor(tmp_path):
     assert all(_sim_text(v) in lines[v["variant"]] for v in out["verdicts"])
     assert lines["falls"] in out["report"].read_text().replace("\n- ", "\n  ")
     text = out["report"].read_text()
-    assert "floor c0 [95% CI]" in text and f"**{CONVERGES}**" in text
-    assert any(k == "queueing_ratio_level" for k, *_ in out["metrics"])
+    assert "floor c0 [95% CI]" in text and f"| {CONVERGES} |" in text  # the rival test's column (range only)
+    # no level goes to MLflow as a metric: nothing carries the floor rival's level past the range
+    assert not any(k == "queueing_ratio_level" for k, *_ in out["metrics"])
 
 
 def test_limit_rows_meet_an_arm_whose_run_length_is_constant(tmp_path):
@@ -259,7 +265,8 @@ def test_limit_rows_meet_an_arm_whose_run_length_is_constant(tmp_path):
 def test_too_few_points_is_inconclusive(tmp_path):
     rows = [r for r in frame(lambda n: 0.5, "flat") if r["n_servers"] in (100, 1000)]
     out = analyze_zero_queueing(pl.DataFrame(rows), ["n_servers", "variant", "k", "d", "lam"], tmp_path, "t")
-    assert out["verdicts"][0]["verdict"] == "inconclusive"
+    assert out["verdicts"][0]["range_test"] == "inconclusive"
+    assert out["verdicts"][0]["verdict"] == "undecided beyond N = 10^3"
 
 
 # ------------------------------------------------------------------ the limit path's verdict
@@ -330,7 +337,7 @@ def test_the_bootstrap_is_seeded_by_the_arms_task_seeds(tmp_path):
     seeds = _arm_seed(pl.DataFrame(rows))
     assert seeds == sorted(r["seed"] for r in rows)
     again = verdict(pl.read_parquet(pts).sort("n_servers"), seed=seeds)
-    assert (again["p_zero"], again["p_level"], again["verdict"]) == (v["p_zero"], v["p_level"], v["verdict"])
+    assert (again["p_zero"], again["p_level"], again["verdict"]) == (v["p_zero"], v["p_level"], v["range_test"])
 
 
 # the limit past the float range: heavy_traffic rows (analysis/models/zero_queueing_limit.py)
@@ -384,7 +391,7 @@ def test_the_heavy_traffic_path_gives_the_limit_its_verdict_and_rate(tmp_path):
     assert by["short"]["heavy_verdict"] is None and "holds only to N = 10^100" in by["short"]["heavy_note"]
     line = next(x for x in out["verdict_lines"] if x.strip().startswith("c1:"))
     assert "c1: d = ceil(1 / ((1 - lam) * log(k)))" in line and "d_cap" not in line
-    assert "to N = 10^300" in line and "like ln ln k / ln k" in line and "limit vanishing" in line
+    assert "to N = 10^300" in line and "like ln ln k / ln k" in line and "limit: **vanishing**, carried by the heavy-traffic form" in line
     assert (tmp_path / "limit_path.png").stat().st_size > 20_000
     assert "## The heavy-traffic limit along the path" in out["report"].read_text()
 

@@ -366,6 +366,51 @@ def test_no_temporary_folder_is_left(archive, tmp_path, capsys, monkeypatch):
     assert left() == []
 
 
+def _alone(archive: Path, tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """A copy of ``archive`` alone in a folder, and an empty ``$TMPDIR`` for the command."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    copy = folder / "archive.tar.gz"
+    shutil.copy(archive, copy)
+    tmpdir = tmp_path / "tmpd"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    return copy, tmpdir
+
+
+def test_by_default_the_rerun_leaves_nothing(archive, tmp_path, capsys, monkeypatch):
+    """Issue 43 (6): the rerun (92 MB for the headline) was left as reproduce-<time>/ inside the
+    original run folder. By default it goes to a temporary folder, removed at the end."""
+    copy, tmpdir = _alone(archive, tmp_path, monkeypatch)
+    code, out, _ = run_main([copy, "--no-progress"], capsys)
+    assert code == 0 and out.rstrip().endswith("\nREPRODUCED"), out
+    assert "rerun:        in a temporary folder, removed (--keep or --out DIR keeps it)" in out
+    assert [p.name for p in copy.parent.iterdir()] == ["archive.tar.gz"]
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_keep_keeps_the_rerun_and_names_it(archive, tmp_path, capsys, monkeypatch):
+    copy, tmpdir = _alone(archive, tmp_path, monkeypatch)
+    code, out, _ = run_main([copy, "--keep", "--no-progress"], capsys)
+    assert code == 0 and out.rstrip().endswith("\nREPRODUCED"), out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("rerun:")]
+    kept = Path(line.split()[1])
+    assert line.endswith("), kept") and kept.parent.parent == tmpdir and kept.parent.name.startswith("lbsweep-rerun-")
+    assert (kept / "results.parquet").is_file() and (kept / "archive.tar.gz").is_file()
+    assert [p.name for p in copy.parent.iterdir()] == ["archive.tar.gz"]
+    assert [p.name for p in tmpdir.iterdir()] == [kept.parent.name]  # the extraction folder is gone
+    # the folder made for a kept rerun that never started (interrupted at once) is not left
+    shutil.rmtree(kept.parent)
+    import pipeline.run
+
+    def interrupted(cfg, quiet=False, archived=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline.run, "run_sweep", interrupted)
+    assert run_main([copy, "--keep", "--no-progress"], capsys)[0] == 130
+    assert list(tmpdir.iterdir()) == []
+
+
 @pytest.mark.parametrize("files,needle", [
     ({"other.txt": "x"}, "no run/config.yaml inside"),
     ({"config.yaml": "- a list\n"}, "config.yaml is not a mapping"),

@@ -111,19 +111,25 @@ def test_refused_input_and_dry_run_make_no_folder(tmp_path, monkeypatch, capsys)
     assert not (tmp_path / "outputs").exists()
 
 
-def test_reproduce_twice_in_one_second_makes_two_folders(tmp_path, monkeypatch):
-    import time
+def test_reproduce_twice_keeps_two_folders(tmp_path, monkeypatch):
+    """Reruns go to temporary folders (issue 43 (6)): two kept reruns never share one, nothing
+    is written next to the archive, and an explicit folder that exists is refused."""
+    import tempfile
 
     from pipeline.reproduce import reproduce
 
     run = run_sweep(to_plain(compose([*TINY, f"output_dir={tmp_path / 'run'}"])), quiet=True)
-    real = time.strftime
-    monkeypatch.setattr(time, "strftime", lambda fmt, *t: "20261204-210000" if fmt == "%Y%m%d-%H%M%S" else real(fmt, *t))
-    first = reproduce(run["archive"], backend="serial", progress=False)
-    second = reproduce(run["archive"], backend="serial", progress=False)
-    assert first["ok"] and second["ok"]
-    assert [first["output_dir"].name, second["output_dir"].name] == ["reproduce-20261204-210000",
-                                                                      "reproduce-20261204-210000-2"]
+    before = sorted(p.name for p in (tmp_path / "run").iterdir())
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmpd"))
+    (tmp_path / "tmpd").mkdir()
+    first = reproduce(run["archive"], backend="serial", progress=False, keep=True)
+    second = reproduce(run["archive"], backend="serial", progress=False, keep=True)
+    assert first["ok"] and second["ok"] and first["kept"] and second["kept"]
+    assert first["output_dir"] != second["output_dir"]
+    assert all((r["output_dir"] / "run.json").is_file() for r in (first, second))
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == before
+    third = reproduce(run["archive"], backend="serial", progress=False)
+    assert third["ok"] and not third["kept"] and not third["output_dir"].exists()
     with pytest.raises(ConfigError, match="is a run folder"):  # an explicit --out that exists
         reproduce(run["archive"], first["output_dir"], backend="serial", progress=False)
 

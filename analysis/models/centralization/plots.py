@@ -200,8 +200,8 @@ def _plot_distance_compact(dist_rows: list[dict], arms: list[dict], outdir: Path
             ax.plot(ns[~sig], d[~sig], mk, mfc="none", color=c, ms=5, ls="none",
                     label=f"\u03bb = {arm['lam']:g}" if not sig.any() else "_nolegend_")
             if arm.get("sup_slope") is not None:
-                xs = np.array(arm["sup_fit_n"], dtype=float)
-                ax.plot(xs, np.exp(arm["sup_intercept"]) * xs ** arm["sup_slope"], "-", color=c, lw=1)
+                ax.plot(*style.fitted_line(arm["sup_fit_n"], arm["sup_intercept"], arm["sup_slope"]), "-",
+                        color=c, lw=1)
             ns_all += [r["n_servers"] for r in pts]
             d_all += d.tolist()
         style.reference_slope(ax, ns_all, d_all, -1.0, "reference slope 1/N")
@@ -254,8 +254,7 @@ def plot_distance(dist_rows: list[dict], arms: list[dict], outdir: Path) -> Path
         g = np.abs([r["v1_gap"] for r in pts])
         ax.plot(ns, g, "^", mfc="none", color=orange, ms=4, label="|v\u2081 gap| (tasks per station)")
         if arm.get("sup_slope") is not None:
-            xs = np.array(arm["sup_fit_n"], dtype=float)
-            ax.plot(xs, np.exp(arm["sup_intercept"]) * xs ** arm["sup_slope"], "-", color=blue,
+            ax.plot(*style.fitted_line(arm["sup_fit_n"], arm["sup_intercept"], arm["sup_slope"]), "-", color=blue,
                     label=f"fit N^{arm['sup_slope']:.2f} [{arm['sup_slope_lo']:.2f}, {arm['sup_slope_hi']:.2f}]")
         style.reference_slope(ax, ns, d, -1.0, "reference slope 1/N")
         style.log_axis(ax, "x", ns)

@@ -189,7 +189,7 @@ def _plot_convergence(conv: list[dict], outdir: Path) -> Path | None:
                 xs = ns[sig]
                 # the fitted line through the significant points' geometric centre
                 y0 = math.exp(np.mean(np.log(g[sig])) - c["slope"] * np.mean(np.log(xs)))
-                ax.plot(xs, y0 * xs ** c["slope"], "-", color=col, lw=1)
+                ax.plot(*style.fitted_line(xs, math.log(y0), c["slope"]), "-", color=col, lw=1)
         if rows:
             nmin, nmax = min(min(c["n_values"]) for c in rows), max(max(c["n_values"]) for c in rows)
             ref = np.array([nmin, nmax], float)

@@ -6,7 +6,14 @@ it tends to 0 as N grows. Per arm (policy, engine and every parameter that does 
 along N, e.g. the variant giving the rule for d), replications are combined into a mean with a
 95% interval (:func:`analysis.aggregate.aggregate`), and the ratio's behaviour in N is judged.
 
-Verdict rule (also in docs/analysis.md), per arm, over the points with a ratio and an SE > 0:
+Two claims per arm, kept apart (:mod:`.claims`; docs/analysis.md, "Two claims, kept apart"):
+what the simulations show over their range (``trend``, ``follows``: the trend and the relative
+gap to the limit path) and the limit as N -> infinity (``verdict`` = ``limit``, with
+``limit_carrier``), which only the limit path carries (the heavy-traffic form, a derived form or
+bound), else *undecided beyond* the path's end or the largest simulated N.
+
+The rival test on the simulated points (``range_test``, ``range_test_note``; a description of
+the range, not a limit claim), per arm, over the points with a ratio and an SE > 0:
 
 1. ``vanishing`` if the ratio's 95% interval lies below ``RATIO_ZERO`` (0.001) at every point of
    the upper half (the last ``max(3, ceil(n/2))`` points): zero queueing delay reached within
@@ -45,6 +52,7 @@ import polars as pl
 from analysis.aggregate import LIMIT_ENGINES, aggregate, check_params
 from analysis.fit import arm_columns
 from analysis.models import zero_queueing_limit as zql
+from analysis.models.zero_queueing import claims
 from analysis.models.zero_queueing.arms import _arm_key, _constant, _fixed_text, _key_label, _label, _rule_labels  # noqa: F401
 from analysis.models.zero_queueing.fit import (  # noqa: F401
     _B_GRID,
@@ -87,6 +95,7 @@ from analysis.models.zero_queueing.verdicts import (  # noqa: F401
     _sim_text,
     _tail_size,
     answer_lines,
+    console_lines,
     hypotheses,
     path_verdict,
     rule_class,
@@ -176,15 +185,29 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             v["rule_class"] = rule_class(path, x)
         else:
             v["rule_class"] = rule_class(pts, x)
-        hrows = heavy.filter(hcond) if heavy.height else heavy
+        if v.get("path_n_max") is not None:  # the exact path's end, kept when the heavy-traffic rows carry it on
+            v.update(exact_n_max=v["path_n_max"], exact_ratio_at_max=v["path_ratio_at_max"])
+        hrows = zql.far_path(row, heavy.filter(hcond) if heavy.height else heavy, heavy, paths.get(key))
         if hrows.height:
             heavies[key] = hrows.sort("log10_n")
-            v.update(zql.heavy_path_verdict(hrows, paths.get(key), top, x))
+            v.update(zql.heavy_path_verdict(hrows, paths.get(key), top, x, rule=v.get("rule_class")))
             if v.get("heavy_verdict") is not None:  # the limit's verdict comes from the form
                 v.update(path_engine=f"{v.get('path_engine', 'meanfield')} + {zql.HEAVY_ENGINE}",
                          path_verdict=v["heavy_verdict"], path_note=v["heavy_note"],
                          path_n_max=10.0 ** v["heavy_log10_max"], path_ratio_at_max=v["heavy_ratio_at_max"],
                          path_level=None, path_level_exponent=None, path_top_slope=v.get("path_top_slope"))
+        v.update(zql.settle_limit(v, paths.get(key), heavy, x))  # no limit extrapolated past the path's end
+        v.update(zql.path_marks(paths.get(key), heavies.get(key), x))
+        # two claims kept apart (claims.py): the simulations' trend over their range and how they
+        # follow the limit path; the limit claim is the path's, named with what carries it. The
+        # rival test on the simulated points stays as ``range_test`` (its rivals include no shape
+        # that turns beyond the largest N, so it claims no limit)
+        v["n_min"] = pts[x].min() if pts.height else None
+        v.update(claims.trend(v))
+        v.update(claims.follows(v))
+        v.update(claims.limit_claim(v))
+        v["range_test"], v["range_test_note"] = v.pop("verdict"), v.pop("note")
+        v["verdict"] = v["limit"]
         verdicts.append(v)
 
     rules = _rule_labels(arms, arm, verdicts)
@@ -213,11 +236,10 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         route = {c: v[c] for c in ("policy", "engine", *arm) if v.get(c) is not None}
         if v["slope"] is not None:
             metrics.append(("queueing_ratio_slope", v["slope"], 0, route))
-        if v["verdict"] == CONVERGES:
-            metrics.append(("queueing_ratio_level", v["level"], 0, route))
+
     return {"report": report, "plots": plots, "metrics": metrics, "verdicts": verdicts,
             "summary": summary, "verdicts_json": vpath, "arm_params": arm,
-            "verdict_lines": answer_lines(verdicts)}
+            "verdict_lines": answer_lines(verdicts), "console_lines": console_lines(verdicts)}
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)

@@ -18,9 +18,11 @@ def _label(row: dict, arm: list[str]) -> str:
 def _rule_labels(arms: dict, arm: list[str], verdicts: list[dict]) -> dict:
     """Per arm key: ``(legend label, colour index)``. The label names the rule for d as the
     sweep wrote it (``c1: d = ceil(1 / ((1 - lam) * log(k)))``, a buffer added), else the arm's
-    parameters; the colour belongs to the rule (the arm without policy and engine), the same in
-    every figure."""
-    rule_keys = list(dict.fromkeys(k[2:] for k in arms))
+    parameters; the colour belongs to the rule (its variant, else the arm without policy and
+    engine: :func:`analysis.style.rule_of`), the same in every figure of the run, those of
+    ``analysis/`` included (:class:`analysis.style.RuleStyles` over the same simulated arms)."""
+    rule = {k: style.rule_of(dict(zip(arm, k[2:])), arm) for k in arms}
+    styles = style.RuleStyles(rule.values())
     out = {}
     for key, v in zip(arms, verdicts):
         text = v.get("rule_text")
@@ -29,7 +31,7 @@ def _rule_labels(arms: dict, arm: list[str], verdicts: list[dict]) -> dict:
             buffer = [f"b = {v['b']}"] if v.get("b") is not None else []
             name = v.get("variant")
             label = ", ".join(([f"{name}: {text}"] if name else [text]) + buffer)
-        out[key] = (label or "all", rule_keys.index(key[2:]))
+        out[key] = (label or "all", styles.index(rule[key]))
     return out
 
 

@@ -36,8 +36,9 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
         keys = [k for k in arms if k[0] == policy]
         same = _constant(keys, arm)
         panels = [keys[i:i + style.MAX_SERIES] for i in range(0, len(keys), style.MAX_SERIES)]
-        fig = Figure(figsize=(9.5, 4.6 * len(panels)), layout="constrained")
+        fig = Figure(figsize=(9.5, 4.2 * len(panels) + 1.4), layout="constrained")
         FigureCanvasAgg(fig)
+        axes_r = []
         for r, group in enumerate(panels):
             ax = fig.add_subplot(len(panels), 1, r + 1)
             hidden, reach0 = 0, False
@@ -91,15 +92,18 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             ax.set_title(f"{style.policy_name(policy)}: queueing ratio vs N (simulations: 95% CI)\n"
                          + _fixed_text(group[0], arm, same).strip(), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
-            style.legend_outside(ax)
+            axes_r.append(ax)
+        # below the panels, not beside them: the long rule labels took half the width
+        style.figure_legend(fig, axes_r, ncol=2)
         p = outdir / f"ratio_vs_n_{policy}.png"
         fig.savefig(p, dpi=110)
         paths.append(p)
     # 1b. the gap simulation - limit at the simulated N, one panel per policy
     gap_policies = sorted({k[0] for k in arms if k in limit_paths})
     if gap_policies:
-        fig = Figure(figsize=(9.5, 3.8 * len(gap_policies)), layout="constrained")
+        fig = Figure(figsize=(9.5, 3.4 * len(gap_policies) + 1.2), layout="constrained")
         FigureCanvasAgg(fig)
+        axes_g = []
         for r, policy in enumerate(gap_policies):
             ax = fig.add_subplot(len(gap_policies), 1, r + 1)
             keys = [k for k in arms if k[0] == policy and k in limit_paths][:style.MAX_SERIES]
@@ -125,24 +129,40 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
             ax.set_title(f"{style.policy_name(policy)}: gap of the queueing ratio to the mean field (95% CI)\n"
                          + (_fixed_text(keys[0], arm, same).strip() if keys else ""), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
-            style.legend_outside(ax)
+            axes_g.append(ax)
+        style.figure_legend(fig, axes_g, ncol=2)  # one legend below: the rules are the same in every panel
         p = outdir / "gap_vs_n.png"
         fig.savefig(p, dpi=110)
         paths.append(p)
     # 2. d vs N per arm
-    fig = Figure(figsize=(9.0, 4.6), layout="constrained")
+    fig = Figure(figsize=(9.0, 5.6), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     seen: list[str] = []
     ds, ns = [], []
     same = _constant(list(arms), arm)
-    for key, pts in arms.items():
+    drawn: list[tuple[str, dict]] = []  # (label, {N: d}) of the rules drawn so far
+    coincide = []
+    # rules with a limit path (the longest lines) first, so that a twin is drawn over them
+    for key, pts in sorted(arms.items(), key=lambda kv: kv[0] not in limit_paths):
         pts = limit_paths.get(key, pts)  # the whole path where there is one
         lab, ci = rules[key]
         if lab in seen or "d" not in pts.columns or len(seen) >= style.MAX_SERIES:
             continue
         seen.append(lab)
-        ax.plot(pts[x].to_numpy(), pts["d"].to_numpy(), marker=style.marker(ci), color=style.color(ci), label=lab)
+        xs, dv = pts[x].to_numpy(), pts["d"].to_numpy()
+        here = dict(zip(xs.tolist(), dv.tolist()))
+        # a rule whose d equals another's at each of its N (c = 4 with a buffer: the same
+        # formula) would hide under it: drawn on top, hollow and dashed, and said so
+        twin = next((other for other, od in drawn if all(od.get(n) == v for n, v in here.items())), None)
+        kw = {"marker": style.marker(ci), "color": style.color(ci), "label": lab}
+        if twin is not None:
+            name = twin.split(":")[0]
+            kw.update(ls="--", mfc="none", ms=9, mew=1.5, zorder=3,
+                      label=f"{lab}\n  (its d is {name}'s at every N: the same formula; drawn hollow on top)")
+            coincide.append((lab.split(":")[0], name))
+        ax.plot(xs, dv, **kw)
+        drawn.append((lab, here))
         ds.extend(pts["d"].drop_nulls().to_list())
         ns.extend(pts[x].to_list())
     style.log_axis(ax, "x", ns or None)
@@ -152,9 +172,11 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
     ax.set_xlabel(style.label(x))
     ax.set_ylabel(style.label("d"))
     ax.set_title("probe overhead d vs N per rule (the same for every policy)"
-                 + (_fixed_text(next(iter(arms)), arm, same - {"engine"}) if arms else ""), fontsize=10)
+                 + (_fixed_text(next(iter(arms)), arm, same - {"engine"}) if arms else "")
+                 + "".join(f"\n{a} has the d of {b} (one formula; it differs elsewhere, e.g. a buffer)"
+                           for a, b in coincide), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    style.legend_outside(ax)
+    style.figure_legend(fig, [ax], ncol=2)
     p = outdir / "d_vs_n.png"
     fig.savefig(p, dpi=110)
     paths.append(p)
@@ -164,8 +186,9 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
         keys = [k for k in arms if k[0] == policy]
         same = _constant(keys, arm)
         panels += [(policy, keys[i:i + style.MAX_SERIES], same) for i in range(0, len(keys), style.MAX_SERIES)]
-    fig = Figure(figsize=(9.5, 4.2 * len(panels)), layout="constrained")
+    fig = Figure(figsize=(9.5, 3.6 * len(panels) + 1.4), layout="constrained")
     FigureCanvasAgg(fig)
+    axes_t = []
     for r, (policy, keys, same) in enumerate(panels):
         ax = fig.add_subplot(len(panels), 1, r + 1)
         cut = 0
@@ -177,7 +200,13 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
                 lv = np.arange(1, tail.size + 1)
                 lab, ci = rules[key]
                 lab += f" (N = {_sci(last[x])})"
-                ax.plot(lv[keep], tail[keep], marker=style.marker(ci), ms=3, color=style.color(ci), label=lab)
+                kw = {"marker": style.marker(ci), "ms": 3, "color": style.color(ci)}
+                if keep.sum() == 1:  # one level (a buffer b = 1): a point among the others' first points
+                    b = dict(zip(arm, key[2:])).get("b")
+                    why = f"buffer b = {b}: no server holds {int(b) + 1} tasks" if b is not None else "one level"
+                    kw.update(ms=10, mfc="none", mew=1.6, zorder=3)
+                    lab += f"\n  ({why}; $s_1$ only, the large hollow marker)"
+                ax.plot(lv[keep], tail[keep], label=lab, **kw)
                 if style.tail_is_cut(tail, 1e-12):
                     cut = max(cut, tail.size)
         if cut:
@@ -189,7 +218,8 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
         ax.set_title(f"{style.policy_name(policy)}: tail at the largest N" + _fixed_text(keys[0], arm, same),
                      fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
-        style.legend_outside(ax)
+        axes_t.append(ax)
+    style.figure_legend(fig, axes_t, ncol=2)
     p = outdir / "tail_at_max_n.png"
     fig.savefig(p, dpi=110)
     paths.append(p)

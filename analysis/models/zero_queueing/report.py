@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis import asymptotics
+from analysis.fmt import interval as _interval
 from analysis.fmt import num_nan as _num
+from analysis.fmt import positive as _positive
+from analysis.fmt import pow10 as _sci10
 from analysis.fmt import sci as _sci
 from analysis.models import zero_queueing_limit as zql
 from analysis.models.zero_queueing.fit import CV_METHOD, CV_MIN_REP
@@ -26,12 +29,20 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
     heavies = heavies or {}
     lines = [f"# Sweep `{sweep_name}`: zero queueing delay for parallel jobs", "",
              "## The answer, one line per rule for d", "",
-             "Each line: the rule as the sweep wrote it (a cap d <= N/k left out), the simulations' calibrated "
-             "verdict and their ratio at the largest N, and the mean field along the same path: its values, "
-             "and the verdict of the limit (below: how each is judged).", ""]
+             "Each line keeps two claims apart. What the simulations show *over their range*: the trend of "
+             "the ratio (a power-law rate with its 95% interval), its value at the largest N, and how it sits "
+             "against the limit path at the largest N both have (the gap relative to the limit's ratio, 95% "
+             "interval; *on the limit path* when that interval lies within +-5%). And the *limit* as N -> "
+             "infinity, which only the limit path carries, named with what carries it (the heavy-traffic "
+             "form, a derived form or bound); where nothing carries it past the path's end, *undecided beyond* "
+             "that N. The rival test on the simulated points (below) describes the range; it claims no limit: "
+             "its rivals include no shape that turns beyond the largest N.", ""]
     for line in answer_lines(verdicts):
         lines.append(f"- {line.strip()}" if line.startswith("  ") else f"\n**{line}**\n")
-    lines += ["", "## How the verdicts are judged", "",
+    text = zql.reading(verdicts)
+    if text:  # the sentence the console ends its answer with
+        lines += ["", f"Reading: {text}"]
+    lines += ["", "## How the rival test on the simulated points is judged (a description of the range, not a limit)", "",
              "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/asymptotics.py` via "
              "`analysis/models/zero_queueing.py` (docs/analysis.md). Rivals are fitted by weighted least "
              "squares on the ratio (weights 1/se^2) to the same points: to zero (a N^b, a/(ln N)^p, "
@@ -52,42 +63,52 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
              "end on layers 0-1 at every point (the engine refuses a point where reaching layer 2 has a bound "
              "above 1e-12), so the ratio is at most that of k tasks all at position 2, (E[max of k Gamma(2,1)] "
              "- H_k) / H_k, which falls like ln ln k / ln k to 0: the limit is *vanishing*, at that rate. "
-             "Elsewhere the exact path's own rule (its last decade's slope and a three-point extrapolation).", "",
-             "## Verdicts", "",
+             "Per-task power-of-(kd) by its closed form in logs to the same end and the derived forms; the batch "
+             "policies with constant d by a derived lower bound; any other arm: *undecided beyond* the exact "
+             "path's end (docs/analysis.md).", "",
+             "## Rival test on the simulated points", "",
              "| arm | points | ratio at largest N [95% CI] | slope [95% CI] | upper half: from N, slope [95% CI] "
-             "| floor c0 [95% CI] | rivals: with a level vs to zero | p(zero), p(level) | verdict | note |",
+             "| floor c0 [95% CI] | rivals: with a level vs to zero | p(zero), p(level) | rival test (range only) | note |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         slope = "-" if v["slope"] is None else f"{v['slope']:.3f} [{v['slope_lo']:.3f}, {v['slope_hi']:.3f}]"
         tail = "-" if v.get("tail_slope") is None else (
             f"{v['tail_min_n']:g}: {v['tail_slope']:.3f} [{v['tail_slope_lo']:.3f}, {v['tail_slope_hi']:.3f}]")
-        level = "-" if v.get("level") is None else (
-            f"{_num(v['level'])} [{_num(v['level_lo'])}, {_num(v['level_hi'])}]")
+        level = "-" if v.get("level") is None else f"{_num(v['level'])} {_interval(v['level_lo'], v['level_hi'], 4)}"
         formula = {rv.name: rv.formula for rv in asymptotics.RIVALS}
         rivals = "-" if v.get("best_zero") is None else f"{formula[v['best_level']]} vs {formula[v['best_zero']]}"
         ps = "-" if v.get("p_zero") is None else f"{v['p_zero']:.2g}, {v['p_level']:.2g}"
-        ratio = (f"{zql.fmt_ratio(v['ratio_at_max_n'])} [{_num(v.get('ratio_lo_at_max_n'))}, "
-                 f"{_num(v['ratio_hi_at_max_n'])}]")
+        # the interval to as many digits as show its width (a CI of +-0.00002 on 0.3293 is not [0.3293, 0.3293])
+        # and none about a ratio that is 0 to rounding (a loss system's admitted jobs never wait)
+        ratio = zql.fmt_ratio(v['ratio_at_max_n'])
+        if ratio not in ("0", "-"):
+            ratio += f" {_interval(v.get('ratio_lo_at_max_n'), v['ratio_hi_at_max_n'], 4)}"
         lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {rivals} | {ps} "
-                     f"| **{v['verdict']}** | {v['note']}{_drop_text(v)} |")
+                     f"| {v['range_test']} | {v['range_test_note']}{_drop_text(v)} |")
     if any(v.get("path_verdict") is not None for v in verdicts):
         lines += ["", "## The answer per rule", "",
                   "What the simulations and the limit along the same path say (the rule for the path's "
                   "verdict is in docs/analysis.md: the log-log slope over its last decade, and where the fall "
                   "or rise slows geometrically, the level c0 of r = c0 + a N^b through the points at N_max/100, "
                   "N_max/10 and N_max). The gap is simulated minus limit at the N where both exist.", "",
-                  "| arm | simulations: verdict | limit: ratio at largest N | limit: slope, last decade "
+                  "| arm | simulations: trend over their range | limit: ratio at largest N | limit: at "
+                  + ", ".join(f"10^{m}" for m in zql.MARK_DECADES) + "; peak | limit: slope, last decade "
                   "| limit: level | limit: verdict | gap at largest simulated N [95% CI] | gap as N grows | rule for d |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for v in verdicts:
             if v.get("path_verdict") is None:
                 continue
             g = (v.get("gaps") or [None])[-1]
-            gap = "-" if g is None else f"{_num(g['gap'], 3)} [{_num(g['lo'], 3)}, {_num(g['hi'], 3)}] at {_sci(g['n'])}"
+            gap = "-" if g is None else f"{_num(g['gap'], 3)} {_interval(g['lo'], g['hi'])} at {_sci(g['n'])}"
             trend = "-" if v.get("gap_verdict") is None else f"{v['gap_verdict']}: {v.get('gap_note') or ''}"
+            marks = v.get("path_marks") or {}
+            peak = v.get("path_peak")
+            at = " / ".join(_positive(marks.get(m), 4) for m in zql.MARK_DECADES) + (
+                "" if peak is None else
+                f"; peak {_positive(peak['ratio'], 4)} at {_sci10(peak['log10_n'])} (of the path's points)")
             lines.append(
-                f"| {v['label']} | {v['verdict']} | {_num(v['path_ratio_at_max'])} at "
-                f"{'-' if v.get('path_n_max') is None else _sci(v['path_n_max'])} "
+                f"| {v['label']} | {v.get('trend_text') or '-'} | {_positive(v['path_ratio_at_max'], 4)} at "
+                f"{'-' if v.get('path_n_max') is None else _sci(v['path_n_max'])} | {at} "
                 f"| {_num(v['path_top_slope'], 3)} | {_num(v['path_level'])} | **{v['path_verdict']}** ({v['path_note']}) "
                 f"| {gap} | {trend} | {v['rule_class']}: {RULE_COVERAGE.get(v['rule_class'], '')} |")
     lines += ["", "## The theorem's hypotheses per point", "",
@@ -139,7 +160,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
                       "| N | k | d | lam | queueing ratio | E[T] | frac within h |", "|---|---|---|---|---|---|---|"]
             for r in lim.iter_rows(named=True):
                 lines.append(f"| {_sci(r[x])} | {r.get('k', '-')} | {r.get('d', '-')} | {_num(r.get('lam'), 8)} "
-                             f"| {_num(r['queueing_ratio'], 5)} | {_num(r['mean_response'], 6)} | {_num(r['frac_within_h'])} |")
+                             f"| {_positive(r['queueing_ratio'], 5)} | {_num(r['mean_response'], 6)} | {_num(r['frac_within_h'])} |")
         lines.append("")
     if heavies:
         lines += ["## The heavy-traffic limit along the path", "",

@@ -11,6 +11,7 @@ import polars as pl
 
 from analysis import asymptotics, style
 from analysis.fit import gap_rate_verdict
+from analysis.fmt import interval as _interval
 from analysis.fmt import sci as _sci
 from analysis.models import zero_queueing_limit as zql
 from analysis.models.zero_queueing.fit import floor_fit, power_fit
@@ -67,7 +68,7 @@ def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = as
            "level": None, "level_lo": None, "level_hi": None, "lr_stat": None, "p_floor": None,
            "floor_exponent": None, "p_zero": None, "p_level": None, "statistic": None, "best_zero": None,
            "best_level": None, "rivals": [], "fragile": [], "loo": [], "unfragile_verdict": None,
-           "verdict": INCONCLUSIVE, "note": ""}
+           "verdict": INCONCLUSIVE, "note": "", "below_resolution": False}
     if pts.height == 0:
         out["note"] = "no successful points"
         return out
@@ -81,7 +82,7 @@ def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = as
     out.update(ratio_at_max_n=_f(r_last), ratio_lo_at_max_n=_f(lo), ratio_hi_at_max_n=_f(hi))
     reached, k_top = _resolution_reached(pts)
     if reached:
-        out["verdict"] = VANISHING
+        out.update(verdict=VANISHING, below_resolution=True)
         out["note"] = (f"ratio < {RATIO_ZERO:g} (95% CI) at each of the {k_top} largest {x} "
                        f"(from {pts[x][-k_top]:g})")
         return out
@@ -264,6 +265,92 @@ def answer_lines(verdicts: list[dict]) -> list[str]:
     return out
 
 
+#: the console's lines are at most this wide (issue 43: the answer on one screen)
+CONSOLE_WIDTH = 120
+
+
+def _trend_short(v: dict) -> str:
+    """The simulations' trend over their range for the console (claims.trend): falling or rising
+    with the power-law rate, flat, or below 1e-3; a buffered arm's drops beside it."""
+    t = v.get("trend")
+    if t in ("falling", "rising") and v.get("slope") is not None:
+        text = f"{t} N^{v['slope']:.2f}"
+    elif t == "zero":
+        text = f"< {RATIO_ZERO:g}"
+    else:
+        text = str(t or "-")
+    if v.get("trend_upper") not in (None, t):
+        text += f"; top {v['trend_upper']}"
+    if v.get("drop_at_max_n") is not None:
+        text += f"; drops {v['drop_at_max_n']:.2g}"
+    return text
+
+
+def _path_short(v: dict) -> str:
+    """The simulations against the limit path at the largest N they share (claims.follows)."""
+    if v.get("rel_gap") is None:
+        return "-" if not v.get("gaps") else "limit < 1e-3"
+    from analysis.models.zero_queueing.claims import _pct
+
+    if v.get("follows"):  # its 95% interval within +-5%: the interval is in the report
+        return f"on it ({_pct(v['rel_gap'])})"
+    lo, hi = v.get("rel_gap_lo"), v.get("rel_gap_hi")
+    band = "" if lo is None or hi is None else f" +-{_pct((hi - lo) / 2, sign=False)}"
+    return f"{_pct(v['rel_gap'])}{band}"
+
+
+#: the console's words for what carries a limit claim (claims.limit_claim's ``limit_carrier``)
+_CARRIER_SHORT = (("the heavy-traffic form", "heavy-traffic form"), ("derived form lam^(kd)", "derived: like lam^(kd)"),
+                  ("derived form ln(1/(1-lam))", "derived form"),
+                  ("derived lower bound", "derived bound"), ("the mean field of a fixed system", "fixed system"),
+                  ("b = 1", "b = 1"))
+
+
+def _limit_short(v: dict) -> str:
+    """The limit claim for the console, with what carries it in a few words."""
+    claim, carrier = v.get("limit") or "-", v.get("limit_carrier") or ""
+    short = next((w for prefix, w in _CARRIER_SHORT if carrier.startswith(prefix)), None)
+    if claim == "not vanishing" and short and short.startswith("derived"):
+        claim = "grows without bound"
+    return f"{claim} ({short})" if short else claim
+
+
+def console_lines(verdicts: list[dict], width: int = CONSOLE_WIDTH) -> list[str]:
+    """The console's answer on one screen: a header, one line per policy and rule (the policy
+    named on its first line; the rule by its variant name, as a formula in the report), each
+    with the simulated queueing ratio at the largest N, its trend over the simulated range, how
+    it sits against the limit path at the largest N they share, and the limit claim with what
+    carries it; then the reading (:func:`zql.reading`), wrapped. Lines are at most ``width``
+    characters (the limit column is cut with "..." past it: the report has it whole)."""
+    if not verdicts:
+        return []
+    n_sim = max((v["n_max"] for v in verdicts if v.get("n_max")), default=None)
+    n_lo = min((v["n_min"] for v in verdicts if v.get("n_min")), default=None)
+    at = _sci(n_sim) if n_sim else "-"
+    rows = []
+    for policy in dict.fromkeys(v["policy"] for v in verdicts):
+        group = sorted((v for v in verdicts if v["policy"] == policy), key=lambda v: v.get("b") is not None)
+        for i, v in enumerate(group):
+            ratio = "-" if v.get("ratio_at_max_n") is None else zql.fmt_ratio(v["ratio_at_max_n"])
+            if v.get("n_max") and v["n_max"] != n_sim:
+                ratio += f" ({_sci(v['n_max'])})"
+            rows.append((policy if i == 0 else "", str(v.get("variant") or v["label"]), ratio,
+                         _trend_short(v), _path_short(v), _limit_short(v)))
+    span = f"{_sci(n_lo)}..{at}" if n_lo else at
+    head = ("policy", "rule", f"at {at}", f"trend {span}", "vs limit path", "limit as N -> inf (carried by)")
+    w = [max(len(c[j]) for c in [head, *rows]) for j in range(5)]
+    lines = []
+    for c in [head, *rows]:
+        line = f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:>{w[2]}}  {c[3]:<{w[3]}}  {c[4]:<{w[4]}}  {c[5]}".rstrip()
+        lines.append(line if len(line) <= width else line[:width - 3] + "...")
+    text = zql.reading(verdicts)
+    if text:
+        import textwrap
+
+        lines += textwrap.wrap(f"Reading: {text}", width=width, break_on_hyphens=False)
+    return lines
+
+
 def _drops(pts: pl.DataFrame, x: str) -> dict:
     """The drop probability at the smallest and largest N of an arm with a finite buffer (its
     admitted jobs may all start at once, so its ratio alone says nothing of the jobs lost)."""
@@ -278,7 +365,7 @@ def _drop_text(v: dict) -> str:
     if v.get("drop_at_max_n") is None:
         return ""
     lo, hi = v.get("drop_lo_at_max_n"), v.get("drop_hi_at_max_n")
-    ci = "" if lo is None or hi is None else f" [{lo:.3g}, {hi:.3g}]"
+    ci = "" if lo is None or hi is None else f" {_interval(lo, hi)}"
     return f"; jobs dropped: {v['drop_at_min_n']:.3g} at the smallest N, {v['drop_at_max_n']:.3g}{ci} at the largest"
 
 
@@ -302,22 +389,21 @@ def _sim_text(v: dict) -> str:
     if v.get("best_zero") is not None:
         rivals = (f"{formula[v['best_level']]} vs {formula[v['best_zero']]}: "
                   f"p(zero) = {v['p_zero']:.2g}, p(level) = {v['p_level']:.2g}")
-    if v.get("verdict") == CONVERGES and v.get("level") is not None:
-        hi = "-" if v.get("level_hi") is None else f"{v['level_hi']:.3g}"
-        extra = f" (level {v['level']:.3g} [{v['level_lo']:.3g}, {hi}]; {rivals})"
-    elif v.get("verdict") == UNDECIDED and rivals:
+    if v.get("range_test") == CONVERGES and v.get("level") is not None:
+        extra = f" (level {v['level']:.3g} {_interval(v['level_lo'], v.get('level_hi'))}; {rivals})"
+    elif v.get("range_test") == UNDECIDED and rivals:
         why = (_fragile_text(v["fragile"])
                if v.get("unfragile_verdict") else "fit alike")
         extra = f" ({why}; {rivals})"
     elif v.get("slope") is not None:
         test = ""
-        if v.get("p_zero") is not None and v.get("verdict") == VANISHING:
+        if v.get("p_zero") is not None and v.get("range_test") == VANISHING:
             test = f"; every floor rejected, p = {v['p_level']:.2g} ({formula[v['best_level']]})"
-        elif v.get("p_zero") is not None and v.get("verdict") == NOT_VANISHING:
+        elif v.get("p_zero") is not None and v.get("range_test") == NOT_VANISHING:
             test = f"; every decay to zero rejected, p = {v['p_zero']:.2g} ({formula[v['best_zero']]})"
         extra = f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}]{test})"
     else:
         extra = ""
-    if v.get("fragile") and v.get("verdict") != UNDECIDED:
+    if v.get("fragile") and v.get("range_test") != UNDECIDED:
         extra += f" [{_fragile_text(v['fragile'])}]"
-    return f"{v['verdict']}{extra}"
+    return f"{v['range_test']}{extra}"

@@ -285,14 +285,16 @@ def check_task(task: dict) -> None:
     _refuse_layer2(fixed_point(k, d, eps)["log_layer2_bound"], k, d, eps)
 
 
-def _task_point(task: dict) -> tuple[int, float, float]:
-    """``(k, d_real, one_minus_lam)`` of a task after the checks that need no fixed point."""
+def _task_point(task: dict, check=None, limit: str = "the heavy-traffic limit") -> tuple[int, float, float]:
+    """``(k, d_real, one_minus_lam)`` of a task after the checks that need no fixed point;
+    ``check`` validates (k, d, 1 - lam) (default :func:`_check`), ``limit`` names the limit in
+    the refusal of a buffer (per-task power-of-(kd)'s engine shares this)."""
     x = float(task["log10_n"])
     if not 0.0 < x <= LOG10_N_MAX:
         raise ValueError(f"log10_n={task['log10_n']!r} must be in (0, {LOG10_N_MAX:g}]")
     if task.get("b") is not None:
-        raise ValueError(f"b={task['b']!r}: the heavy-traffic limit has no finite buffer")
-    k, d, eps = _check(task["k"], task["d_real"], task["one_minus_lam"])
+        raise ValueError(f"b={task['b']!r}: {limit} has no finite buffer")
+    k, d, eps = (check or _check)(task["k"], task["d_real"], task["one_minus_lam"])
     if k * d > 10.0 ** x * (1.0 + 1e-9):
         raise ValueError(f"k*d_real={k * d:.6g} (k={k}, d_real={d:.6g}) must not exceed N = 10^{x:g}")
     return k, d, eps
