@@ -21,11 +21,17 @@ Two standard-error methods (the run setting ``se_method``, :data:`SE_METHODS`):
 - ``batch_means`` (the method of every run before it became a setting, and of an archive
   whose config lacks it): ``n_batches`` contiguous batches, the sd of the batch ratios over
   sqrt(n_batches), Student's t with ``n_batches - 1`` degrees of freedom.
-- ``obm`` (the default): overlapping batch means of the linearised ratio series
-  ``z_w = num_w - R den_w`` (the delta method), batches of a tenth of the kept windows, every
-  window a batch start; ``1.5 (n / b - 1)`` (>= :data:`OBM_DOF`) degrees of freedom. With it the
-  run estimates its integrated autocorrelation time (IAT = OBM variance / lag-0 variance, in
-  windows) and :func:`ci_label` flags a run shorter than :data:`MIN_RUN_PER_IAT` times its IAT
+- ``obm`` (the default): the first :data:`OBM_WARMUP` of the windows cut (a fixed fraction,
+  not MSER-5: a data-chosen cut drops the run's early upward excursions and biased the mean
+  low by 0.1-0.4 of its sd on the exact small chains, docs/analysis.md), then overlapping batch
+  means of the linearised ratio series ``z_w = num_w - R den_w`` (the delta method), batches
+  of a tenth of the kept windows, every window a batch start, and Student's t with
+  ``1.5 (n / b - 1)`` = :data:`OBM_DOF` degrees of freedom (Meketon and Schmeiser). The
+  windows are a fixed count (:data:`~sim.core.settings.N_WINDOWS`), so the batch grows in
+  proportion to the run. The SE is trusted only for a run long against its relaxation time:
+  the run estimates its integrated autocorrelation time (IAT = OBM variance / lag-0 variance,
+  in windows) and :func:`ci_label` flags a run shorter than :data:`MIN_RUN_PER_IAT` times it;
+  :func:`sim.run_too_short` also asks for :data:`MIN_RUN_RELAX` / (1 - lam)^2 time units
   (measured against exact small chains: docs/analysis.md, benchmarks/se_coverage.py).
 """
 from __future__ import annotations
@@ -40,8 +46,8 @@ from sim.core.settings import DEFAULTS, SE_METHOD_CHOICES
 
 __all__ = ["mser", "mser5", "BatchMeans", "batch_means", "contiguous_batches", "warmup_cut",
            "tail_estimate", "ci_label", "epilogue", "SE_METHODS", "LEGACY_SE_METHOD", "OBM_BATCHES",
-           "OBM_DOF", "MIN_RUN_PER_IAT", "MIN_RUN_RELAX", "TOO_SHORT", "OBM_LABEL", "obm_batch", "se_dof",
-           "run_per_iat", "label_run_per_iat"]
+           "OBM_DOF", "OBM_WARMUP", "MIN_RUN_PER_IAT", "MIN_RUN_RELAX", "TOO_SHORT", "OBM_LABEL", "obm_batch", "se_dof",
+           "run_per_iat", "label_run_per_iat", "obm_cut", "cut_words"]
 
 #: the standard-error methods of a simulation run (the run setting ``se_method``)
 SE_METHODS = SE_METHOD_CHOICES
@@ -53,12 +59,21 @@ OBM_BATCHES = 10
 #: Schmeiser): the fewest any run has (``n // b >= OBM_BATCHES``)
 OBM_DOF = 1.5 * (OBM_BATCHES - 1)
 #: ``obm``: the shortest run, in multiples of its estimated integrated autocorrelation time, whose
-#: standard error is trusted (calibrated on exact small chains, docs/analysis.md)
-MIN_RUN_PER_IAT = 500
-#: ``obm``: the shortest run, in units of ``1 / (1 - lam)^2`` (the relaxation time of a queue
-#: near saturation), whose SE is trusted: a guard for runs so short that the window series looks
-#: settled (:func:`sim.run` checks it; it knows ``lam`` and the kept time)
-MIN_RUN_RELAX = 10
+#: standard error is trusted. The estimate is noisy (its 5% and 75% quantiles differ 3-fold) and
+#: a rule that stops when it happens to read low keeps runs whose SE happens to be low, so this
+#: is a guard for models whose relaxation :data:`MIN_RUN_RELAX` misjudges, set below what the
+#: exact small chains show at that length (5% quantile 115-250 at 300 / (1 - lam)^2): they
+#: stop on the deterministic length, not on this
+MIN_RUN_PER_IAT = 100
+#: ``obm``: the shortest kept run, in units of ``1 / (1 - lam)^2`` (the relaxation time of a
+#: queue near saturation, of one M/M/1 queue and so of random routing at any N; shorter for
+#: JSQ and power-of-d at large N), whose SE is trusted: the length at which the 95% intervals
+#: covered the exact small-N values in >= 90% of seeds (docs/analysis.md; :func:`sim.run`
+#: checks it, as it knows ``lam`` and the kept time)
+MIN_RUN_RELAX = 300
+#: ``obm``: the fraction of the windows cut as warm-up (the start is within a few relaxation
+#: times of steady state, and a run is at least :data:`MIN_RUN_RELAX` of them long)
+OBM_WARMUP = 0.1
 #: the words :func:`ci_label` and :func:`sim.run` put in ``ci_method`` for a run too short
 TOO_SHORT = "run too short"
 #: the first words of an ``obm`` label
@@ -231,6 +246,16 @@ def warmup_cut(w_qarea, weights, n_servers: int, n_batches: int) -> int:
     return min(mser5(series), series.size - n_batches)
 
 
+def obm_cut(n_windows: int) -> int:
+    """``obm``'s warm-up cut: the first :data:`OBM_WARMUP` of ``n_windows`` windows (rounded up)."""
+    return int(math.ceil(OBM_WARMUP * n_windows))
+
+
+def cut_words(se_method: str) -> str:
+    """The warm-up rule of ``se_method`` as ``ci_method`` names it."""
+    return "MSER-5 cut" if se_method == LEGACY_SE_METHOD else f"cut of the first {OBM_WARMUP:g}"
+
+
 def tail_estimate(w_tail, weights, n_servers: int, n_batches: int, se_method: str = LEGACY_SE_METHOD):
     """Time-average tail ``s_i`` and its batch-means SE from kept windows (``se_method="obm"``:
     overlapping batch means of each level's linearised series, as :func:`batch_means`).
@@ -279,7 +304,7 @@ def ci_label(n_batches: int, batch_values: np.ndarray, bm: BatchMeans | None = N
     autocorrelation time, and :data:`TOO_SHORT` when that is under :data:`MIN_RUN_PER_IAT`."""
     if bm is not None and bm.batch:
         ratio = run_per_iat(bm)
-        text = (f"{OBM_LABEL}, batch {bm.batch} of {bm.windows} windows after MSER-5 cut, "
+        text = (f"{OBM_LABEL}, batch {bm.batch} of {bm.windows} windows after {cut_words('obm')}, "
                 f"t with {OBM_DOF:g} dof; run = {ratio:.0f} x its autocorrelation time")
         if not ratio >= MIN_RUN_PER_IAT:
             text += f"; {TOO_SHORT} (needs {MIN_RUN_PER_IAT}): SE not trusted, run longer"
@@ -301,7 +326,8 @@ def epilogue(*, n_servers: int, n_batches: int, weights, w_qarea, w_tail, ratios
     simulator's ``simulate`` did in its own words before (issue 37 item 4).
 
     - the warm-up cut: ``cut`` windows (default :func:`warmup_cut` on the mean queue length;
-      an engine with a second series to settle passes the larger cut);
+      an engine with a second series to settle passes the larger cut); under ``obm`` always
+      :func:`obm_cut`, whatever ``cut`` says;
     - the batch means of the kept windows: each entry ``name: (numerator, denominator)`` of
       ``ratios`` (whole-run window series; the windows are kept here) gives the fields ``name``
       and ``name_se``; the queue area over ``weights`` (window lengths, events or time) times N
@@ -320,7 +346,9 @@ def epilogue(*, n_servers: int, n_batches: int, weights, w_qarea, w_tail, ratios
     times) and builds its result."""
     weights = np.asarray(weights, dtype=np.float64)
     n_windows = weights.size
-    if cut is None:
+    if se_method != LEGACY_SE_METHOD:
+        cut = obm_cut(n_windows)
+    elif cut is None:
         cut = warmup_cut(w_qarea, weights, n_servers, n_batches)
     keep = slice(cut, n_windows)
     out, labelled = {}, None
