@@ -23,7 +23,7 @@ Two standard-error methods (the run setting ``se_method``, :data:`SE_METHODS`):
   sqrt(n_batches), Student's t with ``n_batches - 1`` degrees of freedom.
 - ``obm`` (the default): the first :data:`OBM_WARMUP` of the windows cut (a fixed fraction,
   not MSER-5: a data-chosen cut drops the run's early upward excursions and biased the mean
-  low by 0.1-0.4 of its sd on the exact small chains, docs/analysis.md), then overlapping batch
+  low by up to 0.4 of its sd on the exact small chains, docs/analysis.md), then overlapping batch
   means of the linearised ratio series ``z_w = num_w - R den_w`` (the delta method), batches
   of a tenth of the kept windows, every window a batch start, and Student's t with
   ``1.5 (n / b - 1)`` = :data:`OBM_DOF` degrees of freedom (Meketon and Schmeiser). The
@@ -68,7 +68,7 @@ MIN_RUN_PER_IAT = 100
 #: ``obm``: the shortest kept run, in units of ``1 / (1 - lam)^2`` (the relaxation time of a
 #: queue near saturation, of one M/M/1 queue and so of random routing at any N; shorter for
 #: JSQ and power-of-d at large N), whose SE is trusted: the length at which the 95% intervals
-#: covered the exact small-N values in >= 90% of seeds (docs/analysis.md; :func:`sim.run`
+#: covered the exact small-N values in 0.935-0.975 of 200 seeds (7 chains; docs/analysis.md; :func:`sim.run`
 #: checks it, as it knows ``lam`` and the kept time)
 MIN_RUN_RELAX = 300
 #: ``obm``: the fraction of the windows cut as warm-up (the start is within a few relaxation
