@@ -11,6 +11,7 @@ import polars as pl
 from scipy import stats
 
 from analysis import declared
+from sim.core.output import OBM_DOF, OBM_LABEL
 
 __all__ = [
     "METRICS",
@@ -122,7 +123,9 @@ def aggregate(
     * ``R = n_rep >= 2`` (simulation engines): standard error = sample sd / sqrt(R), interval
       = mean +- t_{(1+level)/2, R-1} * se  -> ``ci_method = "t over R replications"``.
     * ``R == 1``: the run's own batch-means standard error ``<m>_se``, interval
-      = value +- z_{(1+level)/2} * se  -> ``"batch means"`` (null interval if that SE is null).
+      = value +- q * se  -> ``"batch means"`` (null interval if that SE is null), where q is
+      Student's t with ``OBM_DOF`` degrees of freedom for a run whose ``ci_method`` says
+      overlapping batch means (the ``obm`` SE method), else the normal quantile z_{(1+level)/2}.
     * Mean-field rows (``engine in LIMIT_ENGINES``) are exact: se = 0, lo = hi = value.
 
     Returns one row per point with the key columns, ``n_tasks, n_error, n_rep, ci_method``,
@@ -156,16 +159,22 @@ def aggregate(
         *[pl.col(m).mean().alias(m) for m in metrics],
         *[pl.col(m).std(ddof=1).alias(f"_{m}_sd") for m in metrics],
         *[pl.col(f"{m}_se").first().alias(f"_{m}_bse") for m in metrics],
+        *([pl.col("ci_method").first().alias("_run_ci")] if "ci_method" in df.columns else []),
         *extra,
     )
     out = counts.join(scal, on=keys, how="left", nulls_equal=True)
     out = out.join(_mean_tail(ok, keys), on=keys, how="left", nulls_equal=True)
     out = out.with_columns(pl.col("n_rep").fill_null(0))
 
-    # quantiles: t with R - 1 dof for R >= 2, normal otherwise (computed once per row)
+    # quantiles: t with R - 1 dof for R >= 2; for one run, t with OBM_DOF under the obm SE
+    # method (its interval), normal otherwise (computed once per row)
     n_rep = out["n_rep"].to_numpy()
     q = 0.5 + level / 2.0
-    tq = np.where(n_rep >= 2, stats.t.ppf(q, np.maximum(n_rep - 1, 1)), stats.norm.ppf(q))
+    obm = np.zeros(n_rep.size, dtype=bool)
+    if "_run_ci" in out.columns:
+        obm = out["_run_ci"].cast(pl.Utf8).str.starts_with(OBM_LABEL).fill_null(False).to_numpy()
+    single = np.where(obm, stats.t.ppf(q, OBM_DOF), stats.norm.ppf(q))
+    tq = np.where(n_rep >= 2, stats.t.ppf(q, np.maximum(n_rep - 1, 1)), single)
     out = out.with_columns(pl.Series("_q", tq, dtype=pl.Float64))
 
     is_limit = pl.col("engine").is_in(list(LIMIT_ENGINES))

@@ -55,6 +55,10 @@ class RunConfig:
     #: the estimate whose relative half-width ``precision`` controls (null: the model's main
     #: estimate, e.g. ``mean_response``; ``queueing_ratio`` for the headline question)
     precision_estimate: Optional[str] = RUN_DEFAULTS.precision_estimate
+    #: simulations' standard errors: ``obm`` (overlapping batch means with a run-length check;
+    #: the default) or ``batch_means`` (``n_batches`` batches: the method before this setting,
+    #: which ``pipeline.reproduce`` selects for an archive whose config lacks it); docs/analysis.md
+    se_method: str = RUN_DEFAULTS.se_method
     #: record response-time distributions (quantiles, CCDF) in the dispatch model's agent and
     #: occupancy tasks and the JIQ occupancy tasks (docs/responses.md)
     responses: bool = RUN_DEFAULTS.responses

@@ -929,6 +929,8 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                             "max_level": settings.max_level,
                             "h": settings.h,
                         }
+                        if engine in STOCHASTIC_ENGINES:
+                            task["se_method"] = settings.se_method
                         if engine in STOCHASTIC_ENGINES and settings.precision is not None:
                             task["precision"] = float(settings.precision)
                             task["precision_cap"] = float(settings.precision_cap)

@@ -41,6 +41,11 @@ cores. None of these settings changes a result: every task's seed is fixed by th
 tracking is off for the rerun. (Ray is started by :func:`pipeline.execute.connect`; a Ray
 session the calling process already holds is reused, which the command line never has.)
 
+Standard errors. An archive whose config has no ``run.se_method`` (made before the setting
+existed) is rerun with ``se_method: batch_means``, the method its simulations used, not with the
+``obm`` default of new runs; the rerun's tasks carry that key, which the archived tasks lack, so
+it is left out of their comparison (those tasks only).
+
 What is compared, after the tasks are planned again from the archived config:
 
 * ``tasks.json``: every task with its seed (the seeds must come out identical);
@@ -442,6 +447,21 @@ def compare(old: pl.DataFrame, new: pl.DataFrame, rtol: float, exact: bool = Tru
 
 # ---------------------------------------------------------------------------- the rerun
 
+#: the SE method of archives made before ``run.se_method`` existed
+LEGACY_SE_METHOD = "batch_means"
+#: a private mark of such a config (popped before the rerun is planned)
+LEGACY_SE_KEY = "_legacy_se_method"
+
+
+def _legacy_se_method(loaded: dict) -> bool:
+    """An archive made before ``run.se_method`` existed: its config's ``run`` section lacks it.
+    Its simulations made their standard errors by ``batch_means`` (``n_batches`` batches), so
+    the rerun is planned with that method, and its tasks, which the plan gives an explicit
+    ``se_method``, are compared without the key the archived tasks never had."""
+    run = loaded.get("run")
+    return not (isinstance(run, dict) and "se_method" in run)
+
+
 def _read_run(run: Path, archive: Path) -> tuple[dict, dict, dict, dict]:
     """The archived config without its ``execution`` section (merged over the schema: missing
     keys get their defaults, unknown ones are refused), that section, the tasks document and the
@@ -460,6 +480,7 @@ def _read_run(run: Path, archive: Path) -> tuple[dict, dict, dict, dict]:
         if not isinstance(loaded, dict):
             raise ConfigError(f"{where}: {PREFIX}/config.yaml is not a mapping")
         archived_exec = loaded.pop("execution", None) or {}
+        legacy_se = _legacy_se_method(loaded)
         cfg = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(Config), loaded), resolve=True)
     except ConfigError as exc:
         if str(exc).startswith(where):
@@ -478,6 +499,9 @@ def _read_run(run: Path, archive: Path) -> tuple[dict, dict, dict, dict]:
         raise ConfigError(f"{where}: {PREFIX}/tasks.json has no task list")
     if not isinstance(docs[1], dict):
         raise ConfigError(f"{where}: {PREFIX}/environment.json is not an object")
+    if legacy_se:
+        cfg["run"]["se_method"] = LEGACY_SE_METHOD
+        cfg[LEGACY_SE_KEY] = True
     return cfg, dict(archived_exec), docs[0], docs[1]
 
 
@@ -589,6 +613,7 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
                     models.check_installed(names, run)
             except ConfigError as exc:
                 raise ConfigError(f"archive={str(archive)!r}: {exc}") from None
+            legacy_se = bool(cfg.pop(LEGACY_SE_KEY, False))
             archived_out = cfg.get("output_dir")
             if out_dir is None and keep:  # a folder of its own, kept (run_sweep makes rerun/)
                 kept_parent = Path(tempfile.mkdtemp(prefix="lbsweep-rerun-"))
@@ -606,6 +631,10 @@ def reproduce(archive: Path, out_dir: Path | None = None, backend: str | None = 
                 result = run_sweep(cfg, quiet=True, archived=True)
 
             new_doc = json.loads((out_dir / "tasks.json").read_text())
+            if legacy_se:  # the archive predates run.se_method: its tasks never carried the key
+                for t in new_doc.get("tasks", []):
+                    if t.get("se_method") == LEGACY_SE_METHOD:
+                        del t["se_method"]
             seeds_match = [(t["_meta"]["task_id"], t["seed"]) for t in archived_doc["tasks"]] == \
                           [(t["_meta"]["task_id"], t["seed"]) for t in new_doc["tasks"]]
             diffs = env_differences(archived_env, environment())

@@ -31,7 +31,7 @@ def assert_distribution(counts, probs):
     assert p > ALPHA, (counts, expected, p)
 
 
-def assert_plain_row(out: dict, keys, *, max_level: int = 16, ci_method: str = "batch means"):
+def assert_plain_row(out: dict, keys, *, max_level: int = 16, ci_method: str = "overlapping batch means"):
     """A simulator's result row: exactly ``keys`` in order, the tails lists of ``max_level``
     floats, the counts ints, ``ci_method`` a string starting with ``ci_method``, every other
     value a float."""

@@ -72,7 +72,7 @@ def new_windows(events: int, n_windows: int, max_level: int):
 
 
 def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea, w_tail,
-               resp_num=None, resp_den=None):
+               resp_num=None, resp_den=None, se_method="batch_means"):
     """MSER-5 cut on the per-window mean queue length, then batch means of every estimate
     (:func:`sim.core.output.epilogue`); the mean response measured (``resp_num`` over
     ``resp_den``, in events) or, without it, by Little's law."""
@@ -81,7 +81,8 @@ def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, 
     if resp_num is not None:
         ratios = {"mean_response": (resp_num * dt, resp_den), **ratios}
     out = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
-                   w_qarea=w_qarea, w_tail=w_tail, ratios=ratios, little=lam)
+                   w_qarea=w_qarea, w_tail=w_tail, ratios=ratios, little=lam,
+                   se_method=se_method)
     cut = out["warmup_windows"]
     out.update(n_jobs=int((w_arr if resp_num is None else resp_den)[cut:].sum()),
                warmup_time=float(bounds[cut]) * dt)

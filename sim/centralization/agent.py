@@ -28,7 +28,8 @@ __all__ = ["simulate", "run_task"]
 
 def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = DEFAULTS.seed,
              init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, h: int = DEFAULTS.h,
-             *, n_windows: int = N_WINDOWS, max_drain_events: int | None = None) -> CentralResult:
+             *, n_windows: int = N_WINDOWS, max_drain_events: int | None = None,
+             se_method: str = DEFAULTS.se_method) -> CentralResult:
     """Agent simulation of the partially centralized system (one entry per station).
 
     Response times are measured per task from FIFO ring buffers and credited to the window of
@@ -102,7 +103,7 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
             note = f"; drain stopped with {remaining} tasks (credited with local-service bound)"
 
     out = summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea,
-                     w_tail, resp_num=w_resp, resp_den=w_jobs)
+                     w_tail, resp_num=w_resp, resp_den=w_jobs, se_method=se_method)
     out["ci_method"] += note
     return CentralResult(events_run=int(events + drain_events), drain_events=int(drain_events),
                          sim_time=events / rate, **out)

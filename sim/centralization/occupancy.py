@@ -17,7 +17,7 @@ __all__ = ["simulate", "run_task"]
 
 def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: int = DEFAULTS.seed,
              init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level,
-             h: int = DEFAULTS.h, *, n_windows: int = N_WINDOWS) -> CentralResult:
+             h: int = DEFAULTS.h, *, n_windows: int = N_WINDOWS, se_method: str = DEFAULTS.se_method) -> CentralResult:
     """Occupancy simulation: the counts of stations per queue length only (O(log top) per event,
     memory O(top), independent of N). The mean response is ``v_1 / lam`` (Little's law);
     ``n_jobs`` counts the arrivals after the warm-up cut. ``init="meanfield"``: the initial counts
@@ -61,7 +61,7 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
         cnt = np.concatenate([cnt, np.zeros(cnt.size, dtype=np.int64)])
         acc = np.concatenate([acc, np.zeros(acc.size, dtype=np.int64)])
     out = summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea,
-                     w_tail)
+                     w_tail, se_method=se_method)
     out["ci_method"] = out["ci_method"].replace(
         "batch means", "batch means (mean response = v_1/lam, Little)", 1)
     return CentralResult(events_run=int(events), drain_events=0, sim_time=events / rate, **out)

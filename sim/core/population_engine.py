@@ -506,7 +506,7 @@ def simulate(decl: Population, task: dict, *, n_windows: int = N_WINDOWS) -> Pop
     if has_pos:
         ratios.update(prob_wait=(w_waited, w_adm), frac_within_h=(w_within, w_adm))
     est = epilogue(n_servers=n, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
-                   w_tail=w_tail, ratios=ratios,
+                   w_tail=w_tail, ratios=ratios, se_method=settings.se_method,
                    ci_note="; population jump chain, expected holding times; mean response by "
                    "Little's law")
     cut = est["warmup_windows"]

@@ -31,6 +31,11 @@ task key               default          meaning
                                         multiple of the given length
 ``precision_estimate`` null             the estimate ``precision`` controls (null: the
                                         model's main estimate)
+``se_method``          ``obm``          a simulation's standard errors: ``obm`` (overlapping
+                                        batch means, with a run-length check) or
+                                        ``batch_means`` (``n_batches`` batches: every run
+                                        before this setting; the plan selects it for an
+                                        archive whose config lacks it); sim.core.output
 =====================  ===============  ===================================================
 
 Nothing here knows a model or an engine.
@@ -46,7 +51,7 @@ import numpy as np
 from sim.core.results import is_int, is_integral, is_number
 
 __all__ = ["RunSettings", "DEFAULTS", "SETTING_KEYS", "INIT_CHOICES", "N_WINDOWS", "N_BATCHES_MAX",
-           "PRECISION_CAP_MAX", "check_run_args", "as_int", "task_int"]
+           "PRECISION_CAP_MAX", "SE_METHOD_CHOICES", "check_run_args", "as_int", "task_int"]
 
 #: initial states of a simulation: drawn from the mean-field fixed point, or all queues empty
 INIT_CHOICES = ("meanfield", "empty")
@@ -94,6 +99,17 @@ def _check_responses(v, strict: bool = False):
     return bool(v)
 
 
+#: standard-error methods (:data:`sim.core.output.SE_METHODS`; listed here, where the settings
+#: are checked, as :data:`INIT_CHOICES` is)
+SE_METHOD_CHOICES = ("obm", "batch_means")
+
+
+def _check_se_method(v, strict: bool = False):
+    if v not in SE_METHOD_CHOICES:
+        raise ValueError(f"se_method={v!r} is unknown; valid: {', '.join(SE_METHOD_CHOICES)}")
+    return v
+
+
 def _check_precision(v, strict: bool = False):
     if v is not None and not (is_number(v) and 0 < v < 1):
         raise ValueError(f"precision={v!r} must be a number in (0, 1): the target relative "
@@ -127,6 +143,7 @@ _CHECKS = {
     "precision": _check_precision,
     "precision_estimate": _check_precision_estimate,
     "precision_cap": _check_precision_cap,
+    "se_method": _check_se_method,
 }
 
 
@@ -145,6 +162,7 @@ class RunSettings:
     precision: float | None = None
     precision_cap: float = 16
     precision_estimate: str | None = None
+    se_method: str = "obm"
     responses: bool = False
     grid: int = 200
 

@@ -86,7 +86,7 @@ AgentResult = simulation_result("AgentResult", "Estimates of one agent run (time
 def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 10**6,
              seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level,
              service_rates=None, *, n_windows: int = N_WINDOWS,
-             responses: bool = DEFAULTS.responses) -> AgentResult:
+             responses: bool = DEFAULTS.responses, se_method: str = DEFAULTS.se_method) -> AgentResult:
     """Simulate the agent engine and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -218,7 +218,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     # ---- output analysis
     lengths = np.diff(bounds).astype(np.float64)
     est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
-                   w_tail=w_tail, rec=rec, ratios={
+                   w_tail=w_tail, rec=rec, se_method=se_method, ratios={
                        "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
                        "prob_wait": (w_waited, w_arr)})
     cut = est["warmup_windows"]

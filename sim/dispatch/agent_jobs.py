@@ -187,7 +187,8 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
              b: int | None = None, h: int = DEFAULTS.h, events: int = 10**6, seed: int = DEFAULTS.seed,
              init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, *,
-             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses) -> JobsResult:
+             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses,
+             se_method: str = DEFAULTS.se_method) -> JobsResult:
     """Simulate parallel jobs and return batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -302,7 +303,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
 
     # ---- output analysis
     est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
-                   w_qarea=w_qarea, w_tail=w_tail, rec=rec, k=k, ratios={
+                   w_qarea=w_qarea, w_tail=w_tail, rec=rec, k=k, se_method=se_method, ratios={
                        "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
                        "mean_task_response": (w_tresp * dt, w_tasks), "prob_wait": (w_waited, w_adm),
                        "frac_within_h": (w_within, w_adm), "drop_prob": (w_drop, w_arr)})

@@ -224,7 +224,8 @@ def _initial_counts(tail: np.ndarray, n_servers: int) -> np.ndarray:
 def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
              b: int | None = None, events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init,
              n_batches: int = DEFAULTS.n_batches, max_level: int = DEFAULTS.max_level, h: int = DEFAULTS.h, *,
-             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses) -> OccupancyResult:
+             n_windows: int = N_WINDOWS, responses: bool = DEFAULTS.responses,
+             se_method: str = DEFAULTS.se_method) -> OccupancyResult:
     """Simulate the occupancy engine; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -322,7 +323,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
 
     # ---- output analysis
     est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
-                   w_tail=w_tail, rec=rec, k=k, ci_note="; jump chain, expected holding times",
+                   w_tail=w_tail, rec=rec, k=k, se_method=se_method, ci_note="; jump chain, expected holding times",
                    ratios={"mean_response": (w_resp, w_adm), "mean_wait": (w_wait, k * w_adm),
                            "prob_wait": (w_waited, w_adm), "frac_within_h": (w_within, w_adm),
                            "drop_prob": (w_drop, w_arr)})

@@ -32,8 +32,9 @@ waits only when all servers are busy); ``M > N`` (``r < 1``) is allowed. The mea
 is only a warm start, and a poor one (e.g. ``p0`` is then the chance that one of few I-queues
 is empty): the warm-up cut handles the rest.
 
-Measurements, after the warm-up cut (the larger of the MSER-5 cuts on the per-window mean queue
-length and on the per-window fraction of empty I-queues, the two slow modes of this model),
+Measurements, after the warm-up cut (``batch_means``: the larger of the MSER-5 cuts on the
+per-window mean queue length and on the per-window fraction of empty I-queues, the two slow
+modes of this model; ``obm``: the first tenth of the run, sim.core.output),
 batch means with standard errors. Near lam = 1 the I-queue sizes relax slowly: from empty at
 lam = 0.98, r = 10 the mean field itself needs t > 800 to settle, and MSER-5 may cut at most
 half the run, so a run of 1000 time units from empty read T = 4.96 +- 0.03 against 5.39 (N =
@@ -77,7 +78,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues, new_rings
-from sim.core.output import epilogue, warmup_cut
+from sim.core.output import LEGACY_SE_METHOD, epilogue, warmup_cut
 from sim.core.responses import new_recorder
 from sim.core.results import simulation_result, simulation_row
 from sim.core.rng import seed_state, threshold
@@ -202,7 +203,7 @@ def _initial_state(policy: str, code: int, lam: float, n_servers: int, n_sched: 
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: int = 0,
              events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
              max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
-             responses: bool = DEFAULTS.responses) -> JiqAgentResult:
+             responses: bool = DEFAULTS.responses, se_method: str = DEFAULTS.se_method) -> JiqAgentResult:
     """Simulate the JIQ agent engine; batch-means estimates after the warm-up cut.
 
     The state is every server's queue and every scheduler's I-queue of idle servers, in
@@ -246,12 +247,13 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, z: i
         On bad input, naming the offending parameter and its value.
     """
     res, _ = _simulate(n_servers, lam, policy, r, d, z, events, seed, init, n_batches,
-                       max_level, n_windows=n_windows, responses=responses)
+                       max_level, n_windows=n_windows, responses=responses, se_method=se_method)
     return res
 
 
 def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.seed, init=DEFAULTS.init,
-              n_batches=DEFAULTS.n_batches, max_level=DEFAULTS.max_level, *, n_windows=N_WINDOWS, check=False, responses=DEFAULTS.responses):
+              n_batches=DEFAULTS.n_batches, max_level=DEFAULTS.max_level, *, n_windows=N_WINDOWS, check=False, responses=DEFAULTS.responses,
+              se_method=DEFAULTS.se_method):
     """:func:`simulate`, also returning the final state (:class:`_State`); ``check`` verifies
     the I-queue invariants after every window (slow: O(N + M K) per window; for tests)."""
     # ---- validation (the model's parameters by the model's own check)
@@ -295,13 +297,15 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
         w_empty, w_listed, w_join, w_delete, w_probe, check=check, rec=rec)
     close_censored(q, buf, head, np.ones(n_servers), rate, bounds, w_jobs, w_resp, w_starts, w_wait)
 
-    # ---- output analysis: the larger of the MSER-5 cuts on queue length and on empty I-queues
+    # ---- output analysis: batch_means cuts the larger of the MSER-5 cuts on queue length and
+    # on empty I-queues; obm its fixed fraction (sim.core.output.epilogue)
     lengths = np.diff(bounds).astype(np.float64)
-    cut = max(warmup_cut(w_qarea, lengths, n_servers, n_batches),
-              warmup_cut(w_empty, lengths, 1, n_batches))
+    cut = (max(warmup_cut(w_qarea, lengths, n_servers, n_batches),
+               warmup_cut(w_empty, lengths, 1, n_batches))
+           if se_method == LEGACY_SE_METHOD else None)
     server_time = lengths * dt * n_servers
     est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
-                   w_tail=w_tail, cut=cut, rec=rec, ratios={
+                   w_tail=w_tail, cut=cut, rec=rec, se_method=se_method, ratios={
                        "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
                        "prob_wait": (w_waited, w_arr),
                        "p0": (w_empty, lengths),  # one I-queue sampled per event (sim.jiq._agent_kernel)
@@ -309,6 +313,7 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
                        "join_rate": (w_join, server_time), "delete_rate": (w_delete, server_time),
                        "probe_rate": (w_probe, server_time),
                        "messages_per_job": ((w_join + w_delete + w_probe).astype(np.float64), w_arr)})
+    cut = est["warmup_windows"]
     res = JiqAgentResult(
         **est, n_jobs=int(w_jobs[cut:].sum()), events_run=events, sim_time=events * dt,
         warmup_time=float(bounds[cut]) * dt, n_schedulers=n_sched, init_used=init_used,

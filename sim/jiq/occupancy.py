@@ -85,7 +85,7 @@ import math
 import numpy as np
 
 from sim.core._trajectory_kernel import padded  # counts in a power-of-two array, room above the top
-from sim.core.output import epilogue, mser5, warmup_cut
+from sim.core.output import LEGACY_SE_METHOD, epilogue, mser5, warmup_cut
 from sim.core.responses import new_recorder
 from sim.core.results import is_int, is_number, simulation_result, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
@@ -178,7 +178,7 @@ def initial_counts(policy: str, lam: float, r: float, d: int, n_servers: int, n_
 def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
              events: int = 10**6, seed: int = DEFAULTS.seed, init: str = DEFAULTS.init, n_batches: int = DEFAULTS.n_batches,
              max_level: int = DEFAULTS.max_level, *, n_windows: int = N_WINDOWS,
-             responses: bool = DEFAULTS.responses) -> JiqOccupancyResult:
+             responses: bool = DEFAULTS.responses, se_method: str = DEFAULTS.se_method) -> JiqOccupancyResult:
     """Simulate distributed JIQ on counts; batch-means estimates after an MSER-5 warm-up cut.
 
     Parameters
@@ -250,19 +250,25 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     (w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited, w_join, w_del,
      w_probe) = outputs
 
-    # ---- output analysis: the larger of the MSER-5 cuts on queue length and on p0
-    cut_q = warmup_cut(w_qarea, w_time, n_servers, n_batches)
-    cut_p0 = min(mser5(w_y0area / (w_time * n_iq)), n_win - n_batches)
-    cut = max(cut_q, cut_p0)
+    # ---- output analysis: batch_means cuts the larger of the MSER-5 cuts on queue length and
+    # on p0; obm its fixed fraction (sim.core.output.epilogue)
+    cut = None
+    if se_method == LEGACY_SE_METHOD:
+        cut_q = warmup_cut(w_qarea, w_time, n_servers, n_batches)
+        cut_p0 = min(mser5(w_y0area / (w_time * n_iq)), n_win - n_batches)
+        cut = max(cut_q, cut_p0)
     srv_time = w_time * n_servers
     est = epilogue(
         n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea, w_tail=w_tail,
-        cut=cut, rec=rec, ci_note=f"; jump chain, expected holding times; start {how}; MSER-5 on queue and p0",
+        se_method=se_method,
+        cut=cut, rec=rec, ci_note=f"; jump chain, expected holding times; start {how}"
+        + ("; MSER-5 on queue and p0" if se_method == LEGACY_SE_METHOD else ""),
         ratios={"mean_response": (w_resp, w_arr), "mean_wait": (w_resp - w_arr, w_arr),
                 "prob_wait": (w_waited, w_arr), "p0": (w_y0area, w_time * n_iq),
                 "mean_iqueue": (w_listarea, w_time * n_iq), "join_rate": (w_join, srv_time),
                 "delete_rate": (w_del, srv_time), "probe_rate": (w_probe, srv_time),
                 "messages_per_job": (w_join + w_del + w_probe, w_arr)})
+    cut = est["warmup_windows"]
     return JiqOccupancyResult(
         **est, queueing_ratio=est["mean_response"] - 1.0, queueing_ratio_se=est["mean_response_se"],
         drop_prob=0.0, drop_prob_se=0.0,

@@ -57,6 +57,21 @@ def _frame(rows):
 # --- aggregation -----------------------------------------------------------------------------
 
 
+def test_aggregate_one_obm_run_uses_its_t_quantile():
+    # one run whose SE is overlapping batch means (se_method obm): t with OBM_DOF, not z
+    from sim.core.output import OBM_DOF
+
+    obm = "overlapping batch means, batch 90 of 900 windows after cut of the first 0.1, t with 13.5 dof"
+    rows = [_row("agent", "pod", 10, 0.9, 2, 0, 2.0, 0.05, ci_method=obm),
+            _row("agent", "pod", 20, 0.9, 2, 0, 2.1, 0.05)]
+    agg = aggregate(_frame(rows), PARAMS)
+    one = agg.filter(pl.col("n_servers") == 10).row(0, named=True)
+    old = agg.filter(pl.col("n_servers") == 20).row(0, named=True)
+    assert one["n_rep"] == 1 and one["ci_method"] == METHOD_BATCH
+    assert math.isclose(one["mean_response_hw"], stats.t.ppf(0.975, OBM_DOF) * 0.05)
+    assert math.isclose(old["mean_response_hw"], stats.norm.ppf(0.975) * 0.05)
+
+
 def test_aggregate_intervals_by_method():
     rows = [_row("agent", "pod", 10, 0.9, 2, r, v, 0.1) for r, v in enumerate([2.0, 2.3, 2.6])]
     rows.append(_row("agent", "pod", 10, 0.9, 2, 3, 99.0, 0.1, status="error"))

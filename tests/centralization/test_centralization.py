@@ -349,7 +349,7 @@ def test_empty_start_and_reproducible():
     a1 = simulate_agent(500, 0.9, 0.1, events=2_000_000, seed=9)
     a2 = simulate_agent(500, 0.9, 0.1, events=2_000_000, seed=9)
     assert a1.mean_response == a2.mean_response
-    assert r1.warmup_time > 0  # MSER-5 cuts the fill-up transient from empty
+    assert r1.warmup_time > 0  # the warm-up cut (a fixed tenth under obm, the default) drops the fill-up from empty
 
 
 @pytest.mark.parametrize("engine", [simulate_agent, simulate_occupancy])

@@ -16,8 +16,9 @@ def test_defaults():
     assert (s.precision, s.precision_cap, s.precision_estimate) == (None, 16, None)
     assert (s.responses, s.grid) == (False, 200)
     assert DEFAULTS == s
+    assert s.se_method == "obm"
     assert SETTING_KEYS == ("seed", "init", "n_batches", "max_level", "h", "precision",
-                            "precision_cap", "precision_estimate", "responses", "grid")
+                            "precision_cap", "precision_estimate", "se_method", "responses", "grid")
 
 
 def test_run_config_takes_its_defaults_from_the_settings():

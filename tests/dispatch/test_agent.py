@@ -231,7 +231,7 @@ task = task_factory(engine="agent", policy="pod", n_servers=30, lam=0.8, d=2, ev
 def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task())
     assert_plain_row(out, RESULT_KEYS)
-    assert out["ci_method"] == "batch means, 20 batches after MSER-5 cut"
+    assert out["ci_method"].startswith("overlapping batch means, batch ")  # the default se_method, obm
     assert out["events_run"] == 200_000
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["n_jobs"] > 0

@@ -495,7 +495,7 @@ task = task_factory(engine="occupancy", policy="batch_filling", n_servers=200, l
 
 def test_run_task_returns_exactly_the_schema_keys_as_plain_values():
     out = run_task(task(b=6, h=2))
-    assert_plain_row(out, RESULT_KEYS, ci_method="batch means, 20 batches after MSER-5 cut")
+    assert_plain_row(out, RESULT_KEYS, ci_method="overlapping batch means, batch ")
     assert out["events_run"] == 200_000
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["n_jobs"] > 0

@@ -455,7 +455,7 @@ task = task_factory(engine="occupancy", policy="jiq_pod", n_servers=200, lam=0.8
 def test_run_task_returns_the_schema_keys_as_plain_values():
     out = run_task(task())
     assert_plain_row(out, RESULT_KEYS + tuple(k for k in EXTRA_KEYS if k not in RESULT_KEYS),
-                     ci_method="batch means, 20 batches after MSER-5 cut")
+                     ci_method="overlapping batch means, batch ")
     assert out["events_run"] == 200_000 and out["n_jobs"] > 0
     assert 0 <= out["warmup_time"] < out["sim_time"]
     assert out["drop_prob"] == 0.0

@@ -102,6 +102,30 @@ def test_unaltered_archive_reproduces(archive, tmp_path, capsys):
     assert "mismatch" not in out
 
 
+def test_an_archive_made_before_se_method_reproduces(tmp_path, capsys):
+    """An archive whose config has no ``run.se_method`` (and whose tasks carry no
+    ``se_method``) was made with batch means: it is rerun with them, and reproduces bitwise."""
+    cfg = compose(["+sweep=smoke", f"output_dir={tmp_path / 'out'}", "mlflow.enabled=false",
+                   "execution.progress=false", "execution.backend=serial", "params.events=20000",
+                   "axes.n_servers=[20]", "run.se_method=batch_means"])
+    made = run_sweep(to_plain(cfg), quiet=True)["archive"]
+
+    def edit(run: Path) -> None:  # what an archive of that time holds: neither key
+        conf = yaml.safe_load((run / "config.yaml").read_text())
+        del conf["run"]["se_method"]
+        (run / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
+        doc = json.loads((run / "tasks.json").read_text())
+        for t in doc["tasks"]:
+            t.pop("se_method", None)
+        (run / "tasks.json").write_text(json.dumps(doc))
+
+    old = repack(made, tmp_path / "old.tar.gz", edit)
+    code, out, _ = run_main([old, "--out", tmp_path / "again", "--no-progress"], capsys)
+    assert code == 0, out
+    assert out.rstrip().endswith("\nREPRODUCED")
+    assert "6/6 bitwise identical" in out  # under obm the SEs and the cut would differ
+
+
 @pytest.mark.parametrize("what", ["parameter", "seed", "estimate_1ulp", "summary", "report"])
 def test_each_alteration_is_named(archive, tmp_path, capsys, what):
     ulp = {}
