@@ -486,7 +486,10 @@ def _decide(rivals, n, r, se, E, want_detail=False):
     floor_rss, _, (fc0, fa) = lf[floor_name][0][0], None, lf[floor_name][2][0]
     f_stat = (flat_rss - floor_rss) / 2.0 / s2
     decays = bool(m > 3 and f_stat > float(stats.f.ppf(LEVEL, 2, max(m - 3, 1))) and fa > 0 and fc0 > 0)
-    grows = lname == "flat or growing" and float(lt[0]) > 0 and lc[0][1] > 0
+    # the best rival with a level rises without a floor (flat or growing, or a caller's growing
+    # path): not a convergence to a level
+    lkind = next(rv.kind for rv in rivals if rv.name == lname)
+    grows = lkind == "scale" and lc[0][1] > 0 and mu_l[-1] > mu_l[0] * (1 + 1e-9)
     positive = CONVERGES if (decays and not grows) else NOT_VANISHING
     if rej_l and not rej_z:
         outcome, why = VANISHING, "every material floor is rejected"

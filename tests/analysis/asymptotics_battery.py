@@ -204,7 +204,9 @@ if __name__ == "__main__":
     draws = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     t0, c0 = time.time(), time.process_time()
-    names = list(FAMILIES)
+    # further arguments: the families to run first (by a part of their name), the rest after
+    first = [n for key in sys.argv[3:] for n in FAMILIES if key in n]
+    names = list(dict.fromkeys(first + list(FAMILIES)))
     if jobs > 1:
         from multiprocessing import Pool
 
@@ -213,11 +215,13 @@ if __name__ == "__main__":
             for r in pool.imap(_one, [(name, draws) for name in names]):
                 res.append(r)
                 print(f"{r['name']}: {dict(r['counts'])} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+                print(table([r]).split("\n")[-1], file=sys.stderr, flush=True)
     else:
         res = []
         for name in names:
             res.append(run_family(name, draws))
             print(f"{name}: {dict(res[-1]['counts'])} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    res.sort(key=lambda r: names.index(r["name"]))
     print(table(res))
     print("\n" + summary(res))
     print(f"\n{len(FAMILIES)} families x {draws} draws: {time.time() - t0:.0f} s wall, "
