@@ -98,7 +98,11 @@ def test_power_law_to_zero_is_vanishing():
 
 
 def test_decay_to_a_floor_converges_to_its_level():
-    vs = check("decay to 0.12", CONVERGES, 18)
+    # 13 of these 20 seeds converge, 7 are undecided (measured, issue 44): over four decades at
+    # SEs from five replications a/(ln ln N)^q (q about 0.45, the speed of the heavy-traffic
+    # form) fits the floor's early fall nearly as well; never vanishing
+    vs = check("decay to 0.12", CONVERGES, 12)
+    assert all(v["verdict"] in (CONVERGES, UNDECIDED) for v in vs)
     floors = [v for v in vs if v["verdict"] == CONVERGES]
     assert all(0.0 < v["level_lo"] <= v["level"] <= v["level_hi"] for v in floors)
     assert all(0.10 < v["level"] < 0.14 for v in floors)
