@@ -23,8 +23,10 @@ The rule, stated once (also in ``docs/analysis.md``):
 * Verdict, first match wins:
     1. ``"no significant gap"``: no gap detected and fewer than 3 significant points
        (e.g. random routing, where the finite-N system equals the limit exactly);
-    2. ``"converges (rate N^b)"``: >= 3 significant points, all of one sign, and the whole
-       95% interval of ``b`` below 0;
+    2. ``"falling (N^b over N = 10^a..10^c; undecided beyond)"``: >= 3 significant points, all
+       of one sign, and the whole 95% interval of ``b`` below 0. It is a trend of the gap over
+       the fitted range, not a limit: nothing here carries it past the largest N, so whether
+       the gap vanishes beyond it is undecided (docs/analysis.md, "Two claims, kept apart");
     3. ``"inconclusive"``: everything else (a gap detected but fewer than 3 significant
        points, significant gaps of both signs, or an interval of ``b`` reaching 0 or above);
        the ``note`` column says which.
@@ -45,7 +47,7 @@ __all__ = [
     "gap_rate_verdict",
     "SIGNIFICANT_Z",
     "MIN_FIT_POINTS",
-    "VERDICT_CONVERGES",
+    "VERDICT_FALLING",
     "VERDICT_NO_GAP",
     "VERDICT_INCONCLUSIVE",
     "FIT_METHOD",
@@ -56,7 +58,7 @@ __all__ = [
     "fit_gap_rate",
 ]
 
-VERDICT_CONVERGES = "converges"
+VERDICT_FALLING = "falling"
 VERDICT_NO_GAP = "no significant gap"
 VERDICT_INCONCLUSIVE = "inconclusive"
 FIT_METHOD = "WLS of log|gap| on log x, delta-method weights, residual-scaled covariance, t(n-2)"
@@ -177,6 +179,13 @@ def _x_symbol(x: str) -> str:
     return "N" if x == "n_servers" else x
 
 
+def _x_text(v: float, x: str) -> str:
+    """A value of ``x`` in words: N as a power of ten, anything else as a number."""
+    from analysis.fmt import sci
+
+    return sci(v) if x == "n_servers" and v > 0 else f"{v:g}"
+
+
 def fit_gap_rate(
     cmp: pl.DataFrame,
     params: Sequence[str],
@@ -257,8 +266,10 @@ def fit_gap_rate(
             row["verdict"] = VERDICT_INCONCLUSIVE
             row["note"] = f"the significant points share one value of {x}: nothing to fit"
         elif row["slope_hi"] < 0.0:
-            row["verdict"] = f"{VERDICT_CONVERGES} (rate {sym}^{row['slope']:.2f})"
-            row["note"] = ""
+            lo, hi = _x_text(row["x_min"], x), _x_text(row["x_max"], x)
+            row["verdict"] = f"{VERDICT_FALLING} ({sym}^{row['slope']:.2f} over {sym} = {lo}..{hi}; undecided beyond)"
+            row["note"] = (f"a trend of the gap over the fitted range; its limit beyond {sym} = {hi} is undecided "
+                           "(nothing carries it past the range)")
         else:
             row["verdict"] = VERDICT_INCONCLUSIVE
             row["note"] = (

@@ -1,7 +1,14 @@
-"""The calibration battery of analysis.asymptotics (issue 35, item 1): synthetic arms on
+"""The calibration battery of analysis.asymptotics (issues 35 and 44): synthetic arms on
 N = 10^2..10^7 in half decades, relative SE 1% at the smallest N rising to 3% at the largest,
-Gaussian noise at those SEs. ``python -m tests.analysis.asymptotics_battery DRAWS`` prints the
-table of docs/analysis.md (family x outcome fractions, level coverage)."""
+Gaussian noise at those SEs; humps that rise and vanish after a peak at 10^5, 10^9 and 10^20
+in two forms; sequences with the steps that rounding d = ceil(c / ((1 - lam) ln k)) and
+k = ceil(ln^2 N) puts in them; and the project's own mean-field paths (their values at the
+default run's N, :mod:`tests.analysis.meanfield_paths`) with 1% Gaussian noise, judged with the
+general rivals alone and with the rivals the zero-queueing analysis adds (the heavy-traffic form
+at the arm's own k and the limit path itself, known to vanish).
+
+``python -m tests.analysis.asymptotics_battery DRAWS [JOBS]`` prints the table of
+docs/analysis.md (family x outcome fractions, level coverage), JOBS processes at a time."""
 from __future__ import annotations
 
 import math
@@ -11,13 +18,33 @@ from collections import Counter
 
 import numpy as np
 
-from analysis.asymptotics import CONVERGES, NOT_VANISHING, OUTCOMES, UNDECIDED, VANISHING, asymptotic_verdict
+from analysis.asymptotics import CONVERGES, NOT_VANISHING, OUTCOMES, UNDECIDED, VANISHING, asymptotic_verdict, rival_from_points
+from analysis.models.zero_queueing.verdicts import HEAVY_RIVAL, PATH_RIVAL, heavy_traffic_shape
+from tests.analysis import meanfield_paths
 
 NS = 10.0 ** np.arange(2.0, 7.01, 0.5)
 REL = 0.01 * 3.0 ** (np.arange(NS.size) / (NS.size - 1))
 LN = np.log(NS)
 K = np.ceil(LN ** 2)
 OUTLIER_SE = 5.0
+
+
+#: the headline path (conf/sweep/sub_halfin_whitt.yaml): lam = 1 - N^-0.3, d = ceil(1 / ((1 - lam) ln k))
+D_REAL = 1.0 / (NS ** -0.3 * np.log(K))
+#: the relative steps rounding d up makes: (d_real / d)^0.3, between 0.8 and 1, 1 in the limit
+STEPS = (D_REAL / np.ceil(D_REAL)) ** 0.3
+
+
+def _gamma_hump(peak_log10, a=0.3):
+    """``a t e^(1 - t)``, t = ln N / ln N_peak: rises like ln N, vanishes like N^(-1/ln N_peak)."""
+    t = LN / (peak_log10 * math.log(10.0))
+    return a * t * np.exp(1.0 - t)
+
+
+def _sech_hump(peak_log10, a=0.3):
+    """``2 a / (t + 1/t)``, t = ln N / ln N_peak: rises like ln N, vanishes like 1/ln N."""
+    t = LN / (peak_log10 * math.log(10.0))
+    return 2.0 * a / (t + 1.0 / t)
 
 
 def _power(b, a=0.4):
@@ -56,7 +83,26 @@ FAMILIES = {
     "N^-0.3, last -5 SE": (0.4 * NS ** -0.3, "zero", None, (10, -5.0), False),
     "0.12 + 0.3 N^-0.5, last -5 SE": (0.12 + 0.3 * NS ** -0.5, "level", 0.12, (10, -5.0), False),
     "0.12 + 0.3 N^-0.5, last +5 SE": (0.12 + 0.3 * NS ** -0.5, "level", 0.12, (10, 5.0), False),
+    # issue 44: humps that vanish after a peak inside or beyond the range, two forms
+    "hump t e^(1-t), peak 10^5": (_gamma_hump(5), "zero", None, None, False),
+    "hump t e^(1-t), peak 10^9": (_gamma_hump(9), "zero", None, None, False),
+    "hump t e^(1-t), peak 10^20": (_gamma_hump(20), "zero", None, None, False),
+    "hump 2/(t + 1/t), peak 10^5": (_sech_hump(5), "zero", None, None, False),
+    "hump 2/(t + 1/t), peak 10^9": (_sech_hump(9), "zero", None, None, False),
+    "hump 2/(t + 1/t), peak 10^20": (_sech_hump(20), "zero", None, None, False),
+    # the steps of rounding d up (the headline path's c = 1 rule) on smooth sequences
+    "N^-0.1 x steps of d": (0.4 * NS ** -0.1 * STEPS, "zero", None, None, False),
+    "ln ln k / ln k x steps of d": (np.log(np.log(K)) / np.log(K) * STEPS, "zero", None, None, False),
+    "0.1 + 0.3 N^-0.3 x steps of d": (0.1 + 0.3 * NS ** -0.3 * STEPS, "level", 0.1, None, False),
+    "flat 0.3 x steps of d": (0.3 * STEPS, "level", 0.3, None, False),
 }
+#: the project's mean-field paths: (the zero-queueing analysis' rivals added?) per path
+MF_REL = 0.01
+for _name, _path in meanfield_paths.load().items():
+    _cls = _path["limit"]
+    for _own in (False, True):
+        FAMILIES[f"mean field {_name}{' (model rivals)' if _own else ''}"] = (
+            np.array([q["queueing_ratio"] for q in _path["points"]]), _cls, None, None, False)
 
 #: the outcomes that are right for a class (a flat sequence is a level already reached)
 RIGHT = {"zero": {VANISHING}, "level": {CONVERGES, NOT_VANISHING}, "grow": {NOT_VANISHING},
@@ -66,9 +112,36 @@ WRONG = {"zero": {CONVERGES, NOT_VANISHING}, "level": {VANISHING}, "grow": {VANI
          "none": {VANISHING}}
 
 
+def _mf(name: str):
+    """The stored path of a mean-field family, or None."""
+    if not name.startswith("mean field "):
+        return None
+    return meanfield_paths.load()[name[len("mean field "):].removesuffix(" (model rivals)")]
+
+
+def rivals_of(name: str) -> list:
+    """The rivals the zero-queueing analysis adds for a mean-field family judged with them
+    (:func:`analysis.models.zero_queueing.verdicts.arm_rivals`: the heavy-traffic form at the
+    arm's own k, and the limit path in the class of its limit); none for the others."""
+    path = _mf(name)
+    if path is None or not name.endswith("(model rivals)"):
+        return []
+    n = [q["n_servers"] for q in path["points"]]
+    return [rival_from_points(HEAVY_RIVAL, "zero", "a ln ln k / ln k at the arm's own k", n,
+                              heavy_traffic_shape([q["k"] for q in path["points"]])),
+            rival_from_points(PATH_RIVAL, "zero" if path["limit"] == "zero" else "level", "a x the limit path", n,
+                              [q["queueing_ratio"] for q in path["points"]])]
+
+
 def draw(name: str, i: int):
     """The i-th noisy arm of a family: (n, r, se)."""
     truth, _, _, shift, _ = FAMILIES[name]
+    path = _mf(name)
+    if path is not None:  # the default run's N, 1% Gaussian noise
+        ns = np.array([q["n_servers"] for q in path["points"]], dtype=float)
+        se = MF_REL * np.abs(truth)
+        r = truth + se * np.random.default_rng([44, sum(map(ord, name)), i]).standard_normal(truth.size)
+        return ns, r, se
     se = REL * np.abs(truth)
     se = np.where(se > 0, se, 1e-6)
     rng = np.random.default_rng([35, sum(map(ord, name)), i])
@@ -83,7 +156,7 @@ def run_family(name: str, draws: int) -> dict:
     counts, covered, levels, fragile = Counter(), 0, 0, 0
     floor = FAMILIES[name][2]
     for i in range(draws):
-        v = asymptotic_verdict(*draw(name, i), seed=[i, 1])
+        v = asymptotic_verdict(*draw(name, i), seed=[i, 1], rivals=rivals_of(name))
         counts[v.outcome] += 1
         fragile += bool(v.fragile)
         if v.outcome == CONVERGES and floor is not None and v.level is not None:
@@ -107,13 +180,49 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def summary(results: list[dict]) -> str:
+    """The rates the issue bounds, over the families: the largest share of wrong calls of each
+    kind, and the smallest share of right calls of the clear families (with their undecided)."""
+    def worst(cls_set, wrong):
+        rs = [(r["counts"].__getitem__, r) for r in results if FAMILIES[r["name"]][1] in cls_set]
+        return max(((sum(c(o) for o in wrong) / r["draws"], r["name"]) for c, r in rs), default=(0.0, "-"))
+    lv = worst({"zero"}, (CONVERGES, NOT_VANISHING))
+    vz = worst({"level", "grow", "none"}, (VANISHING,))
+    clear = [r for r in results if FAMILIES[r["name"]][4]]
+    right = min(((r["right"], r["name"]) for r in clear), default=(1.0, "-"))
+    und = max(((r["undecided"], r["name"]) for r in clear), default=(0.0, "-"))
+    return (f"false 'converges' or 'not vanishing' (families to zero): at most {lv[0]:.3f} ({lv[1]}); "
+            f"false 'vanishing' (levels, growth, oscillation): at most {vz[0]:.3f} ({vz[1]}); "
+            f"clear families right: at least {right[0]:.3f} ({right[1]}), undecided at most {und[0]:.3f} ({und[1]})")
+
+
+def _one(args):
+    return run_family(*args)
+
+
 if __name__ == "__main__":
     draws = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     t0, c0 = time.time(), time.process_time()
-    res = []
-    for name in FAMILIES:
-        res.append(run_family(name, draws))
-        print(f"{name}: {dict(res[-1]['counts'])} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    # further arguments: the families to run first (by a part of their name), the rest after
+    first = [n for key in sys.argv[3:] for n in FAMILIES if key in n]
+    names = list(dict.fromkeys(first + list(FAMILIES)))
+    if jobs > 1:
+        from multiprocessing import Pool
+
+        with Pool(jobs) as pool:
+            res = []
+            for r in pool.imap(_one, [(name, draws) for name in names]):
+                res.append(r)
+                print(f"{r['name']}: {dict(r['counts'])} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+                print(table([r]).split("\n")[-1], file=sys.stderr, flush=True)
+    else:
+        res = []
+        for name in names:
+            res.append(run_family(name, draws))
+            print(f"{name}: {dict(res[-1]['counts'])} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    res.sort(key=lambda r: names.index(r["name"]))
     print(table(res))
+    print("\n" + summary(res))
     print(f"\n{len(FAMILIES)} families x {draws} draws: {time.time() - t0:.0f} s wall, "
-          f"{time.process_time() - c0:.0f} s CPU")
+          f"{time.process_time() - c0:.0f} s CPU (this process; {jobs} process(es))")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -174,14 +175,17 @@ def test_fit_recovers_rate_one_over_n():
     fits = _fits(rows, PARAMS + ["arm_id"])
     assert fits.height == 40
     assert fits["n_significant"].min() >= 3
-    converges = fits["verdict"].str.starts_with("converges")
+    converges = fits["verdict"].str.starts_with("falling")
     covers = (fits["slope_lo"] <= -1.0) & (fits["slope_hi"] >= -1.0)
     # nominal 95% of 40 arms is 38; 32 or fewer has probability 1e-3 (binomial)
     assert converges.sum() >= 33, fits.filter(~converges).select("n_significant", "slope", "note")
     assert covers.sum() >= 33
     one = fits.row(0, named=True)
     assert one["fit_method"].startswith("WLS") and one["sign"] == "+"
-    assert one["verdict"].startswith("converges (rate N^")
+    # a trend over the fitted range, never a limit: the range and "undecided beyond" in the words
+    assert re.fullmatch(r"falling \(N\^-\d\.\d\d over N = 10\^[\d.]+\.\.10\^[\d.]+; undecided beyond\)",
+                        one["verdict"]), one["verdict"]
+    assert "undecided" in one["note"] and "converges" not in one["verdict"]
 
 
 def test_pure_noise_has_no_significant_gap():
@@ -253,7 +257,7 @@ def test_analyze_writes_everything(tmp_path):
     assert summary.height == aggregate(df, PARAMS).height
     json.dumps(out["fits"])  # plain values only
     verdicts = {f["policy"]: f["verdict"] for f in out["fits"]}
-    assert verdicts["pod"].startswith("converges") and verdicts["jsq"].startswith("converges")
+    assert verdicts["pod"].startswith("falling") and verdicts["jsq"].startswith("falling")
     assert verdicts["random"] == "no significant gap"
     text = out["report"].read_text()
     assert "synthetic" in text and "worker died" in text and "## Fits and verdicts" in text

@@ -98,7 +98,11 @@ def test_power_law_to_zero_is_vanishing():
 
 
 def test_decay_to_a_floor_converges_to_its_level():
-    vs = check("decay to 0.12", CONVERGES, 18)
+    # 13 of these 20 seeds converge, 7 are undecided (measured, issue 44): over four decades at
+    # SEs from five replications a/(ln ln N)^q (q about 0.45, the speed of the heavy-traffic
+    # form) fits the floor's early fall nearly as well; never vanishing
+    vs = check("decay to 0.12", CONVERGES, 12)
+    assert all(v["verdict"] in (CONVERGES, UNDECIDED) for v in vs)
     floors = [v for v in vs if v["verdict"] == CONVERGES]
     assert all(0.0 < v["level_lo"] <= v["level"] <= v["level_hi"] for v in floors)
     assert all(0.10 < v["level"] < 0.14 for v in floors)
@@ -110,7 +114,10 @@ def test_decay_to_a_floor_converges_to_its_level():
 
 
 def test_flat_and_growing_are_not_vanishing():
-    check("flat", NOT_VANISHING, 18)
+    # a flat sequence is a level reached, or the top of a wide hump that vanishes past the
+    # range (issue 44): not vanishing or undecided, never vanishing
+    vs = check("flat", NOT_VANISHING, 0)
+    assert all(v["verdict"] in (NOT_VANISHING, UNDECIDED) for v in vs)
     vs = check("growing", NOT_VANISHING, 20)
     assert all(v["slope_lo"] > 0 for v in vs)
     assert all(v["p_floor"] == 1.0 and v["lr_stat"] == 0.0 for v in vs)  # M1 cannot grow
@@ -127,19 +134,23 @@ def test_measured_batch_filling_sequences_are_not_vanishing():
         old = wls_loglog(NS9, seq, REL_MEASURED * seq)
         assert old["slope_hi"] < 0
     c4 = verdict(points(C4, REL_MEASURED * C4))
-    assert c4["verdict"] == CONVERGES
-    # the level's interval spans every floor rival (c0 + a N^b and c0 + a/(ln N)^p): wider than
-    # the old M1 interval [0.09, 0.14), which missed floors approached like 1/ln N (issue 35)
-    assert 0.0 < c4["level_lo"] < 0.09 < c4["level"] < c4["level_hi"] < 0.14
+    # its mean-field path vanishes (the heavy-traffic form) after a hump peaking near 10^21.5: a
+    # floor is no longer the only reading of its flat tail (issue 44), so a level is allowed,
+    # undecided too
+    assert c4["verdict"] in (CONVERGES, NOT_VANISHING, UNDECIDED)
+    if c4["verdict"] == CONVERGES:
+        # the level's interval spans every floor rival: wider than the old M1 interval
+        # [0.09, 0.14), which missed floors approached like 1/ln N (issue 35)
+        assert 0.0 < c4["level_lo"] < 0.09 < c4["level"] < c4["level_hi"] < 0.14
     assert c4["slope_hi"] < 0 and c4["p_floor"] < 0.01
     c1 = verdict(points(C1, REL_MEASURED * C1))
     # c = 1 falls about like ln ln k / ln k along the path (docs/analysis.md): that form and a
     # floor may fit alike, so undecided is allowed now (the old rule had to call it a level)
     assert c1["verdict"] in (CONVERGES, NOT_VANISHING, UNDECIDED)
     assert c1["level_hi"] > 0.3  # whatever the verdict, a level near the last ratio is not excluded
-    check("c = 4 (measured, jittered)", CONVERGES, 18)
-    vs = check("c = 1 (measured, jittered)", CONVERGES, 0)
-    assert all(v["verdict"] in (CONVERGES, NOT_VANISHING, UNDECIDED) for v in vs)
+    for name in ("c = 4 (measured, jittered)", "c = 1 (measured, jittered)"):
+        vs = check(name, CONVERGES, 0)
+        assert all(v["verdict"] in (CONVERGES, NOT_VANISHING, UNDECIDED) for v in vs)
 
 
 def test_floor_test_is_the_boundary_law_and_matches_the_level_interval():

@@ -19,9 +19,11 @@ the range, not a limit claim), per arm, over the points with a ratio and an SE >
    the upper half (the last ``max(3, ceil(n/2))`` points): zero queueing delay reached within
    the resolution of the run, on several points (one tiny last point decides nothing).
 2. Otherwise, with 4 points or more, the rivals' verdict of :mod:`analysis.asymptotics`:
-   descriptions to zero (``a N^b``, ``a/(ln N)^p``, ``a ln ln N / ln N``, the heavy-traffic
-   ``a ln ln k / ln k`` with ``k = ceil(ln^2 N)``) against descriptions with a level (a floor
-   plus a power or a logarithmic decay, flat, growing), calibrated by a parametric bootstrap
+   descriptions to zero (powers of N, ln N and ln ln N, humps that vanish after a peak inside
+   or beyond the range, and the model's own: the heavy-traffic ``a ln ln k / ln k`` at the
+   arm's own k and the arm's limit path where its limit is carried, :func:`verdicts.arm_rivals`)
+   against descriptions with a level (a floor plus a power, a logarithmic decay or a hump, a
+   level approached from below, flat, growing), calibrated by a parametric bootstrap
    at the arm's own N and SEs, seeded by the arm's task seeds (so ``reproduce`` gets the same
    report): ``vanishing``, ``converges to a positive level`` (with the level and its 95%
    interval), ``not vanishing`` (flat or growing), or ``undecided`` (the rivals fit alike, or
@@ -95,6 +97,7 @@ from analysis.models.zero_queueing.verdicts import (  # noqa: F401
     _sim_text,
     _tail_size,
     answer_lines,
+    arm_rivals,
     console_lines,
     hypotheses,
     path_verdict,
@@ -171,7 +174,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         pts = ok.filter(cond).sort(x)
         key = _arm_key(row, arm)
         arms[key] = pts
-        v = {**row, "label": _label(row, arm), **verdict(pts, x, seed=_arm_seed(sims.filter(cond)))}
+        v = {**row, "label": _label(row, arm)}
         v["rule_text"] = zql.rule_text(row.get("variant"), context)
         v.update(_drops(pts, x))
         v["n_max"] = pts[x].max() if pts.height else None
@@ -198,6 +201,9 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
                          path_level=None, path_level_exponent=None, path_top_slope=v.get("path_top_slope"))
         v.update(zql.settle_limit(v, paths.get(key), heavy, x))  # no limit extrapolated past the path's end
         v.update(zql.path_marks(paths.get(key), heavies.get(key), x))
+        # the rival test on the simulated points, with the model's own rivals: the heavy-traffic
+        # form at the arm's own k, and the limit path where its limit claim is carried
+        v.update(verdict(pts, x, seed=_arm_seed(sims.filter(cond)), rivals=arm_rivals(pts, paths.get(key), v, x)))
         # two claims kept apart (claims.py): the simulations' trend over their range and how they
         # follow the limit path; the limit claim is the path's, named with what carries it. The
         # rival test on the simulated points stays as ``range_test`` (its rivals include no shape

@@ -75,7 +75,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
         tail = "-" if v.get("tail_slope") is None else (
             f"{v['tail_min_n']:g}: {v['tail_slope']:.3f} [{v['tail_slope_lo']:.3f}, {v['tail_slope_hi']:.3f}]")
         level = "-" if v.get("level") is None else f"{_num(v['level'])} {_interval(v['level_lo'], v['level_hi'], 4)}"
-        formula = {rv.name: rv.formula for rv in asymptotics.RIVALS}
+        formula = {x["name"]: x["formula"] for x in v.get("rivals") or []}
         rivals = "-" if v.get("best_zero") is None else f"{formula[v['best_level']]} vs {formula[v['best_zero']]}"
         ps = "-" if v.get("p_zero") is None else f"{v['p_zero']:.2g}, {v['p_level']:.2g}"
         # the interval to as many digits as show its width (a CI of +-0.00002 on 0.3293 is not [0.3293, 0.3293])

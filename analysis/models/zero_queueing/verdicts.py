@@ -53,13 +53,55 @@ def _resolution_reached(pts: pl.DataFrame) -> tuple[bool, int]:
     return bool((hi < RATIO_ZERO).all()), k
 
 
-def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = asymptotics.N_BOOT) -> dict:
+def heavy_traffic_shape(k) -> np.ndarray:
+    """``ln ln k / ln k``: the heavy-traffic form of the batch policies' ratio along a path whose
+    k grows (docs/analysis.md, "Batch-filling in heavy traffic"); nan where it is not positive
+    (k < 3). The headline path's k is ``ceil(ln^2 N)``, with its integer steps."""
+    k = np.asarray(k, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.log(np.log(k)) / np.log(k)
+    return np.where(np.isfinite(g) & (g > 0), g, np.nan)
+
+
+#: the model's rivals' names (:func:`arm_rivals`)
+HEAVY_RIVAL, PATH_RIVAL = "a lnln k/ln k", "limit path"
+
+
+def arm_rivals(points: pl.DataFrame, path: pl.DataFrame | None, v: dict, x: str = "n_servers") -> list:
+    """The model's own rivals for one arm's rival test (:func:`analysis.asymptotics.asymptotic_verdict`
+    fits them beside its general ones), as values at the arm's N, so with the integer steps
+    of k and d that the sweep's rounding makes:
+
+    - ``a ln ln k / ln k`` at the arm's own k (to zero), where the arm has a k column that grows;
+    - ``a`` times the limit path's ratio at the same N (``path``, the mean field along the
+      sweep's formulas), in the class of the path's limit claim where something carries it
+      (``limit_carried_by``: vanishing -> to zero, not vanishing -> with a level); a path whose
+      limit is undecided is no rival."""
+    out = []
+    pts = points.filter(pl.col("queueing_ratio").is_not_null())
+    if "k" in pts.columns and pts["k"].null_count() == 0 and pts["k"].n_unique() > 1:
+        out.append(asymptotics.rival_from_points(
+            HEAVY_RIVAL, "zero", "a ln ln k / ln k at the arm's own k", pts[x].to_numpy(),
+            heavy_traffic_shape(pts["k"].to_numpy())))
+    claim = v.get("path_verdict")
+    if path is not None and path.height and v.get("limit_carried_by") and claim in (VANISHING, NOT_VANISHING):
+        p = path.filter(pl.col("queueing_ratio").is_not_null())
+        out.append(asymptotics.rival_from_points(
+            PATH_RIVAL, "zero" if claim == VANISHING else "level",
+            f"a x the limit path ({claim}: {v['limit_carried_by']})", p[x].to_numpy(),
+            p["queueing_ratio"].to_numpy()))
+    return out
+
+
+def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = asymptotics.N_BOOT,
+            rivals=()) -> dict:
     """The verdict of one arm by the rule in the module docstring.
 
     ``points``: one arm's aggregated rows; uses ``x``, ``queueing_ratio``, ``queueing_ratio_se``
     and ``queueing_ratio_lo``/``_hi`` (the point's 95% interval). ``seed`` (int or list of ints:
     :func:`analyze_zero_queueing` passes the arm's task seeds) seeds the bootstrap of
-    :func:`analysis.asymptotics.asymptotic_verdict`. Returns plain floats, strings or None.
+    :func:`analysis.asymptotics.asymptotic_verdict`; ``rivals``: the model's own rivals for it
+    (:func:`arm_rivals`). Returns plain floats, strings or None.
     """
     pts = points.filter(pl.col("queueing_ratio").is_not_null()).sort(x)
     out = {"n_points": pts.height, "slope": None, "slope_lo": None, "slope_hi": None,
@@ -108,7 +150,7 @@ def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = as
     if m < asymptotics.MIN_POINTS:
         out["note"] = f"{m} points with a ratio and an SE; the rivals need {asymptotics.MIN_POINTS}"
         return out
-    av = asymptotics.asymptotic_verdict(ns, rs, ses, seed=seed, n_boot=n_boot)
+    av = asymptotics.asymptotic_verdict(ns, rs, ses, seed=seed, n_boot=n_boot, rivals=rivals)
     out.update(verdict=av.outcome, note=av.note, level=_f(av.level), level_lo=_f(av.level_lo),
                level_hi=_f(av.level_hi), p_zero=_f(av.p_zero), p_level=_f(av.p_level),
                statistic=_f(av.statistic), best_zero=av.best_zero, best_level=av.best_level,
@@ -384,7 +426,7 @@ def _sim_text(v: dict) -> str:
     """The simulations' verdict of one arm with its evidence: the level and its 95% CI for a
     floor (and the rivals with their p-values), the rivals that fit alike for undecided, else the
     slope and its 95% CI (and the class of rivals rejected)."""
-    formula = {rv.name: rv.formula for rv in asymptotics.RIVALS}
+    formula = {x["name"]: x["formula"] for x in v.get("rivals") or []}
     rivals = ""
     if v.get("best_zero") is not None:
         rivals = (f"{formula[v['best_level']]} vs {formula[v['best_zero']]}: "
