@@ -48,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
 
         from pipeline import safe_yaml
         from pipeline.run import run_sweep
-
         from pipeline.runfolder import check_not_link
 
         check_not_link(args.output_dir)  # before resolve(), which would follow it

@@ -10,8 +10,7 @@ from scipy.signal import lfilter
 from scipy.stats import t as student_t
 
 import sim
-from sim.core.output import (MIN_RUN_PER_IAT, MIN_RUN_RELAX, OBM_DOF, OBM_WARMUP, TOO_SHORT, batch_means,
-                             ci_label, obm_cut)
+from sim.core.output import MIN_RUN_PER_IAT, MIN_RUN_RELAX, OBM_DOF, OBM_WARMUP, TOO_SHORT, batch_means, ci_label, obm_cut
 
 
 def _ar1(rng, phi, n):
