@@ -11,7 +11,6 @@ import polars as pl
 from scipy import stats
 
 from analysis import declared
-from sim.core.output import OBM_DOF, OBM_LABEL
 
 __all__ = [
     "METRICS",
@@ -166,14 +165,15 @@ def aggregate(
     out = out.join(_mean_tail(ok, keys), on=keys, how="left", nulls_equal=True)
     out = out.with_columns(pl.col("n_rep").fill_null(0))
 
-    # quantiles: t with R - 1 dof for R >= 2; for one run, t with OBM_DOF under the obm SE
+    # quantiles: t with R - 1 dof for R >= 2; for one run, t with obm's degrees of freedom under its SE
     # method (its interval), normal otherwise (computed once per row)
     n_rep = out["n_rep"].to_numpy()
     q = 0.5 + level / 2.0
     obm = np.zeros(n_rep.size, dtype=bool)
+    obm_label, obm_dof = declared.single_run_interval()
     if "_run_ci" in out.columns:
-        obm = out["_run_ci"].cast(pl.Utf8).str.starts_with(OBM_LABEL).fill_null(False).to_numpy()
-    single = np.where(obm, stats.t.ppf(q, OBM_DOF), stats.norm.ppf(q))
+        obm = out["_run_ci"].cast(pl.Utf8).str.starts_with(obm_label).fill_null(False).to_numpy()
+    single = np.where(obm, stats.t.ppf(q, obm_dof), stats.norm.ppf(q))
     tq = np.where(n_rep >= 2, stats.t.ppf(q, np.maximum(n_rep - 1, 1)), single)
     out = out.with_columns(pl.Series("_q", tq, dtype=pl.Float64))
 

@@ -16,7 +16,7 @@ from typing import Callable
 
 from sim import registry as _registry
 
-__all__ = ["models", "model", "entry", "limit_engines", "policy_label", "param_label", "param_symbol",
+__all__ = ["models", "model", "entry", "limit_engines", "single_run_interval", "policy_label", "param_label", "param_symbol",
            "engine_label", "response_law", "theory"]
 
 
@@ -102,3 +102,11 @@ def theory(model: str, name: str) -> Callable:
         module, _, func = refs[name].partition(":")
         _THEORY[key] = getattr(importlib.import_module(module), func)
     return _THEORY[key]
+
+
+def single_run_interval() -> tuple[str, float]:
+    """How a single run's interval is made under the ``obm`` standard error: the first words of
+    its ``ci_method`` and the degrees of freedom of its Student's t (:mod:`sim.core.output`)."""
+    from sim.core.output import OBM_DOF, OBM_LABEL
+
+    return OBM_LABEL, OBM_DOF
