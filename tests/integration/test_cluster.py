@@ -163,8 +163,11 @@ def test_killed_worker_without_retries_fails_the_run(cluster, tmp_path):
 
 def test_driver_killed_then_resumed_through_the_cluster(cluster, reference, tmp_path):
     out, log = tmp_path / "out", tmp_path / "driver.log"
+    # a chunk per row: the kill comes after the second row, before the last (with chunks of 5 s
+    # the first chunk could hold every row of this short sweep)
     proc = start_driver([*SWEEP, f"output_dir={out}", "mlflow.enabled=false", "execution.progress=false",
-                         f"execution.address={cluster.gcs_address}"], driver_env(cluster=cluster), log)
+                         "execution.chunk_seconds=0", f"execution.address={cluster.gcs_address}"],
+                        driver_env(cluster=cluster), log)
     wait_for(lambda: n_results(out) >= 2, 240, "two result rows", proc, log)
     kids = kill_tree(proc, signal.SIGKILL)
     proc.wait(timeout=30)
