@@ -46,16 +46,13 @@ _LOG_W_MIN = -745.0
 
 
 def _check(k, d, one_minus_lam):
-    k, d, eps = float(k), float(d), float(one_minus_lam)
-    if not (k >= 1 and k == math.floor(k) and k < 1e9):
-        raise ValueError(f"k={k!r} must be an integer in [1, 1e9)")
-    if not (d >= 1 and math.isfinite(d)):
-        raise ValueError(f"d={d!r} must be >= 1 and finite")
-    if not 0.0 < eps < 1.0:
-        raise ValueError(f"one_minus_lam={one_minus_lam!r} must be in (0, 1)")
-    if not (math.isfinite(k * d) and k * d >= 2.0):
-        raise ValueError(f"k d = {k * d!r} must be a finite number >= 2 (power-of-D with D >= 2)")
-    return int(k), d, eps
+    """The heavy-traffic engine's checks of ``k, d, 1 - lam``, and ``D = k d >= 2``."""
+    from sim.dispatch.meanfield.heavy_traffic import _check as checked
+
+    k, d, eps = checked(k, d, one_minus_lam)
+    if not k * d >= 2.0:
+        raise ValueError(f"k d = {float(k * d)!r} must be a finite number >= 2 (power-of-D with D >= 2)")
+    return k, d, eps
 
 
 def _log_tails(k: int, d: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
