@@ -385,7 +385,9 @@ def plot_gaps(
                 sig = np.isfinite(se) & (se > 0) & point_significant(g, se, hw_raw)
                 to_zero = hw >= g  # the 95% interval of |gap| reaches 0
                 lower = np.where(to_zero, 0.0, hw)
-                label = style.param_text(s, shown, engines_all) or style.engine_name(s["engine"])
+                # the figure's one legend spans every panel: a series names its panel's values too
+                named = [p for p in keys if p in held or p in shown] if len(panels) > 1 else shown
+                label = style.param_text(s, named, engines_all) or style.engine_name(s["engine"])
                 if "engine" not in shown and len(engines_all) > 1:
                     label = f"{style.engine_name(s['engine'])}: {label}"
                 fit = None

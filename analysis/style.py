@@ -225,7 +225,9 @@ def color(i: int) -> str:
 
 
 def marker(i: int) -> str:
-    return MARKERS[i % len(MARKERS)]
+    """The marker of series ``i``: with :func:`color`, a pair no other of the first 64 series
+    shares (past the palette's end the colours repeat, the markers shift by one)."""
+    return MARKERS[(i + i // len(PALETTE)) % len(MARKERS)]
 
 
 def is_integer_valued(values) -> bool:

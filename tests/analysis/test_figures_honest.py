@@ -181,3 +181,24 @@ def test_no_fit_line_where_one_power_law_misses_its_points(tmp_path, saved):
     (ax,) = [a for a in fig.axes if a.get_visible()]
     assert _fit_lines(ax) == []
     assert any("no line (not one power law)" in t.get_text() for lg in fig.legends for t in lg.get_texts())
+
+
+def test_more_rules_than_colours_keep_distinct_styles_and_legend_entries(tmp_path, saved):
+    """Nine arms (3 loads x 3 values of d, as pod_mean_field) split into one panel per load: each
+    series keeps its own colour and marker pair (the palette has 8 colours), and the figure's one
+    legend names each series' load, so no entry stands for two series or goes missing."""
+    rng = np.random.default_rng(13)
+    rows = [r for lam in (0.7, 0.9, 0.95) for d in (1, 2, 3)
+            for r in _sweep(rng, lambda n: 5.0 / n, 1e-4, ns=[10, 100, 1000], lam=lam, d=d)]
+    agg = aggregate(_frame(rows), PARAMS)
+    cmp = compare_to_meanfield(agg, PARAMS)
+    plots.plot_gaps(cmp, fit_gap_rate(cmp, PARAMS), PARAMS, tmp_path)
+    fig = saved["gap_mean_response_vs_n_servers_pod.png"]
+    assert len([a for a in fig.axes if a.get_visible()]) == 3
+    (legend,) = fig.legends
+    entries = [(t.get_text(), h) for t, h in zip(legend.get_texts(), legend.legend_handles)
+               if t.get_text().startswith("\u03bb")]
+    assert len(entries) == 9
+    assert len({lab.split(";")[0] for lab, _ in entries}) == 9
+    assert len({(h.get_color(), h.get_marker()) for _, h in entries}) == 9
+    assert len({(style.color(i), style.marker(i)) for i in range(64)}) == 64
