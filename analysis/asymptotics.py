@@ -79,11 +79,18 @@ _B_FLOOR = -np.geomspace(3.0, 0.01, 60)
 _B_GROW = np.linspace(0.0, 2.0, 41)
 #: the humps' peaks, in x = ln ln N: from N = 10 to N = 10^300 (in the range or far beyond it)
 HUMP_PEAK_X = np.arange(math.log(math.log(10.0)), math.log(math.log(1e300)) + 1e-9, 0.15)
+#: the widest hump to zero, in x = ln ln N: from its peak it falls to half while ln N grows
+#: e^(1.18 w)-fold (5.9-fold at w = 1.5: from a peak at 10^20 to half of it by 10^117). A sequence
+#: that rises and falls more slowly than that is taken for a level: over 10^2..10^7 (1.25 of x)
+#: a wider hump peaking there is flat within a few percent, as a level is, and no range of N a
+#: simulation reaches tells the two apart (docs/analysis.md, "What the humps' width assumes")
+HUMP_WIDTH_MAX = 1.5
 #: the humps' widths in x = ln ln N (10^2..10^7 spans 1.25 of x); the narrowest covers a few
-#: half decades, the widest is flat within 2% over 10^2..10^7 when it peaks there
-HUMP_WIDTH = np.geomspace(0.15, 3.0, 8)
-#: ``(ln N)^p N^-b``: rises like a power of ln N, peaks at ln N = p / b, falls like N^-b
-RISE_P = np.geomspace(0.1, 16.0, 12)
+#: half decades
+HUMP_WIDTH = np.geomspace(0.15, HUMP_WIDTH_MAX, 8)
+#: ``(ln N)^p N^-b``: rises like a power of ln N, peaks at ln N = p / b, falls like N^-b; its
+#: width at the peak in x = ln ln N is 1 / sqrt(p), so p >= 1 / HUMP_WIDTH_MAX^2
+RISE_P = np.geomspace(1.0 / HUMP_WIDTH_MAX ** 2, 16.0, 12)
 FALL_B = np.geomspace(0.003, 1.0, 12)
 
 
@@ -158,8 +165,10 @@ def _from_below(n, th):
 
 @dataclass(frozen=True)
 class Rival:
-    """A family of descriptions: ``a g(N; theta)`` (kind ``scale``) or ``c0 + a g(N; theta)``
-    (kind ``floor``), theta on a grid (one nan for a fixed shape).
+    """A family of descriptions: ``a g(N; theta)`` (kind ``scale``), ``c0 + a g(N; theta)``
+    (kind ``floor``) or ``a base(N) + g0 g(N; theta)`` (kind ``based``: a fixed shape such as a
+    limit path, ``a >= 0``, plus a finite-N correction of either sign), theta on a grid (one nan
+    for a fixed shape).
 
     ``fn(n, theta)`` gives the shapes at the points ``n`` (sorted) for an array of theta (shape
     ``theta.shape + n.shape``); ``log=True`` when it gives their logarithm (humps, which would
@@ -168,7 +177,7 @@ class Rival:
     by parabolic steps (a one-parameter grid in order); otherwise the grid is the fit."""
     name: str
     cls: str  # "zero" or "level"
-    kind: str  # "scale" or "floor"
+    kind: str  # "scale", "floor" or "based"
     theta_name: str | None
     grid: np.ndarray
     formula: str
@@ -176,6 +185,8 @@ class Rival:
     norm: str = "min"
     refine: bool = True
     log: bool = False
+    #: kind ``based``: the fixed shape ``base(n)`` (values at the points) beside ``g(N; theta)``
+    base: Callable = None
 
     def shape_at(self, n: np.ndarray, theta) -> np.ndarray:
         """Shapes at ``theta`` (any array shape; ... x len(n)), normalised (``norm``)."""
@@ -227,6 +238,30 @@ def rival_from_points(name: str, cls: str, formula: str, n_points, values, kind:
     return Rival(name, cls, kind, None, np.array([np.nan]), formula, fn, norm="max", refine=False)
 
 
+def _values_at(n_points, values) -> Callable:
+    """``n -> values`` at the given N (nan at an N without a value)."""
+    npts = np.asarray(n_points, dtype=float)
+    vals = np.asarray(values, dtype=float)
+    o = np.argsort(npts)
+    npts, vals = npts[o], vals[o]
+
+    def at(n):
+        n = np.asarray(n, dtype=float)
+        i = np.clip(np.searchsorted(npts, n), 0, npts.size - 1)
+        return np.where(np.isclose(npts[i], n, rtol=1e-9, atol=0.0), vals[i], np.nan)
+
+    return at
+
+
+def rival_plus_gap(name: str, cls: str, formula: str, n_points, values) -> Rival:
+    """A fixed shape known at given N (a limit path) plus a finite-N gap that decays like a
+    power: ``a values(N) + g (N/N_min)^b``, ``a >= 0``, g of either sign, ``b`` on the grid of
+    the powers to zero (``-3 <= b <= -0.02``). Its limit is the shape's: a path known to vanish
+    with a gap that vanishes is a rival to zero, the simulations sitting above or below the
+    path at small N as finite systems do."""
+    return Rival(name, cls, "based", "b", _B_ZERO, formula, _power, base=_values_at(n_points, values))
+
+
 _HUMP_GRID = _grid2(HUMP_PEAK_X.size, HUMP_WIDTH.size)
 #: the floor + hump's coarser grid: every other peak and width
 _FLOOR_HUMP_GRID = _grid2(HUMP_PEAK_X.size, HUMP_WIDTH.size, 2)
@@ -255,7 +290,35 @@ LEVEL_RIVALS = (
 RIVALS = ZERO_RIVALS + LEVEL_RIVALS
 
 
-def _solve(kind: str, material: bool, S: np.ndarray, Y: np.ndarray, w: np.ndarray):
+def _solve_based(base: np.ndarray, S: np.ndarray, Y: np.ndarray, w: np.ndarray):
+    """Weighted least squares of each row of ``Y`` (B, n) on ``a base + g s`` for each shape s of
+    ``S`` ((K, n) or (B, K, n)), ``a >= 0`` and g free: the unconstrained solution where its a is
+    not negative, else the edge a = 0. Returns (rss, a, g), each (B, K)."""
+    Yw = Y * w
+    syy = np.einsum("bn,bn->b", Yw, Y)[:, None]
+    syb = (Yw @ base)[:, None]
+    sbb = float(np.sum(w * base * base))
+    if S.ndim == 2:
+        sys_ = Yw @ S.T
+        sss = (S * S * w).sum(-1)[None, :]
+        sbs = (S * base * w).sum(-1)[None, :]
+    else:
+        sys_ = np.einsum("bn,bkn->bk", Yw, S)
+        sss = (S * S * w).sum(-1)
+        sbs = (S * base * w).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        det = sbb * sss - sbs ** 2
+        au = (sss * syb - sbs * sys_) / det
+        gu = (sbb * sys_ - sbs * syb) / det
+        feas = (au >= 0) & np.isfinite(au) & np.isfinite(gu) & (det > 1e-12 * sbb * sss)
+        a = np.where(feas, au, 0.0)
+        g = np.where(feas, gu, sys_ / sss)
+        rss = syy - 2 * (a * syb + g * sys_) + a * a * sbb + 2 * a * g * sbs + g * g * sss
+    rss = np.where(np.isfinite(rss), rss, np.inf)
+    return rss, np.broadcast_to(a, rss.shape).copy(), np.broadcast_to(g, rss.shape).copy()
+
+
+def _solve(kind: str, material: bool, S: np.ndarray, Y: np.ndarray, w: np.ndarray, base=None):
     """Weighted least squares of each row of ``Y`` (B, n) on each shape of ``S`` ((K, n), or
     (B, K, n) for shapes that differ by row): ``a g`` (kind ``scale``) or ``c0 + a g`` (kind
     ``floor``) with ``c0, a >= 0`` and, for a material floor, ``a g(N_max) <= rho c0``. The
@@ -273,6 +336,8 @@ def _solve(kind: str, material: bool, S: np.ndarray, Y: np.ndarray, w: np.ndarra
         sgg = (S * S * w).sum(-1)
         s1g = (S * w).sum(-1)
         gmax = S[:, :, -1]
+    if kind == "based":
+        return _solve_based(base, S, Y, w)
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "scale":
             a = np.maximum(0.0, syg / sgg)
@@ -318,11 +383,12 @@ _PARABOLA_STEPS = 3
 def _fit(rival: Rival, n: np.ndarray, S: np.ndarray, Y: np.ndarray, w: np.ndarray, material: bool):
     """Best fit of one rival family to each row of ``Y`` (B, n): the grid of theta, then
     parabolic steps from the best grid point and its neighbours (never worse than the grid). Returns (rss (B,),
-    theta (B,), coefficients (B, 2) as (c0, a))."""
+    theta (B,), coefficients (B, 2) as (c0, a); for kind ``based`` (a, g))."""
     B = Y.shape[0]
-    if not np.all(np.isfinite(S)):
+    base = None if rival.base is None else rival.base(n)
+    if not np.all(np.isfinite(S)) or (base is not None and not np.all(np.isfinite(base))):
         return np.full(B, np.inf), np.full(B, np.nan), np.zeros((B, 2))
-    rss, c0, a = _solve(rival.kind, material, S, Y, w)
+    rss, c0, a = _solve(rival.kind, material, S, Y, w, base)
     j = np.argmin(rss, axis=1)
     rows = np.arange(B)
     best = (rss[rows, j], rival.grid[j], c0[rows, j], a[rows, j])
@@ -331,7 +397,7 @@ def _fit(rival: Rival, n: np.ndarray, S: np.ndarray, Y: np.ndarray, w: np.ndarra
         best = _refine2(rival, n, Y, w, material, rss, best)
     elif K > 2 and rival.refine:  # parabolic steps from the grid's best point and its neighbours
         def at(th):
-            r_, c_, a_ = _solve(rival.kind, material, rival.shape_at(n, th[:, None]), Y, w)
+            r_, c_, a_ = _solve(rival.kind, material, rival.shape_at(n, th[:, None]), Y, w, base)
             return r_[:, 0], c_[:, 0], a_[:, 0]
 
         jj = np.clip(j, 1, K - 2)
@@ -445,6 +511,8 @@ def _class_fits(rivals, n, shapes, Y, w, cls, material=True):
 def _mean_of(rivals, name, n, theta, coef):
     rv = next(x for x in rivals if x.name == name)
     th = 0.0 if rv.theta_name is None else theta
+    if rv.kind == "based":
+        return coef[0] * rv.base(n) + coef[1] * rv.shape_at(n, th)
     return coef[0] + coef[1] * rv.shape_at(n, th)
 
 
@@ -489,7 +557,8 @@ def _decide(rivals, n, r, se, E, want_detail=False):
     # the best rival with a level rises without a floor (flat or growing, or a caller's growing
     # path): not a convergence to a level
     lkind = next(rv.kind for rv in rivals if rv.name == lname)
-    grows = lkind == "scale" and lc[0][1] > 0 and mu_l[-1] > mu_l[0] * (1 + 1e-9)
+    grows = lkind in ("scale", "based") and mu_l[-1] > mu_l[0] * (1 + 1e-9) and (
+        lc[0][1] > 0 if lkind == "scale" else lc[0][0] > 0)
     positive = CONVERGES if (decays and not grows) else NOT_VANISHING
     if rej_l and not rej_z:
         outcome, why = VANISHING, "every material floor is rejected"
@@ -518,10 +587,15 @@ def _describe(rivals, zf, lf, s2):
     for rv in rivals:
         rss, th, c = (zf if rv.cls == "zero" else lf)[rv.name]
         words = rv.theta_words(th[0])
+        based = rv.kind == "based"
+        if based:  # a x the shape, plus the gap g at the smallest N
+            words = {**words, "g": float(c[0][1])}
         rows.append({"name": rv.name, "formula": rv.formula, "class": rv.cls,
                      "chi2": float(rss[0]), "chi2_scaled": float(rss[0] / s2),
                      "c0": float(c[0][0]) if rv.kind == "floor" else None,
-                     "a": float(c[0][1]), "a_at": "smallest N" if rv.norm != "max" and not rv.log else "largest point",
+                     "a": float(c[0][0] if based else c[0][1]),
+                     "a_at": ("the shape's own values" if based else
+                              "smallest N" if rv.norm != "max" and not rv.log else "largest point"),
                      "theta_name": rv.theta_name,
                      "theta": words.get(rv.theta_name) if rv.theta_name in words else None,
                      "params": words})

@@ -42,6 +42,7 @@ import polars as pl
 from scipy import stats
 
 from analysis.aggregate import check_params
+from analysis.fmt import n_span, n_value
 
 __all__ = [
     "gap_rate_verdict",
@@ -306,16 +307,17 @@ def _empty_fits(cmp: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 SIGNIFICANT_Z = 4.0
 #: significant points a power-law fit of a gap needs
 MIN_FIT_POINTS = 4
-CONVERGES, NOT_CONVERGING, CONSISTENT, INCONCLUSIVE = (
-    "converges", "not converging", "consistent", "inconclusive")
+FALLING, NOT_FALLING, CONSISTENT, INCONCLUSIVE = ("falling", "not falling", "consistent", "inconclusive")
 
 
 def gap_rate_verdict(ns, gaps, ses) -> dict:
-    """The verdict on a gap to a limit as N grows, from the points whose gap is significant
-    (beyond :data:`SIGNIFICANT_Z` SE): a weighted log-log fit of |gap| on N over at least
-    :data:`MIN_FIT_POINTS` of them (``converges``: the slope's 95% CI below 0; ``not
-    converging``: at or above 0; else ``inconclusive``), or, with fewer, ``consistent`` (the
-    others within the SE band) or ``inconclusive``. Returns the points, the fit and a note."""
+    """The trend of a gap to a limit over the simulated N, from the points whose gap is
+    significant (beyond :data:`SIGNIFICANT_Z` SE): a weighted log-log fit of |gap| on N over at
+    least :data:`MIN_FIT_POINTS` of them (``falling``: the slope's 95% CI below 0; ``not
+    falling``: at or above 0; else ``inconclusive``), or, with fewer, ``consistent`` (the others
+    within the SE band) or ``inconclusive``. A trend over the fitted N, never a limit: the note
+    says "over N = a..b" and that whether the gap vanishes is undecided beyond the largest N
+    (nothing here carries it further). Returns the points, the fit and a note."""
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.abs(gaps) / ses
     sig = (ses > 0) & (z > SIGNIFICANT_Z)
@@ -325,17 +327,23 @@ def gap_rate_verdict(ns, gaps, ses) -> dict:
     if sig.sum() >= MIN_FIT_POINTS:
         fit = wls_loglog(ns[sig], gaps[sig], ses[sig])
         out.update({k: fit[k] for k in ("slope", "slope_lo", "slope_hi")})
+        lo_n, hi_n = float(ns[sig].min()), float(ns[sig].max())
+        # the gap's limit: nothing here carries it past the largest N simulated
+        span, beyond = n_span(lo_n, hi_n), f"undecided beyond N = {n_value(float(np.max(ns)))}"
         if fit["slope_hi"] < 0:
-            out["verdict"] = CONVERGES
-            out["note"] = f"gap ~ N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]"
+            out["verdict"] = FALLING
+            out["note"] = (f"gap ~ N^{fit['slope']:.2f} [{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}] over {span}; "
+                           f"{beyond}")
         elif fit["slope_lo"] >= 0:
-            out["verdict"] = NOT_CONVERGING
-            out["note"] = f"gap ~ N^{fit['slope']:.2f}: not shrinking"
+            out["verdict"] = NOT_FALLING
+            out["note"] = f"gap ~ N^{fit['slope']:.2f} over {span}: not shrinking there; {beyond}"
         else:
             out["verdict"] = INCONCLUSIVE
-            out["note"] = "the slope's 95% CI contains 0"
-        if (~sig).any():
-            out["note"] += f"; within {SIGNIFICANT_Z:g} SE at N = {', '.join(str(int(v)) for v in ns[~sig])}"
+            out["note"] = f"the slope's 95% CI contains 0 over {span}"
+        if (~sig).any():  # said before the limit's words, which end the note
+            within = f"within {SIGNIFICANT_Z:g} SE at N = {', '.join(str(int(v)) for v in ns[~sig])}"
+            out["note"] = out["note"].replace(f"; {beyond}", f"; {within}; {beyond}") if beyond in out["note"] \
+                else f"{out['note']}; {within}"
         return out
     within = ns[~sig]
     if within.size == 0:

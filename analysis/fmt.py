@@ -89,6 +89,17 @@ def sci(n) -> str:
     return pow10(math.log10(n))
 
 
+def n_value(n) -> str:
+    """An N for a sentence: the integer below 10^5 (``316``), a power of ten from there
+    (``10^6``, ``10^6.5``)."""
+    return f"{int(round(n))}" if n < 1e5 else sci(n)
+
+
+def n_span(a, b) -> str:
+    """The range of N a claim rests on: ``N = 100..10^6``."""
+    return f"N = {n_value(a)}..{n_value(b)}"
+
+
 #: a half-width at most this fraction of its value is rounding noise of a deterministic value
 #: (replications that agree to the last bits: the buffered arm's E[T] = H_k in every run)
 ROUNDING_REL = 1e-12

@@ -7,8 +7,9 @@ default run's N, :mod:`tests.analysis.meanfield_paths`) with 1% Gaussian noise, 
 general rivals alone and with the rivals the zero-queueing analysis adds (the heavy-traffic form
 at the arm's own k and the limit path itself, known to vanish).
 
-``python -m tests.analysis.asymptotics_battery DRAWS [JOBS]`` prints the table of
-docs/analysis.md (family x outcome fractions, level coverage), JOBS processes at a time."""
+``python -m tests.analysis.asymptotics_battery DRAWS [JOBS] [--outside]`` prints the table of
+docs/analysis.md (family x outcome fractions, level coverage), JOBS processes at a time; with
+``--outside``, also humps wider than the battery's (:data:`OUTSIDE`), which are not asserted."""
 from __future__ import annotations
 
 import math
@@ -18,8 +19,8 @@ from collections import Counter
 
 import numpy as np
 
-from analysis.asymptotics import CONVERGES, NOT_VANISHING, OUTCOMES, UNDECIDED, VANISHING, asymptotic_verdict, rival_from_points
-from analysis.models.zero_queueing.verdicts import HEAVY_RIVAL, PATH_RIVAL, heavy_traffic_shape
+from analysis.asymptotics import CONVERGES, NOT_VANISHING, OUTCOMES, UNDECIDED, VANISHING, asymptotic_verdict, rival_from_points, rival_plus_gap
+from analysis.models.zero_queueing.verdicts import HEAVY_RIVAL, PATH_GAP_RIVAL, PATH_RIVAL, heavy_traffic_shape
 from tests.analysis import meanfield_paths
 
 NS = 10.0 ** np.arange(2.0, 7.01, 0.5)
@@ -70,7 +71,7 @@ FAMILIES = {
     "0.05 + N^-0.3": (0.05 + 1.0 * NS ** -0.3, "level", 0.05, None, True),
     "0.2 + 2 N^-1": (0.2 + 2.0 * NS ** -1.0, "level", 0.2, None, True),
     "0.05 + 0.5 / ln N": (0.05 + 0.5 / LN, "level", 0.05, None, False),
-    "flat 0.33": (np.full(NS.size, 0.33), "level", 0.33, None, False),
+    "flat 0.33": (np.full(NS.size, 0.33), "level", 0.33, None, True),
     "growing 0.36 -> 0.88": (0.36 * (NS / 100) ** (math.log(0.88 / 0.36) / math.log(1e5)), "grow", None, None, True),
     "oscillating 0.2 (1 + 0.1 sin)": (0.2 * (1 + 0.1 * np.sin(math.pi * np.log10(NS))), "none", None, None, False),
     "flat 0.33, last point 1e-4": (np.r_[np.full(NS.size - 1, 0.33), 1e-4], "level", 0.33, None, False),
@@ -96,6 +97,20 @@ FAMILIES = {
     "0.1 + 0.3 N^-0.3 x steps of d": (0.1 + 0.3 * NS ** -0.3 * STEPS, "level", 0.1, None, False),
     "flat 0.3 x steps of d": (0.3 * STEPS, "level", 0.3, None, False),
 }
+
+def _wide_hump(peak_log10, width, a=0.3):
+    """``a / cosh((x - x_p) / s)``, x = ln ln N: a hump of width about s in x (the battery's
+    two forms have s = 1)."""
+    x = np.log(LN)
+    return a / np.cosh((x - math.log(peak_log10 * math.log(10.0))) / width)
+
+
+#: humps wider than the battery's, at and past the widest hump rival (``HUMP_WIDTH_MAX``): not
+#: asserted (``--outside`` on the command line measures them; docs/analysis.md, "What the
+#: humps' width assumes")
+OUTSIDE = {f"hump 1/cosh((x - x_p)/{w:g}), peak 10^{p}": (_wide_hump(p, w), "zero", None, None, False)
+           for w in (1.5, 2.0) for p in (5, 9, 20)}
+
 #: the project's mean-field paths: (the zero-queueing analysis' rivals added?) per path
 MF_REL = 0.01
 for _name, _path in meanfield_paths.load().items():
@@ -127,15 +142,21 @@ def rivals_of(name: str) -> list:
     if path is None or not name.endswith("(model rivals)"):
         return []
     n = [q["n_servers"] for q in path["points"]]
+    cls = "zero" if path["limit"] == "zero" else "level"
+    values = [q["queueing_ratio"] for q in path["points"]]
     return [rival_from_points(HEAVY_RIVAL, "zero", "a ln ln k / ln k at the arm's own k", n,
                               heavy_traffic_shape([q["k"] for q in path["points"]])),
-            rival_from_points(PATH_RIVAL, "zero" if path["limit"] == "zero" else "level", "a x the limit path", n,
-                              [q["queueing_ratio"] for q in path["points"]])]
+            rival_from_points(PATH_RIVAL, cls, "a x the limit path", n, values),
+            rival_plus_gap(PATH_GAP_RIVAL, cls, "a x the limit path + g N^b", n, values)]
+
+
+def _family(name: str):
+    return FAMILIES[name] if name in FAMILIES else OUTSIDE[name]
 
 
 def draw(name: str, i: int):
     """The i-th noisy arm of a family: (n, r, se)."""
-    truth, _, _, shift, _ = FAMILIES[name]
+    truth, _, _, shift, _ = _family(name)
     path = _mf(name)
     if path is not None:  # the default run's N, 1% Gaussian noise
         ns = np.array([q["n_servers"] for q in path["points"]], dtype=float)
@@ -154,7 +175,7 @@ def draw(name: str, i: int):
 def run_family(name: str, draws: int) -> dict:
     """Outcome counts, level coverage and fragility of one family over ``draws`` arms."""
     counts, covered, levels, fragile = Counter(), 0, 0, 0
-    floor = FAMILIES[name][2]
+    floor = _family(name)[2]
     for i in range(draws):
         v = asymptotic_verdict(*draw(name, i), seed=[i, 1], rivals=rivals_of(name))
         counts[v.outcome] += 1
@@ -162,7 +183,7 @@ def run_family(name: str, draws: int) -> dict:
         if v.outcome == CONVERGES and floor is not None and v.level is not None:
             levels += 1
             covered += v.level_lo <= floor <= (math.inf if v.level_hi is None else v.level_hi)
-    cls = FAMILIES[name][1]
+    cls = _family(name)[1]
     return {"name": name, "draws": draws, "counts": counts, "levels": levels, "covered": covered,
             "fragile": fragile, "right": sum(counts[o] for o in RIGHT[cls]) / draws,
             "wrong": sum(counts[o] for o in WRONG[cls]) / draws, "undecided": counts[UNDECIDED] / draws}
@@ -184,11 +205,11 @@ def summary(results: list[dict]) -> str:
     """The rates the issue bounds, over the families: the largest share of wrong calls of each
     kind, and the smallest share of right calls of the clear families (with their undecided)."""
     def worst(cls_set, wrong):
-        rs = [(r["counts"].__getitem__, r) for r in results if FAMILIES[r["name"]][1] in cls_set]
+        rs = [(r["counts"].__getitem__, r) for r in results if _family(r["name"])[1] in cls_set]
         return max(((sum(c(o) for o in wrong) / r["draws"], r["name"]) for c, r in rs), default=(0.0, "-"))
     lv = worst({"zero"}, (CONVERGES, NOT_VANISHING))
     vz = worst({"level", "grow", "none"}, (VANISHING,))
-    clear = [r for r in results if FAMILIES[r["name"]][4]]
+    clear = [r for r in results if _family(r["name"])[4]]
     right = min(((r["right"], r["name"]) for r in clear), default=(1.0, "-"))
     und = max(((r["undecided"], r["name"]) for r in clear), default=(0.0, "-"))
     return (f"false 'converges' or 'not vanishing' (families to zero): at most {lv[0]:.3f} ({lv[1]}); "
@@ -204,9 +225,13 @@ if __name__ == "__main__":
     draws = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     t0, c0 = time.time(), time.process_time()
-    # further arguments: the families to run first (by a part of their name), the rest after
-    first = [n for key in sys.argv[3:] for n in FAMILIES if key in n]
+    # further arguments: the families to run first (by a part of their name), the rest after;
+    # --outside: the wider humps of OUTSIDE after the battery (a table of their own)
+    keys = [a for a in sys.argv[3:] if a != "--outside"]
+    first = [n for key in keys for n in FAMILIES if key in n]
     names = list(dict.fromkeys(first + list(FAMILIES)))
+    if "--outside" in sys.argv[3:]:
+        names += list(OUTSIDE)
     if jobs > 1:
         from multiprocessing import Pool
 
@@ -222,7 +247,10 @@ if __name__ == "__main__":
             res.append(run_family(name, draws))
             print(f"{name}: {dict(res[-1]['counts'])} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
     res.sort(key=lambda r: names.index(r["name"]))
-    print(table(res))
-    print("\n" + summary(res))
+    print(table([r for r in res if r["name"] in FAMILIES]))
+    print("\n" + summary([r for r in res if r["name"] in FAMILIES]))
+    if any(r["name"] in OUTSIDE for r in res):
+        print("\nOutside the battery (not asserted):\n")
+        print(table([r for r in res if r["name"] in OUTSIDE]))
     print(f"\n{len(FAMILIES)} families x {draws} draws: {time.time() - t0:.0f} s wall, "
           f"{time.process_time() - c0:.0f} s CPU (this process; {jobs} process(es))")

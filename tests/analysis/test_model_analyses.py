@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.fit import CONSISTENT, CONVERGES, gap_rate_verdict
+from analysis.fit import CONSISTENT, FALLING, gap_rate_verdict
 from analysis.models import led
 from analysis.models.led import INCONCLUSIVE, heavy_traffic_table, imbalance_trend, intercept_fit
 from pipeline.run import run_sweep, to_plain
@@ -19,8 +19,11 @@ def test_jiq_rule_fits_a_1_over_n_gap():
     se = np.full(ns.size, 2e-4)
     gaps = 2.0 / ns + rng.normal(0.0, se)  # beyond 4 SE up to N = 2000: five points to fit
     out = gap_rate_verdict(ns, gaps, se)
-    assert out["verdict"] == CONVERGES
+    assert out["verdict"] == FALLING
     assert out["slope_lo"] <= -1.0 <= out["slope_hi"]
+    # a trend over the fitted N, never a limit: the note says over which N, and undecided beyond
+    assert "over N = 100..2000" in out["note"] and out["note"].endswith("undecided beyond N = 10^6")
+    assert "converg" not in out["note"] + out["verdict"]
     noise = gap_rate_verdict(ns, rng.normal(0.0, se), se)  # no gap at all: nothing to fit
     assert noise["verdict"] == CONSISTENT and noise["slope"] is None
 

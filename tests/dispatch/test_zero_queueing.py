@@ -21,6 +21,15 @@ from analysis.models.zero_queueing import (
     analyze_zero_queueing,
     floor_fit,
 )
+from analysis.models.zero_queueing.verdicts import (
+    RANGE_BELOW,
+    RANGE_LEVELS_OUT,
+    RANGE_TESTS,
+    RANGE_ZERO_OUT_FLAT,
+    RANGE_ZERO_OUT_LEVEL,
+    range_class,
+    range_test,
+)
 from analysis.zero_queueing import verdict  # the stable entry point
 
 NS = [100, 1000, 10_000, 100_000]
@@ -114,9 +123,10 @@ def test_decay_to_a_floor_converges_to_its_level():
 
 
 def test_flat_and_growing_are_not_vanishing():
-    # a flat sequence is a level reached, or the top of a wide hump that vanishes past the
-    # range (issue 44): not vanishing or undecided, never vanishing
-    vs = check("flat", NOT_VANISHING, 0)
+    # a flat sequence is a level reached: the humps to zero are at most 1.5 wide in ln ln N, so
+    # the top of a wider one is not among the rivals (docs/analysis.md); 15 of these 20 seeds
+    # are not vanishing and 5 undecided at SEs from five replications (measured), never vanishing
+    vs = check("flat", NOT_VANISHING, 13)
     assert all(v["verdict"] in (NOT_VANISHING, UNDECIDED) for v in vs)
     vs = check("growing", NOT_VANISHING, 20)
     assert all(v["slope_lo"] > 0 for v in vs)
@@ -201,14 +211,14 @@ def test_verdicts_on_known_trends(tmp_path):
     out = analyze_zero_queueing(df, ["n_servers", "variant", "k", "d", "lam"], tmp_path, "t")
     by = {v["variant"]: v for v in out["verdicts"]}
     # the simulated range described (the trend, the rival test on the points) ...
-    assert by["falls"]["range_test"] == VANISHING and by["falls"]["trend"] == "falling"
+    assert by["falls"]["range_test"] == RANGE_LEVELS_OUT and by["falls"]["trend"] == "falling"
     assert by["falls"]["slope_lo"] < -0.5 < by["falls"]["slope_hi"]
-    assert by["grows"]["range_test"] == NOT_VANISHING and by["grows"]["trend"] == "rising"
-    assert by["zero"]["range_test"] == VANISHING and by["zero"]["trend"] == "zero"
+    assert by["grows"]["range_test"] == RANGE_ZERO_OUT_FLAT and by["grows"]["trend"] == "rising"
+    assert by["zero"]["range_test"] == RANGE_BELOW and by["zero"]["trend"] == "zero"
     assert by["falls"]["trend_text"].startswith("falling like N^-0.5") and "over N = 10^2..10^5" in by["falls"]["trend_text"]
     # ... and no limit claimed: no limit path carries one past the largest N
     assert all(v["verdict"] == "undecided beyond N = 10^5" and v["limit_carrier"] == "no limit path" for v in by.values())
-    assert out["report"].exists() and "vanishing" in out["report"].read_text()
+    assert out["report"].exists() and RANGE_LEVELS_OUT in out["report"].read_text()
     assert all(p.stat().st_size > 1000 for p in out["plots"])
     assert any(k == "queueing_ratio" and step == 100_000 and arm.get("policy")
                for k, _, step, arm in out["metrics"])
@@ -234,20 +244,25 @@ def test_json_report_and_console_carry_the_floor(tmp_path):
         assert all(v[f] is None or isinstance(v[f], (int, float)) for f in fields if f not in ("range_test", "range_test_note"))
         assert v["verdict"].startswith("undecided beyond")  # the limit: no path carries one
     by = {v["variant"]: v for v in saved}
-    assert by["floor"]["range_test"] == CONVERGES and 0.10 < by["floor"]["level"] < 0.14
-    assert by["falls"]["range_test"] == VANISHING
+    assert by["floor"]["range_test"] == RANGE_ZERO_OUT_LEVEL and 0.10 < by["floor"]["level"] < 0.14
+    assert by["falls"]["range_test"] == RANGE_LEVELS_OUT
+    # the rival test reads as a range, its note and leave-one-out verdicts too: no limit words
+    for v in saved:
+        text = json.dumps({k: v[k] for k in ("range_test", "range_test_note", "loo", "unfragile_verdict")})
+        assert not any(w in text for w in (CONVERGES, "vanishing", "undecided")), text
     # one line per arm under a heading per policy, each naming its arm
     lines = {v["variant"]: next(line for line in out["verdict_lines"] if f"variant={v['variant']}" in line)
              for v in out["verdicts"]}
     assert out["verdict_lines"][0] == "batch-filling, one line per rule for d:"
     # the rivals are named and their p-values given (was M1's "floor p = ", no longer the rule)
-    assert f"{CONVERGES} (level " in lines["floor"] and "p(zero) = " in lines["floor"]
+    assert f"{RANGE_ZERO_OUT_LEVEL} (level " in lines["floor"] and "p(zero) = " in lines["floor"]
     assert "c0 + a" in lines["floor"] and " vs a" in lines["floor"]
-    assert ": vanishing (slope -0." in lines["falls"] and "level" not in lines["falls"]
+    assert f"rival test on these points: {RANGE_LEVELS_OUT} (" in lines["falls"] and "level 0." not in lines["falls"]
+    assert CONVERGES not in lines["floor"] and "vanishing" not in lines["falls"]
     assert all(_sim_text(v) in lines[v["variant"]] for v in out["verdicts"])
     assert lines["falls"] in out["report"].read_text().replace("\n- ", "\n  ")
     text = out["report"].read_text()
-    assert "floor c0 [95% CI]" in text and f"| {CONVERGES} |" in text  # the rival test's column (range only)
+    assert "floor c0 [95% CI]" in text and f"| {RANGE_ZERO_OUT_LEVEL} |" in text  # the rival test's column (range only)
     # no level goes to MLflow as a metric: nothing carries the floor rival's level past the range
     assert not any(k == "queueing_ratio_level" for k, *_ in out["metrics"])
 
@@ -267,7 +282,8 @@ def test_limit_rows_meet_an_arm_whose_run_length_is_constant(tmp_path):
     (v,) = out["verdicts"]
     assert v["path_engine"] == "meanfield"
     assert [g["n"] for g in v["gaps"]] == ns and all(g["limit"] == 0.02 for g in v["gaps"])
-    assert v["gap_verdict"] == "converges" and v["gap_slope_lo"] < -0.5 < v["gap_slope_hi"]
+    assert v["gap_verdict"] == "falling" and v["gap_slope_lo"] < -0.5 < v["gap_slope_hi"]
+    assert v["gap_note"].endswith("undecided beyond N = 10^7")
     assert v["rule_class"] == "fixed"  # not "constant d", whose lower bound is about a path
     routes = [(route["engine"], route.get("time")) for k, _, _, route in out["metrics"] if k == "queueing_ratio"]
     assert set(routes) == {("occupancy", 60.0), ("meanfield", None)}  # the limit's child has no time
@@ -348,7 +364,8 @@ def test_the_bootstrap_is_seeded_by_the_arms_task_seeds(tmp_path):
     seeds = _arm_seed(pl.DataFrame(rows))
     assert seeds == sorted(r["seed"] for r in rows)
     again = verdict(pl.read_parquet(pts).sort("n_servers"), seed=seeds)
-    assert (again["p_zero"], again["p_level"], again["verdict"]) == (v["p_zero"], v["p_level"], v["range_test"])
+    assert (again["p_zero"], again["p_level"]) == (v["p_zero"], v["p_level"])
+    assert range_test(again)[0] == v["range_test"]
 
 
 # the limit past the float range: heavy_traffic rows (analysis/models/zero_queueing_limit.py)
@@ -403,6 +420,13 @@ def test_the_heavy_traffic_path_gives_the_limit_its_verdict_and_rate(tmp_path):
     line = next(x for x in out["verdict_lines"] if x.strip().startswith("c1:"))
     assert "c1: d = ceil(1 / ((1 - lam) * log(k)))" in line and "d_cap" not in line
     assert "to N = 10^300" in line and "like ln ln k / ln k" in line and "limit: **vanishing**, carried by the heavy-traffic form" in line
+    # the simulations are flat at 0.33 over 10^2..10^5: the rival test on them reads as the range
+    # and no line states a limit the arm's own limit contradicts (issue 44's first bar)
+    sim_part = next(p for p in line.split(" | ") if p.startswith("simulated:"))
+    assert CONVERGES not in sim_part and NOT_VANISHING not in sim_part
+    assert c1["range_test"] in RANGE_TESTS
+    if range_class(c1["range_test"]) == "level":
+        assert "the limit below is vanishing, carried past it by the heavy-traffic form" in sim_part
     assert (tmp_path / "limit_path.png").stat().st_size > 20_000
     assert "## The heavy-traffic limit along the path" in out["report"].read_text()
 

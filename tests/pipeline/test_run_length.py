@@ -177,12 +177,12 @@ def test_console_leads_with_the_models_own_verdicts_and_names_each_quantity(tmp_
     from pipeline.run import print_summary
 
     lines = _verdict_lines([{"engine": "occupancy", "lam": 0.9, "p": 0.05,
-                             "sup_verdict": "converges (rate N^-0.88)", "v1_verdict": "no significant gap"}],
+                             "sup_verdict": "falling like N^-0.88 [-1.01, -0.75] over N = 100..10^6; undecided beyond N = 10^6", "v1_verdict": "no significant gap"}],
                            [{"engine": "occupancy", "p": 0.05, "verdict": "not enough loads: 1"}])
     extra = {"verdict_lines": lines}
     assert lines == [
         "central [occupancy] lam=0.9 p=0.05: sup distance of the simulated tails to the invariant "
-        "state: converges (rate N^-0.88)",
+        "state: falling like N^-0.88 [-1.01, -0.75] over N = 100..10^6; undecided beyond N = 10^6",
         "central [occupancy] lam=0.9 p=0.05: gap of v_1 (mean queue) to the invariant state: no significant gap"]
     summary = tmp_path / "summary.parquet"
     pl.DataFrame({"policy": ["central"], "p": [0.05], "engine": ["occupancy"], "n_rep": [2],
@@ -199,7 +199,7 @@ def test_console_leads_with_the_models_own_verdicts_and_names_each_quantity(tmp_
     own = out.index("sweep's own analysis")
     generic = out.index("generic gap check (")
     assert "): 1 arm, 1 inconclusive" in out  # every arm counted
-    assert own < out.index("converges (rate N^-0.88)") < generic
+    assert own < out.index("falling like N^-0.88 [-1.01, -0.75] over N = 100..10^6") < generic
     assert "p=0.05: inconclusive" not in out  # the sweep's own verdicts answer it: counts only
     # without verdicts of its own, the generic check lists every arm
     print_summary({**analysis, "extra": {}}, _Plan())

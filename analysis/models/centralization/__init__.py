@@ -48,8 +48,9 @@ forms the model declares for analysis (``Model.theory``: pure numerics, read thr
   hollow). With >= 3 significant points log D = a + b log N is fitted on them by
   :func:`analysis.fit.wls_loglog`, its covariance scale chi2/(n-2) raised to at least 1 (as in
   the v_1 slope fit: a chance small chi2 from a handful of points must not narrow the interval).
-  Verdict: "converges (rate N^b)" if the whole 95% interval of
-  b is below 0; "no significant distance" if no point is significant; "distance detected at
+  Verdict: "falling like N^b [lo, hi] over N = a..c; undecided beyond N = <largest N>" if the
+  whole 95% interval of b is below 0 (a trend over the fitted N: nothing carries the distance's
+  limit past the range); "no significant distance" if no point is significant; "distance detected at
   k N; too few for a rate" with k = 1 or 2 significant points; else "inconclusive" (red. chi2
   is shown: a curve that steepens with N is not one power law). The l1 distance
   sum_i |g_i| is reported for reference with its noise floor sqrt(2/pi) sum_i se_i (its value

@@ -10,6 +10,7 @@ import polars as pl
 from scipy import stats
 
 from analysis.fit import point_significant, wls_loglog
+from analysis.fmt import n_span, n_value
 from analysis.models.centralization.theory import invariant_mean_queue, invariant_tail, predicted_slope, relaxation_time
 
 SIM_ENGINES = ("occupancy", "agent")
@@ -146,7 +147,7 @@ def distance_table(points: list[dict]) -> tuple[list[dict], list[dict]]:
         elif len(sig) < 3:
             arm["sup_verdict"] = f"distance detected at {len(sig)} N; too few for a rate (need 3)"
         elif arm.get("sup_slope_hi") is not None and arm["sup_slope_hi"] < 0:
-            arm["sup_verdict"] = f"converges (rate N^{arm['sup_slope']:.2f})"
+            arm["sup_verdict"] = _falling(arm, "sup")
         else:
             arm["sup_verdict"] = "inconclusive"
         # v_1 gap, the project's significance rule
@@ -163,11 +164,22 @@ def distance_table(points: list[dict]) -> tuple[list[dict], list[dict]]:
         elif len(sig) < 3:
             arm["v1_verdict"] = f"gap detected at {len(sig)} N; too few for a rate (need 3)"
         elif len(signs) == 1 and arm.get("v1_slope_hi") is not None and arm["v1_slope_hi"] < 0:
-            arm["v1_verdict"] = f"converges (rate N^{arm['v1_slope']:.2f})"
+            arm["v1_verdict"] = _falling(arm, "v1")
         else:
             arm["v1_verdict"] = "inconclusive"
         arms.append(arm)
     return rows, arms
+
+
+def _falling(arm: dict, prefix: str) -> str:
+    """A distance that falls over the fitted N, in the words of a range: the rate with its 95%
+    interval over the N it was fitted on; whether it vanishes is undecided beyond the arm's
+    largest N (the invariant state is the N -> infinity limit, but nothing here carries the
+    simulations' distance to it past the range)."""
+    ns = arm[f"{prefix}_fit_n"]
+    return (f"falling like N^{arm[f'{prefix}_slope']:.2f} [{arm[f'{prefix}_slope_lo']:.2f}, "
+            f"{arm[f'{prefix}_slope_hi']:.2f}] over {n_span(min(ns), max(ns))}; "
+            f"undecided beyond N = {n_value(arm['n_max'])}")
 
 
 def _fit(pts: list[dict], value: str, se: str, prefix: str) -> dict:

@@ -19,11 +19,13 @@ What it writes (``outdir``):
 - ``convergence.png`` -- when N takes at least 4 values: the gap of the simulated p0, mean
   response and s_2 to the mean field against N, per arm, with the fitted power law.
 
-Convergence verdict rule (also in docs/jiq.md), per arm and quantity: the gap at each N is
-significant when ``|gap| > 4 SE`` (SE over replications). With at least 4 significant points,
-``log|gap| = a + b log N`` is fitted by weighted least squares on them (:func:`analysis.fit.wls_loglog`):
-``converges`` if the 95% interval of b lies below 0, ``not converging`` if it lies at or above 0,
-else ``inconclusive``. With fewer than 4 significant points: ``consistent`` (the gap is within
+Verdict rule of the gap as N grows (also in docs/jiq.md; :func:`analysis.fit.gap_rate_verdict`), per
+arm and quantity: the gap at each N is significant when ``|gap| > 4 SE`` (SE over replications).
+With at least 4 significant points, ``log|gap| = a + b log N`` is fitted by weighted least squares
+on them (:func:`analysis.fit.wls_loglog`): ``falling`` if the 95% interval of b lies below 0, ``not
+falling`` if it lies at or above 0, else ``inconclusive``; the note gives the rate "over N =
+a..b" and says that the gap's limit is undecided beyond the largest N (a trend over the range,
+never a limit claim: nothing here carries it further). With fewer than 4 significant points: ``consistent`` (the gap is within
 4 SE from the N given on; an O(1/N) gap falls below the SE at large N, so no rate can be fitted)
 -- or ``inconclusive`` when no point at all is within 4 SE.
 

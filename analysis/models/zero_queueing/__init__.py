@@ -13,7 +13,9 @@ gap to the limit path) and the limit as N -> infinity (``verdict`` = ``limit``, 
 bound), else *undecided beyond* the path's end or the largest simulated N.
 
 The rival test on the simulated points (``range_test``, ``range_test_note``; a description of
-the range, not a limit claim), per arm, over the points with a ratio and an SE > 0:
+the range in its words, which class of rivals the points exclude: ``verdicts.RANGE_TESTS``, never
+a limit claim), per arm, over the points with a ratio and an SE > 0 (the outcomes below are
+those of :func:`verdict`, which the analysis puts in those words, :func:`verdicts.range_test`):
 
 1. ``vanishing`` if the ratio's 95% interval lies below ``RATIO_ZERO`` (0.001) at every point of
    the upper half (the last ``max(3, ceil(n/2))`` points): zero queueing delay reached within
@@ -101,6 +103,8 @@ from analysis.models.zero_queueing.verdicts import (  # noqa: F401
     console_lines,
     hypotheses,
     path_verdict,
+    range_test,
+    range_word,
     rule_class,
     verdict,
 )
@@ -206,13 +210,17 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         v.update(verdict(pts, x, seed=_arm_seed(sims.filter(cond)), rivals=arm_rivals(pts, paths.get(key), v, x)))
         # two claims kept apart (claims.py): the simulations' trend over their range and how they
         # follow the limit path; the limit claim is the path's, named with what carries it. The
-        # rival test on the simulated points stays as ``range_test`` (its rivals include no shape
-        # that turns beyond the largest N, so it claims no limit)
+        # rival test on the simulated points stays as ``range_test``, in the words of the range
+        # (which class of rivals the points exclude): its hump rivals stop at a width, so it
+        # carries no limit past the largest N
         v["n_min"] = pts[x].min() if pts.height else None
         v.update(claims.trend(v))
         v.update(claims.follows(v))
         v.update(claims.limit_claim(v))
-        v["range_test"], v["range_test_note"] = v.pop("verdict"), v.pop("note")
+        v["range_test"], v["range_test_note"] = range_test(v)
+        v["unfragile_verdict"] = range_word(v.get("unfragile_verdict"))
+        v["loo"] = [{**d, "outcome": range_word(d["outcome"])} for d in v.get("loo") or []]
+        del v["verdict"], v["note"]
         v["verdict"] = v["limit"]
         verdicts.append(v)
 

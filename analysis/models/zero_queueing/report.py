@@ -12,7 +12,18 @@ from analysis.fmt import pow10 as _sci10
 from analysis.fmt import sci as _sci
 from analysis.models import zero_queueing_limit as zql
 from analysis.models.zero_queueing.fit import CV_METHOD, CV_MIN_REP
-from analysis.models.zero_queueing.verdicts import CONVERGES, RATIO_ZERO, _drop_text, answer_lines, hypotheses
+from analysis.models.zero_queueing.verdicts import (
+    RANGE_ALIKE,
+    RANGE_BELOW,
+    RANGE_LEVELS_OUT,
+    RANGE_ONE_POINT,
+    RANGE_ZERO_OUT_FLAT,
+    RANGE_ZERO_OUT_LEVEL,
+    RATIO_ZERO,
+    _drop_text,
+    answer_lines,
+    hypotheses,
+)
 
 #: what each class of rule means for the two theorems (docs/analysis.md)
 RULE_COVERAGE = {
@@ -35,29 +46,34 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
              "interval; *on the limit path* when that interval lies within +-5%). And the *limit* as N -> "
              "infinity, which only the limit path carries, named with what carries it (the heavy-traffic "
              "form, a derived form or bound); where nothing carries it past the path's end, *undecided beyond* "
-             "that N. The rival test on the simulated points (below) describes the range; it claims no limit: "
-             "its rivals include no shape that turns beyond the largest N.", ""]
+             "that N. The rival test on the simulated points (below) describes the range in its words (which "
+             "class of rivals the points exclude); it claims no limit: its humps that turn beyond the largest "
+             "N stop at a width, and a sequence that turns more slowly is not among them.", ""]
     for line in answer_lines(verdicts):
         lines.append(f"- {line.strip()}" if line.startswith("  ") else f"\n**{line}**\n")
     text = zql.reading(verdicts)
     if text:  # the sentence the console ends its answer with
         lines += ["", f"Reading: {text}"]
     lines += ["", "## How the rival test on the simulated points is judged (a description of the range, not a limit)", "",
-             "Queueing ratio = (E[T] - H_k) / H_k. Verdict rule: `analysis/asymptotics.py` via "
+             "Queueing ratio = (E[T] - H_k) / H_k. Rule: `analysis/asymptotics.py` via "
              "`analysis/models/zero_queueing.py` (docs/analysis.md). Rivals are fitted by weighted least "
              "squares on the ratio (weights 1/se^2) to the same points: to zero (a N^b, a/(ln N)^p, "
-             "a ln ln N / ln N, a ln ln k / ln k with k = ceil(ln^2 N)) and to a level (c0 + a N^b, "
-             "c0 + a/(ln N)^p with a floor carrying at least half the last fitted value; a N^b with b >= 0). "
+             "a ln ln N / ln N, a/(ln ln N)^q, humps that vanish after a peak inside or beyond the range, at most "
+             f"{asymptotics.HUMP_WIDTH_MAX:g} wide in ln ln N, and the model's own: a ln ln k / ln k at the arm's k, "
+             "the limit path where its limit is carried, alone and plus a finite-N gap g N^b) and with a level "
+             "(c0 + a N^b, c0 + a/(ln N)^p, c0 - a N^b, c0 + a hump, with a floor carrying at least half the "
+             "last fitted value; a N^b with b >= 0). "
              "D = (chi2 of the best to zero - chi2 of the best with a level) / residual scale, calibrated by "
              "a parametric bootstrap from each best rival at the arm's N and SEs (seeded by the arm's task "
              f"seeds): p(zero) = P(D* >= D) from the rival to zero, p(level) = P(D* <= D) from the rival with "
-             f"a level; a class is rejected below p = {asymptotics.ALPHA:g}. *vanishing*: only the level "
-             f"rejected; *{CONVERGES}*: only zero rejected and the floor decays to its level (else *not "
-             "vanishing*: flat or growing); *undecided*: neither rejected (the rivals fit alike), or one "
-             "point left out moves the verdict across (fragile). Shortcut: *vanishing* if the ratio's 95% CI "
-             f"is below {RATIO_ZERO:g} at every point of the upper half. *level*: c0 of the best floor with "
-             "its 95% profile interval over every floor rival. *slope*: b of r = a N^b on all points; *upper "
-             "half*: on the last half of the points (descriptions, not the rule).", "",
+             f"a level; a class is excluded below p = {asymptotics.ALPHA:g}. *{RANGE_LEVELS_OUT}*: only the "
+             f"levels; *{RANGE_ZERO_OUT_LEVEL}*: only the decays to zero, and a floor decays to its level "
+             f"(else *{RANGE_ZERO_OUT_FLAT}*); *{RANGE_ALIKE}*: neither excluded; *{RANGE_ONE_POINT}*: one "
+             "point left out moves it across, or the largest N alone decides (fragile). Shortcut: "
+             f"*{RANGE_BELOW}* if the ratio's 95% CI is below {RATIO_ZERO:g} at every point of the upper "
+             "half. *level*: c0 of the best floor with its 95% profile interval over every floor rival. "
+             "*slope*: b of r = a N^b on all points; *upper half*: on the last half of the points "
+             "(descriptions, not the rule).", "",
              "The limit along the path: where the sweep carries it past the exact mean field with the "
              "heavy-traffic engine (docs/analysis.md, 'Batch-filling in heavy traffic') to the path's end, jobs "
              "end on layers 0-1 at every point (the engine refuses a point where reaching layer 2 has a bound "

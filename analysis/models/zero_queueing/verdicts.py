@@ -5,6 +5,7 @@ the verdicts in words (:func:`answer_lines`). The rule is in :mod:`analysis.mode
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -64,7 +65,7 @@ def heavy_traffic_shape(k) -> np.ndarray:
 
 
 #: the model's rivals' names (:func:`arm_rivals`)
-HEAVY_RIVAL, PATH_RIVAL = "a lnln k/ln k", "limit path"
+HEAVY_RIVAL, PATH_RIVAL, PATH_GAP_RIVAL = "a lnln k/ln k", "limit path", "limit path + gap"
 
 
 def arm_rivals(points: pl.DataFrame, path: pl.DataFrame | None, v: dict, x: str = "n_servers") -> list:
@@ -76,7 +77,12 @@ def arm_rivals(points: pl.DataFrame, path: pl.DataFrame | None, v: dict, x: str 
     - ``a`` times the limit path's ratio at the same N (``path``, the mean field along the
       sweep's formulas), in the class of the path's limit claim where something carries it
       (``limit_carried_by``: vanishing -> to zero, not vanishing -> with a level); a path whose
-      limit is undecided is no rival."""
+      limit is undecided is no rival;
+    - the same path plus a finite-N gap that decays like a power, ``a path(N) + g (N/N_min)^b``
+      (g of either sign, b <= -0.02), in the same class: finite systems sit above or below
+      their limit at small N by more than the simulations' SEs (the control variate makes
+      them 0.01% of the ratio), and the path alone then misfits there while the points follow
+      it at large N."""
     out = []
     pts = points.filter(pl.col("queueing_ratio").is_not_null())
     if "k" in pts.columns and pts["k"].null_count() == 0 and pts["k"].n_unique() > 1:
@@ -86,9 +92,12 @@ def arm_rivals(points: pl.DataFrame, path: pl.DataFrame | None, v: dict, x: str 
     claim = v.get("path_verdict")
     if path is not None and path.height and v.get("limit_carried_by") and claim in (VANISHING, NOT_VANISHING):
         p = path.filter(pl.col("queueing_ratio").is_not_null())
+        cls = "zero" if claim == VANISHING else "level"
         out.append(asymptotics.rival_from_points(
-            PATH_RIVAL, "zero" if claim == VANISHING else "level",
-            f"a x the limit path ({claim}: {v['limit_carried_by']})", p[x].to_numpy(),
+            PATH_RIVAL, cls, f"a x the limit path ({claim}: {v['limit_carried_by']})", p[x].to_numpy(),
+            p["queueing_ratio"].to_numpy()))
+        out.append(asymptotics.rival_plus_gap(
+            PATH_GAP_RIVAL, cls, "a x the limit path + g N^b (a finite-N gap)", p[x].to_numpy(),
             p["queueing_ratio"].to_numpy()))
     return out
 
@@ -156,6 +165,66 @@ def verdict(points: pl.DataFrame, x: str = "n_servers", seed=0, n_boot: int = as
                statistic=_f(av.statistic), best_zero=av.best_zero, best_level=av.best_level,
                rivals=av.rivals, fragile=av.fragile, loo=av.loo, unfragile_verdict=av.unfragile_outcome)
     return out
+
+
+#: the rival test on the simulated points in the words of a range (``range_test``): which class of
+#: rivals the points exclude, never a limit (docs/analysis.md, "Two claims, kept apart")
+RANGE_LEVELS_OUT = "every level excluded"
+RANGE_ZERO_OUT_LEVEL = "every decay to zero excluded, a level fits"
+RANGE_ZERO_OUT_FLAT = "every decay to zero excluded, flat or rising fits"
+RANGE_ALIKE = "rivals with and without a level fit alike"
+RANGE_ONE_POINT = "one point decides"
+RANGE_BELOW = f"below {RATIO_ZERO:g} on the upper half"
+RANGE_TESTS = (RANGE_LEVELS_OUT, RANGE_ZERO_OUT_LEVEL, RANGE_ZERO_OUT_FLAT, RANGE_ALIKE, RANGE_ONE_POINT,
+               RANGE_BELOW, INCONCLUSIVE)
+#: the outcomes of :func:`analysis.asymptotics.asymptotic_verdict` in those words (its notes too)
+_RANGE_OF = {CONVERGES: RANGE_ZERO_OUT_LEVEL, NOT_VANISHING: RANGE_ZERO_OUT_FLAT, VANISHING: RANGE_LEVELS_OUT,
+             UNDECIDED: RANGE_ALIKE}
+
+
+def range_test(v: dict) -> tuple[str, str]:
+    """The rival test of one arm (the ``verdict`` and ``note`` of :func:`verdict`) in the words of
+    the simulated range: which class of rivals the points exclude (:data:`RANGE_TESTS`), and the
+    note with every outcome put so. A test that no single point may decide and that one point
+    moves is :data:`RANGE_ONE_POINT`."""
+    out, note = v.get("verdict"), v.get("note") or ""
+    if v.get("below_resolution"):
+        return RANGE_BELOW, note
+    if out == UNDECIDED and v.get("unfragile_verdict"):
+        word = RANGE_ONE_POINT
+    else:
+        word = _RANGE_OF.get(out, out)
+    # the longest outcome first: "not vanishing" holds "vanishing"
+    pattern = "|".join(re.escape(o) for o in sorted(_RANGE_OF, key=len, reverse=True))
+    note = re.sub(rf"(?<![\w-])({pattern})(?![\w-])", lambda m: _RANGE_OF[m.group(1)], note)
+    return word, note
+
+
+def range_word(outcome: str | None) -> str | None:
+    """One outcome of :func:`analysis.asymptotics.asymptotic_verdict` in the words of the range
+    (the leave-one-out verdicts, the verdict on all points of a fragile test); None stays None."""
+    return None if outcome is None else _RANGE_OF.get(outcome, outcome)
+
+
+def range_class(word: str | None) -> str | None:
+    """``zero`` where the points exclude every level, ``level`` where they exclude every decay to
+    zero, else None."""
+    if word in (RANGE_LEVELS_OUT, RANGE_BELOW):
+        return "zero"
+    if word in (RANGE_ZERO_OUT_LEVEL, RANGE_ZERO_OUT_FLAT):
+        return "level"
+    return None
+
+
+def limit_class(v: dict) -> str | None:
+    """The class of an arm's carried limit claim: ``zero`` (vanishing, zero at every N),
+    ``level`` (not vanishing or growing), None where nothing carries one."""
+    lim = v.get("limit") or ""
+    if not v.get("limit_carrier") or lim.startswith("undecided"):
+        return None
+    if lim in (VANISHING, "zero at every N"):
+        return "zero"
+    return "level" if lim in (NOT_VANISHING, CONVERGES) else None
 
 
 #: a path still rising towards an extrapolated level above this multiple of its last ratio is
@@ -423,29 +492,31 @@ def _fragile_text(points: list) -> str:
 
 
 def _sim_text(v: dict) -> str:
-    """The simulations' verdict of one arm with its evidence: the level and its 95% CI for a
-    floor (and the rivals with their p-values), the rivals that fit alike for undecided, else the
-    slope and its 95% CI (and the class of rivals rejected)."""
+    """The rival test on the simulated points in the words of the range (:func:`range_test`) with
+    its evidence: for a level that fits, the level and its 95% CI; the best rivals of each class
+    and both p; the points whose removal moves it. Where the points exclude the class of the
+    arm's carried limit, the text says that the limit is carried past the range and the points
+    are not (no line claims a limit the tool's own limit contradicts)."""
     formula = {x["name"]: x["formula"] for x in v.get("rivals") or []}
+    word = v.get("range_test")
     rivals = ""
     if v.get("best_zero") is not None:
         rivals = (f"{formula[v['best_level']]} vs {formula[v['best_zero']]}: "
                   f"p(zero) = {v['p_zero']:.2g}, p(level) = {v['p_level']:.2g}")
-    if v.get("range_test") == CONVERGES and v.get("level") is not None:
+    if word == RANGE_ZERO_OUT_LEVEL and v.get("level") is not None:
         extra = f" (level {v['level']:.3g} {_interval(v['level_lo'], v.get('level_hi'))}; {rivals})"
-    elif v.get("range_test") == UNDECIDED and rivals:
-        why = (_fragile_text(v["fragile"])
-               if v.get("unfragile_verdict") else "fit alike")
+    elif word in (RANGE_ALIKE, RANGE_ONE_POINT) and rivals:
+        why = _fragile_text(v["fragile"]) if word == RANGE_ONE_POINT else "fit alike"
         extra = f" ({why}; {rivals})"
-    elif v.get("slope") is not None:
-        test = ""
-        if v.get("p_zero") is not None and v.get("range_test") == VANISHING:
-            test = f"; every floor rejected, p = {v['p_level']:.2g} ({formula[v['best_level']]})"
-        elif v.get("p_zero") is not None and v.get("range_test") == NOT_VANISHING:
-            test = f"; every decay to zero rejected, p = {v['p_zero']:.2g} ({formula[v['best_zero']]})"
-        extra = f" (slope {v['slope']:.2f} [{v['slope_lo']:.2f}, {v['slope_hi']:.2f}]{test})"
+    elif rivals:
+        extra = f" ({rivals})"
     else:
         extra = ""
-    if v.get("fragile") and v.get("range_test") != UNDECIDED:
+    if v.get("fragile") and word not in (RANGE_ALIKE, RANGE_ONE_POINT):
         extra += f" [{_fragile_text(v['fragile'])}]"
-    return f"{v['range_test']}{extra}"
+    rc, lc = range_class(word), limit_class(v)
+    if rc is not None and lc is not None and rc != lc:
+        end = _sci(v["n_max"]) if v.get("n_max") else "the largest N"
+        extra += (f"; these points describe N up to {end} only, the limit below is "
+                  f"{v.get('limit')}, carried past it by {v.get('limit_carrier')}")
+    return f"{word}{extra}"
