@@ -36,7 +36,7 @@ from sim.core.population import Population, Transitions, Vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
-from sim.dispatch.policies import messages_per_job
+from sim.dispatch.policies import policy, served_by
 
 __all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined", "run_path"]
 
@@ -117,6 +117,9 @@ def _start(p, sizes):
 
 
 #: power-of-d as transitions
+#: the policy declared here: the one the population engine serves (power-of-d)
+(_POLICY,) = (policy(name) for name in served_by("population"))
+
 POD = Population(
     name="pod",
     vectors=(Vector("s", lambda p: int(p[3]) + 2),),
@@ -131,7 +134,7 @@ POD = Population(
     tail=("s", 1),
     arrival_rate=lambda p: float(p[0]),
     mean_service=1.0,
-    messages=lambda p: messages_per_job("pod", 0, 1, int(p[1])),
+    messages=lambda p: _POLICY.messages(0, 1, int(p[1])),
 )
 
 
@@ -147,7 +150,7 @@ def _task(task: dict) -> dict:
 
 
 def _check_sim(task: dict) -> None:
-    if task["policy"] != "pod":
+    if task["policy"] != _POLICY.name:
         raise ValueError(f"policy={task['policy']!r} is not declared by transitions")
     if not task.get("replacement") and task["d"] > task["n_servers"]:
         raise ValueError(f"d={task['d']!r} must not exceed n_servers={task['n_servers']!r} "
