@@ -67,9 +67,8 @@ from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import lowest_occupied, min_of_sample
 from sim.core.windows import flush_occupancy_window
 
-#: kernel codes of the policies this engine serves
+#: kernel codes of the policies this engine serves (``occupancy_code`` of sim.jiq.policies)
 JIQ, JIQ_POD, JIQ_SQD = 0, 1, 2
-POLICY_CODES: dict[str, int] = {"jiq": JIQ, "jiq_pod": JIQ_POD, "jiq_sqd": JIQ_SQD}
 
 #: outcome codes of :func:`step` (``what``)
 ARRIVAL, COMPLETION = 0, 1
@@ -368,7 +367,7 @@ def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, 
 
     Parameters (prepared and validated by :func:`sim.jiq.occupancy.simulate`)
     ----------
-    policy : int        code of :data:`POLICY_CODES`.
+    policy : int        a policy record's ``occupancy_code``.
     n_servers, n_iq     N and M.
     arr_rate : float    task arrival rate ``lam * N``.
     d : int             servers probed per blind task (``jiq_pod``) or I-queues sampled per

@@ -69,7 +69,7 @@ def test_refined_v_matches_the_hand_written_expansion(policy, lam, r, d):
 
 def test_the_kept_quantity_is_listed_equals_idle():
     t = _task("jiq_pod", 0.8, 4.0, 2)
-    decl = jp.JIQ_POD
+    decl = jp.DECLS["jiq_pod"]
     p = np.array(decl.params(t))
     lay = decl.layout(p)
     c = conserved(decl, lay)
