@@ -268,7 +268,7 @@ def settle_limit(v: dict, exact: pl.DataFrame | None, heavy: pl.DataFrame, x: st
             c = heavy.sort("log10_n").row(-1, named=True)
             b = bound(int(c["k"]), d, float(c["one_minus_lam"]), v["policy"])
             far = f", {b['bound']:.3g} at 10^{c['log10_n']:g}"
-        base = "d" if v["policy"] == "batch_sampling" else "d + 1"
+        base = "d + 1" if declared.policy("dispatch", v["policy"]).fills else "d"
         note = (f"derived: grows without bound: ratio >= E[Q] / (lam H_k) - 1 (a job's last task ends no earlier "
                 f"than the mean of its tasks) and, d constant, E[Q] >= sum_i (1 - (1 - lam) g_i)^+ ~ "
                 f"ln(1/(1 - lam)) / ln({base}), which grows without bound as lam -> 1 while ln k does not keep up"

@@ -22,7 +22,7 @@ from numba.extending import intrinsic
 
 from sim.core.rng import below, below64, next_raw, threshold, u01
 
-__all__ = ["prefetch", "sample_fy", "sample_rej", "draw_levels", "draw_levels_hg", "hypergeometric",
+__all__ = ["probes_in", "prefetch", "sample_fy", "sample_rej", "draw_levels", "draw_levels_hg", "hypergeometric",
            "log_falling", "log_none_marked", "min_level", "sample_min_levels", "sample_levels", "sample_levels_hg", "hypergeometric_draws",
            "lowest_occupied", "alias_table", "HG_MIN_SAMPLE"]
 
@@ -448,3 +448,32 @@ def alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         thr[i] = threshold(prob[i])
     return thr, alias
 
+
+@njit(cache=True, inline="always")
+def probes_in(s, n, d, replacement, inv_den, n_den):
+    """Probability that ``d`` probes all land in a set of ``N s`` servers: without replacement
+    ``C(N s, d) / C(N, d) = prod_{j<d} (N s - j) / (N - j)`` (``s**d`` at ``n = inf``), with
+    replacement ``s**d``. ``inv_den = 1 / prod_{j<d} (N - j)`` for ``n == n_den`` (the
+    task's N, precomputed by the declaration's parameters: one multiplication instead of divisions), or 0. The polynomial in
+    ``N s`` is smooth off the lattice too (the refined expansion differences it) and exactly 0
+    where ``N s`` is an integer below ``d`` (the count is ``N s`` up to rounding)."""
+    if replacement or n == np.inf:
+        return s ** d
+    c = s * n
+    if c < d - 0.5:
+        return 0.0
+    num = 1.0
+    if inv_den > 0.0 and n == n_den:
+        for j in range(d):
+            num *= c - j
+        return num * inv_den
+    out = 1.0
+    den = 1.0
+    for j in range(d):  # each partial product of 8 factors below 2**53 ** 8: no overflow
+        num *= c - j
+        den *= n - j
+        if j % 8 == 7:
+            out *= num / den
+            num = 1.0
+            den = 1.0
+    return out * (num / den)

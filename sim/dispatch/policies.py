@@ -17,7 +17,7 @@ from typing import Callable
 
 from sim.core.declare import Policy, policy_table
 
-__all__ = ["DispatchPolicy", "POLICIES", "policy", "policy_of", "served_by", "RANDOM", "JSQ", "POD",
+__all__ = ["DispatchPolicy", "POLICIES", "policy", "policy_of", "served_by", "only", "RANDOM", "JSQ", "POD",
            "BATCH_FILLING", "BATCH_SAMPLING", "POD_PER_TASK"]
 
 #: kernel codes (the compiled kernels import these integers, never the records)
@@ -151,3 +151,13 @@ def served_by(engine: str, where: Callable[[DispatchPolicy], bool] = lambda p: T
 def policy_of(task: dict) -> DispatchPolicy:
     """The record of a task's policy (:func:`policy`)."""
     return policy(task.get("policy"))
+
+
+def only(**attributes) -> DispatchPolicy:
+    """The one record whose attributes have the given values (``only(fills=True)``: the
+    water-filling policy), for a module that carries one policy's law; ``ValueError`` unless
+    exactly one matches."""
+    found = [p for p in POLICIES.values() if all(getattr(p, a) == v for a, v in attributes.items())]
+    if len(found) != 1:
+        raise ValueError(f"{attributes}: {len(found)} dispatch policies match, not one")
+    return found[0]

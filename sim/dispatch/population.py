@@ -36,39 +36,10 @@ from sim.core.population import Population, Transitions, Vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
-from sim.dispatch.policies import policy, served_by
+from sim.core.sampling import probes_in
+from sim.dispatch.policies import only
 
 __all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined", "run_path"]
-
-
-@njit(cache=True, inline="always")
-def probes_in(s, n, d, replacement, inv_den, n_den):
-    """Probability that ``d`` probes all land in a set of ``N s`` servers: without replacement
-    ``C(N s, d) / C(N, d) = prod_{j<d} (N s - j) / (N - j)`` (``s**d`` at ``n = inf``), with
-    replacement ``s**d``. ``inv_den = 1 / prod_{j<d} (N - j)`` for ``n == n_den`` (the
-    task's N, :func:`_params`: one multiplication instead of divisions), or 0. The polynomial in
-    ``N s`` is smooth off the lattice too (the refined expansion differences it) and exactly 0
-    where ``N s`` is an integer below ``d`` (the count is ``N s`` up to rounding)."""
-    if replacement or n == np.inf:
-        return s ** d
-    c = s * n
-    if c < d - 0.5:
-        return 0.0
-    num = 1.0
-    if inv_den > 0.0 and n == n_den:
-        for j in range(d):
-            num *= c - j
-        return num * inv_den
-    out = 1.0
-    den = 1.0
-    for j in range(d):  # each partial product of 8 factors below 2**53 ** 8: no overflow
-        num *= c - j
-        den *= n - j
-        if j % 8 == 7:
-            out *= num / den
-            num = 1.0
-            den = 1.0
-    return out * (num / den)
 
 
 @njit(cache=True)
@@ -117,8 +88,8 @@ def _start(p, sizes):
 
 
 #: power-of-d as transitions
-#: the policy declared here: the one the population engine serves (power-of-d)
-(_POLICY,) = (policy(name) for name in served_by("population"))
+#: the policy declared here: power-of-d, the sampling policy of single-task jobs
+_POLICY = only(samples=True, single_task=True)
 
 POD = Population(
     name="pod",

@@ -53,7 +53,7 @@ from sim.core.population import At, Population, Transitions, Vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
-from sim.dispatch.population import probes_in
+from sim.core.sampling import probes_in
 from sim.jiq import check_task, n_schedulers
 from sim.jiq.policies import POLICIES
 

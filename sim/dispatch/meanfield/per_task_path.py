@@ -34,12 +34,12 @@ import numpy as np
 from scipy import special
 
 from sim.core.settings import RunSettings
-from sim.dispatch.policies import POLICIES
+from sim.dispatch.policies import only
 from sim.dispatch.policies import policy as policy_record
 
 #: the policy whose limit this module carries: each task joins the shortest of its own k*d
 #: sampled queues (power-of-(kd) per task)
-(_PER_TASK,) = (p for p in POLICIES.values() if p.k_task and not p.batch)
+_PER_TASK = only(k_task=True, batch=False)
 
 __all__ = ["log_wait_tail", "queueing_ratio", "asymptotic_form", "batch_little_bound", "check_task",
            "run_task"]
