@@ -99,15 +99,6 @@ STOP_DONE, STOP_RING, STOP_JOBS = 0, 1, 2  # why run_span returned
 LOOKAHEAD = 32  # events drawn ahead of time (power of two)
 
 
-
-
-# --------------------------------------------------------------------------------------------
-# sampling m distinct servers into samp[:m], in uniformly random order
-# --------------------------------------------------------------------------------------------
-
-
-
-
 # --------------------------------------------------------------------------------------------
 # plans: where the k tasks of one job go (dest[:k], placement order), or -1 if dropped
 # --------------------------------------------------------------------------------------------

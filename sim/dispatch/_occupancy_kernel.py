@@ -87,12 +87,6 @@ from sim.core.sampling import (  # noqa: F401
 from sim.core.windows import flush_occupancy_window
 from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_PER_TASK, RANDOM  # noqa: F401
 
-# --------------------------------------------------------------------------------------------
-# random numbers
-# --------------------------------------------------------------------------------------------
-
-
-
 
 # --------------------------------------------------------------------------------------------
 # placement of one job: fills plev[:k] and tcnt; returns (admitted, tasks placed, rng words).
@@ -300,24 +294,6 @@ def place_job(policy, x, k, n_samp, bmax, state):
             xx[plev[j]] -= 1
             xx[plev[j] + 1] += 1
     return ok, plev[:placed].copy(), tcnt, xx
-
-
-@njit(cache=True)
-def fill_sample(policy, hs, k, bmax, state):
-    """Batch-filling / batch-sampling on a given sample histogram ``hs`` (not modified):
-    ``(admitted, plev, positions)`` as in :func:`place_job`."""
-    cap = hs.size + k + 2
-    h = np.zeros(cap, dtype=np.int64)
-    h[: hs.size] = hs
-    tcnt = np.zeros(cap, dtype=np.int64)
-    plev = np.zeros(k, dtype=np.int64)
-    if policy == BATCH_FILLING:
-        ok, placed, _, s0, s1, s2, s3 = _fill_batch_filling(
-            h, tcnt, plev, k, bmax, state[0], state[1], state[2], state[3])
-        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
-    else:
-        ok, placed = _fill_batch_sampling(h, tcnt, plev, k, bmax)
-    return ok, plev[:placed].copy(), tcnt
 
 
 # --------------------------------------------------------------------------------------------

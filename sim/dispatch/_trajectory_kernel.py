@@ -28,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.core._loop import join_level, leave_level
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
@@ -37,6 +36,35 @@ from sim.dispatch.policies import BATCH_FILLING
 
 #: buffer sentinel of the placement helpers (no buffer: never reached)
 _UNBOUNDED = 2**62
+
+
+# counts state: ``x[l]`` servers with exactly ``l`` tasks, ``busy = N - x[0]`` and ``top`` the
+# highest occupied level; inlined at numba-IR level, so the loop compiles as if the lines were
+# written out in it (LLVM does not always inline a small call taking arrays)
+@njit(cache=True, inline="always")
+def join_level(x, lvl, busy, top):
+    """A server of level ``lvl`` receives a task: the counts ``x``, the busy servers and the top
+    level follow. Returns ``(busy, top)``."""
+    x[lvl] -= 1
+    x[lvl + 1] += 1
+    if lvl == 0:
+        busy += 1
+    if lvl + 1 > top:
+        top = lvl + 1
+    return busy, top
+
+
+@njit(cache=True, inline="always")
+def leave_level(x, lvl, busy, top):
+    """A server of level ``lvl >= 1`` completes a task; returns ``(busy, top)`` as
+    :func:`join_level`."""
+    x[lvl] -= 1
+    x[lvl - 1] += 1
+    if lvl == 1:
+        busy -= 1
+    if lvl == top and x[lvl] == 0:
+        top = lvl - 1
+    return busy, top
 
 
 @njit(cache=True, inline="always")
