@@ -7,7 +7,7 @@ names (the reports must not change by a byte):
 
 - :func:`num`: ``-`` for None or a non-finite float, ``%.{digits}g`` for a float, ``str``
   otherwise (an int prints in full);
-- :func:`num_g`: ``-`` for None or a non-finite float, ``%.{digits}g`` for any number (an int
+- :func:`num_significant`: ``-`` for None or a non-finite float, ``%.{digits}g`` for any number (an int
   of more than ``digits`` digits prints in exponent form);
 - :func:`num_nan`: ``-`` for None or NaN only (an infinity prints ``inf``), ``%.{digits}g``
   otherwise;
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["num", "num_g", "num_nan", "value", "short", "pct", "pow10", "sci", "pm", "interval", "positive",
+__all__ = ["num", "num_significant", "num_nan", "value", "short", "pct", "pow10", "sci", "pm", "interval", "positive",
            "ROUNDING_REL", "UNDERFLOW"]
 
 
@@ -44,7 +44,7 @@ def num(v, digits: int = 4) -> str:
     return str(v)
 
 
-def num_g(v, digits: int = 4) -> str:
+def num_significant(v, digits: int = 4) -> str:
     """``-`` for None, NaN or an infinity; any number to ``digits`` significant digits
     (``%g``, ints included: ``123456`` -> ``1.235e+05``)."""
     if _missing(v):

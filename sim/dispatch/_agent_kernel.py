@@ -181,7 +181,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                     if record:  # FIFO, Exp(1): this task's response is Gamma(lvl + 1, 1)
                         if lvl < r_sig.shape[1]:
                             r_sig[w, lvl] += 1
-                        else:  # deep position (rare): on the grid (k = 1: tcnt is not read)
+                        else:  # deep position (rare): on the grid (k = 1: job_signature is not read)
                             record_job(w, 1, r_ps, lvl + 1, r_sig, r_grid, r_over, r_keys,
                                        r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs,
                                        r_key)

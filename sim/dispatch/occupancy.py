@@ -253,7 +253,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Position threshold of ``frac_within_h`` (>= 1).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each admitted
-        job's signature (``tcnt``: its queues per position of their job-last task) per window,
+        job's signature (``job_signature``: its queues per position of their job-last task) per window,
         by a separately compiled loop; quantiles and CCDF in ``responses`` of the result. Uses
         no random number: every other estimate is bitwise the same.
 
