@@ -357,7 +357,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         if tracker is not None:
             guard(tracker.end, status)
     if not quiet:
-        # the end of the console fits one screen (issue 43; docs/running.md): the answer, then
+        # the end of the console fits one screen (docs/running.md): the answer, then
         # one line of counts, the run folder and what is in it (paths in it relative), MLflow
         table = print_summary(analysis, plan, table_file=out_dir / SUMMARY_TABLE, folder=out_dir)
         where = f" on cluster {session.address}" if session.address else ""

@@ -1,4 +1,4 @@
-"""The headline's limit past the float range and its one-line answers (issue 35, items 2 and 4).
+"""The headline's limit past the float range and its one-line answers.
 
 :mod:`analysis.models.zero_queueing` judges the simulations and the exact mean field along the
 path; this module adds what the ``heavy_traffic`` engine's rows say (the batch policies' mean
@@ -14,7 +14,7 @@ ratio is at most that of k tasks all at position 2, ``(E[max of k Gamma(2, 1)] -
 which falls like ``ln ln k / ln k`` to 0. The verdict is then *vanishing*, with the rate: it is a
 property of the limit along the path that the numbers illustrate, not a fit to them.
 
-Per-task power-of-(kd) (issue 44, item 4; docs/analysis.md, "Per-task power-of-(kd) along the
+Per-task power-of-(kd) (docs/analysis.md, "Per-task power-of-(kd) along the
 path"): its mean field is a closed form at any ``1 - lam``, which the analysis evaluates in logs
 (the model's theory ``per_task_ratio``) at the heavy-traffic rows' N (:func:`far_path`), past the
 exact path's end, and the claim comes from the derived forms: vanishing like ``lam^(kd)`` on rules

@@ -29,7 +29,7 @@ the same law, O(levels * sd) rather than O(sample), which at the headline's N = 
 12,224 queues per job) is about 14 steps instead of about 12,000 draws (0.41 against 38.75 us
 a sample, docs/performance.md).
 
-``pod_per_task`` (issue 36) needs only each task's sampled minimum: ``P(min >= l) = C(N - n_<l, k
+``pod_per_task`` needs only each task's sampled minimum: ``P(min >= l) = C(N - n_<l, k
 d) / C(N, k d)`` (``n_<l`` the servers below level ``l``, counted in ``x`` as it stands after the
 job's earlier tasks), inverted with one uniform in O(levels) by
 :func:`sim.core.sampling.min_level` (:func:`_place_pod_per_task_min`), with no random number at
@@ -48,7 +48,7 @@ Job delay: ``H_m`` when all of a job's queues end at position 1, ``p`` for a sin
 position ``p``, else through a memo keyed by the exact signature (counts per position, up to
 position :data:`MEMO_MAX_POS`), see :func:`_job_delay`; a signature not in the memo is computed
 
-- under :data:`TABLED_POLICIES` (``batch_sampling``, ``pod_per_task``; issue 36) on one
+- under :data:`TABLED_POLICIES` (``batch_sampling``, ``pod_per_task``) on one
   quadrature grid shared by every job (:func:`sim.core.jobdelay.expected_max_gamma_table`:
   ``log F_p`` tabled at the grid's nodes, so a job costs its distinct positions times the ~100
   nodes where its integrand is strictly between 0 and 1; about 1 us for a batch-sampling job
@@ -360,7 +360,7 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
 
     ``record`` (a closure constant too: a separate compiled variant) records each admitted
     job's signature ``job_signature[1..max position]`` for the response-time distribution
-    (:mod:`sim.core.responses`); the variant that does not record is the loop as before.
+    (:mod:`sim.core.responses`); the variant that does not record compiles without it.
 
     ``single`` (a closure constant: ``k = 1`` under ``pod``, ``random`` or ``jsq``) places a
     job by code written into the loop instead of the ``_place_*`` functions, which LLVM keeps

@@ -1,4 +1,4 @@
-"""Power-of-d declared by its transitions (issue 38): the ``population``,
+"""Power-of-d declared by its transitions: the ``population``,
 ``population_meanfield``, ``population_refined`` and ``population_trajectory`` engines of the
 dispatch model's ``pod``.
 

@@ -1,4 +1,4 @@
-"""Distributed JIQ and JIQ-Po(d) declared by their transitions (issue 38): the ``population``,
+"""Distributed JIQ and JIQ-Po(d) declared by their transitions: the ``population``,
 ``population_meanfield`` and ``population_refined`` engines of the JIQ model's ``jiq`` and
 ``jiq_pod``.
 

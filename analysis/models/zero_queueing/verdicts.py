@@ -307,7 +307,7 @@ def answer_lines(verdicts: list[dict]) -> list[str]:
     return out
 
 
-#: the console's lines are at most this wide (issue 43: the answer on one screen)
+#: the console's lines are at most this wide (the answer on one screen)
 CONSOLE_WIDTH = 120
 
 

@@ -158,7 +158,7 @@ def run_task(task: dict) -> dict:
         queueing_ratio=v["mean_response"] - 1.0,  # H_1 = 1
         drop_prob=v["drop_prob"], frac_within_h=v["frac_within_h"],
         messages_per_job=pol.messages(n, 1, 1 if d is None else int(d)),
-        # (the old path of this module, kept: archived rows carry this text)
+        # (a fixed text naming the law: archived rows carry it, so it stays as it is)
         ci_method=CI_METHOD + "; finite buffer b (flow-balance root, sim/dispatch/buffer_meanfield.py)",
     )
     if task.get("responses"):
