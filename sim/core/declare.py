@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 __all__ = ["KINDS", "RESULT_KINDS", "ENGINE_KINDS", "DECLARED_ENGINES", "STOCHASTIC_ENGINES",
-           "LIMIT_ENGINES", "PATH_ENGINES", "Param", "Engine", "Entry", "Policy", "Model", "default_memory_bytes",
+           "LIMIT_ENGINES", "PATH_ENGINES", "Param", "Engine", "Entry", "Policy", "policy_table", "record_of", "Model", "default_memory_bytes",
            "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
 
 #: kinds of a model parameter
@@ -175,6 +175,18 @@ def policy_table(*records: Policy) -> dict[str, Policy]:
     if len(table) != len(records) or len({p.code for p in records}) != len(records):
         raise ValueError(f"policies {[p.name for p in records]}: a name or a kernel code is given twice")
     return table
+
+
+def record_of(table: dict, name, model: str):
+    """The record of a policy given by name in a model's table (a record is returned as it
+    is); ``ValueError`` naming the policy and the valid names if the model has no such policy."""
+    key = name.name if isinstance(name, Policy) else name
+    found = table.get(key) if isinstance(key, str) else None
+    if isinstance(name, Policy) and found is not name:
+        found = None
+    if found is None:
+        raise ValueError(f"policy={name!r} is not a {model} policy; valid: {', '.join(table)}")
+    return found
 
 
 def _unit_cost(task: dict) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sim.core.declare import Policy, policy_table
+from sim.core.declare import Policy, policy_table, record_of
 
 __all__ = ["DispatchPolicy", "POLICIES", "policy", "policy_of", "served_by", "only", "RANDOM", "JSQ", "POD",
            "BATCH_FILLING", "BATCH_SAMPLING", "POD_PER_TASK"]
@@ -37,21 +37,21 @@ class DispatchPolicy(Policy):
     samples: bool = False
     #: it reads every queue and joins a shortest one (ties uniform)
     probes_all: bool = False
+    #: the ``d`` of the power-of-d tail that bounds its longest queue (memory estimates);
+    #: 0: the task's own ``d``
+    tail_d: int = 0
     #: it places k-task jobs and needs ``k`` (the batch policies)
     k_task: bool = False
     #: it places single-task jobs only (``k`` is not a parameter of its tasks)
     single_task: bool = False
+    #: the policy the k-task agent engine runs it as, where it has no code of its own there
+    #: (power-of-d with a buffer: batch-filling with k = 1, the same model)
+    jobs_as: str = ""
     #: a job's k tasks share one sample of ``k*d`` queues (else each task draws its own)
     batch: bool = False
     #: the tasks are water-filled one by one into the currently shortest sampled queue (else a
     #: batch goes to the ``k`` shortest sampled queues)
     fills: bool = False
-    #: the ``d`` of the power-of-d tail that bounds its longest queue (memory estimates);
-    #: 0: the task's own ``d``
-    tail_d: int = 0
-    #: the policy the k-task agent engine runs it as, where it has no code of its own there
-    #: (power-of-d with a buffer: batch-filling with k = 1, the same model)
-    jobs_as: str = ""
     #: planning cost of one agent event in plain agent events, given ``(k, d)``
     agent_event_cost: Callable[[int, int], float] = field(default=_unit_cost, compare=False)
     #: engine -> the optional parameters its entry on that engine takes (``k`` where the
@@ -135,12 +135,7 @@ POLICIES: dict[str, DispatchPolicy] = policy_table(
 def policy(name) -> DispatchPolicy:
     """The record of a policy given by name (or the record itself); ``ValueError`` naming it
     if the dispatch model has no such policy."""
-    if isinstance(name, DispatchPolicy):
-        return name
-    found = POLICIES.get(name) if isinstance(name, str) else None
-    if found is None:
-        raise ValueError(f"policy={name!r} is not a dispatch policy; valid: {', '.join(POLICIES)}")
-    return found
+    return record_of(POLICIES, name, "dispatch")
 
 
 def served_by(engine: str, where: Callable[[DispatchPolicy], bool] = lambda p: True) -> tuple[str, ...]:

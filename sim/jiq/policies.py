@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.core.declare import Policy, policy_table
+from sim.core.declare import Policy, policy_table, record_of
 
 __all__ = ["JiqPolicy", "POLICIES", "policy", "served_by"]
 
@@ -82,12 +82,7 @@ POLICIES: dict[str, JiqPolicy] = policy_table(
 def policy(name) -> JiqPolicy:
     """The record of a policy given by name (or the record itself); ``ValueError`` naming it
     if the JIQ model has no such policy."""
-    if isinstance(name, JiqPolicy):
-        return name
-    found = POLICIES.get(name) if isinstance(name, str) else None
-    if found is None:
-        raise ValueError(f"policy={name!r} is not a JIQ policy; valid: {', '.join(POLICIES)}")
-    return found
+    return record_of(POLICIES, name, "JIQ")
 
 
 def served_by(engine: str) -> tuple[str, ...]:

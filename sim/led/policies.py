@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.core.declare import Policy, policy_table
+from sim.core.declare import Policy, policy_table, record_of
 
 __all__ = ["LedPolicy", "POLICIES", "policy"]
 
@@ -52,10 +52,4 @@ POLICIES: dict[str, LedPolicy] = policy_table(
 def policy(name) -> LedPolicy:
     """The record of a policy given by name (or the record itself); ``ValueError`` naming it
     if the slotted engine serves no such policy."""
-    if isinstance(name, LedPolicy):
-        return name
-    found = POLICIES.get(name) if isinstance(name, str) else None
-    if found is None:
-        raise ValueError(f"policy={name!r} is unknown to the slotted engine; valid: "
-                         f"{', '.join(POLICIES)}")
-    return found
+    return record_of(POLICIES, name, "slotted-engine")
