@@ -86,7 +86,7 @@ def test_the_kept_quantity_is_listed_equals_idle():
 @pytest.mark.parametrize("n,r", [(100, 10.0), (60, 3.0), (1000, 10.0)])
 def test_start_counts_keep_listed_equal_to_idle(n, r):
     t = _task("jiq", 0.9, r, n_servers=n, events=10_000)
-    decl = jp.JIQ
+    decl = jp.DECLS["jiq"]
     p = np.array(decl.params(t))
     lay = decl.layout(p)
     c = decl.start_counts(p, _fp_state(t, lay), n)
