@@ -16,7 +16,7 @@ from typing import Callable
 
 from sim import registry as _registry
 
-__all__ = ["models", "model", "entry", "limit_engines", "single_run_interval", "policy_label", "param_label", "param_symbol",
+__all__ = ["models", "model", "entry", "policy", "policy_where", "limit_engines", "single_run_interval", "policy_label", "param_label", "param_symbol",
            "engine_label", "response_law", "theory"]
 
 
@@ -102,6 +102,25 @@ def theory(model: str, name: str) -> Callable:
         module, _, func = refs[name].partition(":")
         _THEORY[key] = getattr(importlib.import_module(module), func)
     return _THEORY[key]
+
+
+def policy(model: str, name: str):
+    """The declared record of ``model``'s policy ``name`` (a :class:`sim.core.declare.Policy`
+    whose attributes say what the policy does), or None where the model declares none."""
+    decl = _registry.MODELS.get(model)
+    return next((p for p in (decl.policy_decls if decl else ()) if p.name == name), None)
+
+
+def policy_where(model: str, **attributes) -> str:
+    """The name of the one policy of ``model`` whose record has these attribute values
+    (``policy_where("jiq", probes=True)``: JIQ-Po(d)), for an analysis that names a policy by
+    what it does; ``KeyError`` unless exactly one matches."""
+    decl = _registry.MODELS.get(model)
+    found = [p.name for p in (decl.policy_decls if decl else ())
+             if all(getattr(p, a) == v for a, v in attributes.items())]
+    if len(found) != 1:
+        raise KeyError(f"model {model!r}: {len(found)} policies have {attributes}, not one")
+    return found[0]
 
 
 def single_run_interval() -> tuple[str, float]:

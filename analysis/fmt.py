@@ -1,13 +1,13 @@
 """Small number formatters of reports, tables and console lines: one module, so that a report
 and a console line written by different analyses print a number alike.
 
-They were copied into each analysis (issue 37); the copies that behaved the same are one
-function here, and where two behaved differently both behaviours are kept under their own
-names (the reports must not change by a byte):
+Formatters that print alike are one function here; where two analyses print a number
+differently both behaviours are kept under their own names (the reports must not change by a
+byte):
 
 - :func:`num`: ``-`` for None or a non-finite float, ``%.{digits}g`` for a float, ``str``
   otherwise (an int prints in full);
-- :func:`num_g`: ``-`` for None or a non-finite float, ``%.{digits}g`` for any number (an int
+- :func:`num_significant`: ``-`` for None or a non-finite float, ``%.{digits}g`` for any number (an int
   of more than ``digits`` digits prints in exponent form);
 - :func:`num_nan`: ``-`` for None or NaN only (an infinity prints ``inf``), ``%.{digits}g``
   otherwise;
@@ -17,16 +17,16 @@ names (the reports must not change by a byte):
 - :func:`pct`: a fraction as a percentage, signed to 2 decimals or unsigned to 1;
 - :func:`pow10` and :func:`sci`: ``10^6`` / ``10^6.5`` for a decimal exponent or a number;
 - :func:`pm`: ``v ± hw``, without the ``±`` where the half-width is rounding noise of a
-  deterministic value (issue 43: ``3.691 ± 2.9e-16``);
-- :func:`interval`: ``[lo, hi]`` with enough digits that a nonzero width shows (issue 43:
-  ``0.3293 [0.3293, 0.3293]`` was a CI of +-0.00002 printed to 4 digits);
+  deterministic value (``3.691 ± 2.9e-16`` prints ``3.691``);
+- :func:`interval`: ``[lo, hi]`` with enough digits that a nonzero width shows (a CI of
+  +-0.00002 printed to 4 digits would read ``0.3293 [0.3293, 0.3293]``);
 - :func:`positive`: a positive limit value, ``< 1e-300`` where it underflowed to 0.
 """
 from __future__ import annotations
 
 import math
 
-__all__ = ["num", "num_g", "num_nan", "value", "short", "pct", "pow10", "sci", "pm", "interval", "positive",
+__all__ = ["num", "num_significant", "num_nan", "value", "short", "pct", "pow10", "sci", "pm", "interval", "positive",
            "ROUNDING_REL", "UNDERFLOW"]
 
 
@@ -44,7 +44,7 @@ def num(v, digits: int = 4) -> str:
     return str(v)
 
 
-def num_g(v, digits: int = 4) -> str:
+def num_significant(v, digits: int = 4) -> str:
     """``-`` for None, NaN or an infinity; any number to ``digits`` significant digits
     (``%g``, ints included: ``123456`` -> ``1.235e+05``)."""
     if _missing(v):

@@ -37,7 +37,7 @@ from matplotlib.ticker import NullFormatter
 from analysis import style
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
-from analysis.fmt import num_g as _num
+from analysis.fmt import num_significant as _num
 
 #: the quantile columns' names in words, for axis labels
 _QUANTILE_WORDS = {"p50": "median", "p90": "90th percentile", "p99": "99th percentile",

@@ -33,6 +33,7 @@ from sim.core._trajectory_kernel import padded  # noqa: E402
 from sim.core.windows import window_bounds  # noqa: E402
 from sim.jiq import _occupancy_kernel as K  # noqa: E402
 from sim.jiq.occupancy import initial_counts, simulate  # noqa: E402
+from sim.jiq.policies import POLICIES  # noqa: E402
 
 
 def best_time(fn, repeat: int):
@@ -58,7 +59,7 @@ def kernel_ns(n, lam, policy, r, d, events, repeat):
         x, y = padded(x0, 2), padded(y0, 2)
         state = np.random.SeedSequence(1).generate_state(4, dtype=np.uint64)
         outs = K.new_outputs(bounds.size - 1, 64)
-        K.occupancy_kernel(K.POLICY_CODES[policy], n, m, lam * n, d, x, y, bounds, state, outs)
+        K.occupancy_kernel(POLICIES[policy].occupancy_code, n, m, lam * n, d, x, y, bounds, state, outs)
 
     wall, cpu = best_time(run, repeat)
     return 1e9 * wall / events, 1e9 * cpu / events

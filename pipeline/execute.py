@@ -176,8 +176,8 @@ def _local_token_env() -> dict[str, str]:
     (no ``RAY_AUTH_TOKEN``, no file at ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``): a
     token of this process's own. Without it ``ray.init`` makes one and writes it to the user's
     ``~/.ray/auth_token`` (mode 0644), where it outlives the run and is picked up by every later
-    Ray command (issue 43). Ray's processes (GCS, raylet, workers) inherit it when they start;
-    the driver's token loader keeps it. Empty when a token exists: that one is used, as before."""
+    Ray command. Ray's processes (GCS, raylet, workers) inherit it when they start;
+    the driver's token loader keeps it. Empty when a token exists: that one is used."""
     global _local_token
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token" or token_available():
         return {}

@@ -357,7 +357,7 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         if tracker is not None:
             guard(tracker.end, status)
     if not quiet:
-        # the end of the console fits one screen (issue 43; docs/running.md): the answer, then
+        # the end of the console fits one screen (docs/running.md): the answer, then
         # one line of counts, the run folder and what is in it (paths in it relative), MLflow
         table = print_summary(analysis, plan, table_file=out_dir / SUMMARY_TABLE, folder=out_dir)
         where = f" on cluster {session.address}" if session.address else ""
@@ -437,7 +437,8 @@ def metric_of(analysis: dict) -> str:
     return next((f.get("metric") for f in analysis.get("fits", []) if f.get("metric")), "mean_response")
 
 
-def _g(v) -> str:
+def _param_text(v) -> str:
+    """A parameter's value as the console prints it (a float by ``%g``)."""
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
@@ -535,7 +536,7 @@ def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None,
     own = [(name, line) for name, extra in extras if not extra.get("console_lines")
            for line in extra.get("verdict_lines", [])]
     for f in analysis.get("refined") or []:
-        arm = " ".join(f"{p}={_g(f[p])}" for p in analysis.get("arm_params", [])
+        arm = " ".join(f"{p}={_param_text(f[p])}" for p in analysis.get("arm_params", [])
                        if p in f and f[p] is not None and p not in ("policy", "engine"))
         own.append(("refined", f"{f['policy']} [{f['engine']}] {arm}: N * gap of {metric_of(analysis)} "
                                f"against the refined mean field's V: {f['verdict']}"

@@ -231,7 +231,7 @@ def models_serving(engine: str, policy: str) -> list[str]:
     return [m for (m, e, p) in _BY_KEY if e == engine and p == policy]
 
 
-#: The policy names that existed when policies became their model's (issue 37), each with the
+#: The policy names of the shipped models when policies became their model's, each with the
 #: models that declared it then. A sweep without ``model:`` whose (engine, policy) several
 #: registered models declare gets the one model of these that declares it. This table must
 #: never grow, for a new model or a new policy: a model added later (shipped or out of tree)

@@ -159,3 +159,105 @@ _TEST_NET, _PRIVATE, _DOC6 = ".".join(["192", "0", "2", "1"]), ".".join(["10", "
 ])
 def test_the_address_scan(text, found):
     assert addresses_outside_loopback(text) == found
+
+
+#: the folders whose code must take what a policy is from its declared record (sim/<model>/
+#: policies.py), not from its name: comparisons against policy-name literals there stay few
+POLICY_SCANNED = ("sim", "pipeline", "analysis")
+#: at most this many comparisons against a policy-name literal in those folders (117 before the
+#: policies became records; what is left names a model's one policy, e.g. centralization's)
+MAX_POLICY_NAME_COMPARISONS = 10
+
+
+def _policy_names() -> set[str]:
+    from sim.registry import POLICIES
+
+    return set(POLICIES)
+
+
+def policy_name_comparisons(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """``(line, code)`` of each comparison against a policy-name literal in ``source``: ``==``,
+    ``!=``, ``in`` and ``not in`` with a literal (or a tuple, list or set of literals) on either
+    side, a subscript keyed by a literal, a ``.get``/``.pop`` of one, and a lookup in a dict
+    literal keyed by them (``{"jsq": ...}[policy]``)."""
+    def literals(node) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(literals(e) for e in node.elts)
+        return False
+
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            hit = (any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops)
+                   and any(literals(x) for x in (node.left, *node.comparators)))
+        elif isinstance(node, ast.Subscript):
+            hit = literals(node.slice) or (isinstance(node.value, ast.Dict) and any(
+                k is not None and literals(k) for k in node.value.keys))
+        elif isinstance(node, ast.Call):
+            hit = (isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop")
+                   and bool(node.args) and literals(node.args[0]))
+        else:
+            hit = False
+        if hit:
+            hits.append((node.lineno, ast.unparse(node)))
+    return hits
+
+
+def test_policies_are_read_from_their_records_not_compared_by_name():
+    """sim/, pipeline/ and analysis/ ask a policy's record what it does (samples, k-task,
+    engines, ...) instead of comparing its name: at most MAX_POLICY_NAME_COMPARISONS such
+    comparisons in all (the ast count, printed)."""
+    names = _policy_names()
+    hits = [f"{f.relative_to(REPO)}:{line}: {code}"
+            for root in POLICY_SCANNED for f in sorted((REPO / root).rglob("*.py"))
+            if "__pycache__" not in f.parts
+            for line, code in policy_name_comparisons(f.read_text(), names)]
+    print(f"{len(hits)} comparisons against policy-name literals in {', '.join(POLICY_SCANNED)}")
+    assert len(hits) <= MAX_POLICY_NAME_COMPARISONS, "\n".join(hits)
+
+
+def test_the_policy_comparison_count():
+    src = ("if policy == 'jsq' or p in ('pod', 'x'):\n    pass\n"
+           "a = {'random': 0, 'jsq': 1}[policy]\nb = t['pod']\nc = t.get('jsq')\n"
+           "d = policy == other\ne = 'jsq'\nf(policy='pod')\ng = 'jsqx' in s\n")
+    assert sorted(line for line, _ in policy_name_comparisons(src, {"jsq", "pod", "random"})) == [1, 1, 3, 4, 5]
+
+
+def _model_packages() -> list[str]:
+    return sorted(p.name for p in (REPO / "sim").iterdir()
+                  if (p / "__init__.py").exists() and p.name != "core")
+
+
+def imported_sim_models(path: Path, models: list[str]) -> set[str]:
+    """The model packages ``sim.<model>`` that ``path`` imports (absolute imports, those inside
+    functions included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                else [])
+        for mod in mods:
+            parts = mod.split(".")
+            if len(parts) >= 2 and parts[0] == "sim" and parts[1] in models:
+                found.add(parts[1])
+    return found
+
+
+def test_no_model_imports_another():
+    """A model's package imports sim.core and itself (and the shared sim.engines), never
+    another model's package; what two models share lives in sim/core."""
+    models = _model_packages()
+    assert {"dispatch", "jiq", "led", "centralization"} <= set(models)
+    bad = {str(f.relative_to(REPO)): sorted(others)
+           for model in models for f in sorted((REPO / "sim" / model).rglob("*.py"))
+           if (others := imported_sim_models(f, models) - {model})}
+    assert not bad, f"model packages importing another model: {bad}"
+
+
+def test_the_model_import_scan(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import sim.core.rng\nfrom sim.dispatch.population import x\n"
+                 "def g():\n    import sim.jiq\n    from . import y\n")
+    assert imported_sim_models(f, ["dispatch", "jiq", "led"]) == {"dispatch", "jiq"}

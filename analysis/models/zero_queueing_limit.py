@@ -1,4 +1,4 @@
-"""The headline's limit past the float range and its one-line answers (issue 35, items 2 and 4).
+"""The headline's limit past the float range and its one-line answers.
 
 :mod:`analysis.models.zero_queueing` judges the simulations and the exact mean field along the
 path; this module adds what the ``heavy_traffic`` engine's rows say (the batch policies' mean
@@ -14,7 +14,7 @@ ratio is at most that of k tasks all at position 2, ``(E[max of k Gamma(2, 1)] -
 which falls like ``ln ln k / ln k`` to 0. The verdict is then *vanishing*, with the rate: it is a
 property of the limit along the path that the numbers illustrate, not a fit to them.
 
-Per-task power-of-(kd) (issue 44, item 4; docs/analysis.md, "Per-task power-of-(kd) along the
+Per-task power-of-(kd) (docs/analysis.md, "Per-task power-of-(kd) along the
 path"): its mean field is a closed form at any ``1 - lam``, which the analysis evaluates in logs
 (the model's theory ``per_task_ratio``) at the heavy-traffic rows' N (:func:`far_path`), past the
 exact path's end, and the claim comes from the derived forms: vanishing like ``lam^(kd)`` on rules
@@ -268,7 +268,7 @@ def settle_limit(v: dict, exact: pl.DataFrame | None, heavy: pl.DataFrame, x: st
             c = heavy.sort("log10_n").row(-1, named=True)
             b = bound(int(c["k"]), d, float(c["one_minus_lam"]), v["policy"])
             far = f", {b['bound']:.3g} at 10^{c['log10_n']:g}"
-        base = "d" if v["policy"] == "batch_sampling" else "d + 1"
+        base = "d + 1" if declared.policy("dispatch", v["policy"]).fills else "d"
         note = (f"derived: grows without bound: ratio >= E[Q] / (lam H_k) - 1 (a job's last task ends no earlier "
                 f"than the mean of its tasks) and, d constant, E[Q] >= sum_i (1 - (1 - lam) g_i)^+ ~ "
                 f"ln(1/(1 - lam)) / ln({base}), which grows without bound as lam -> 1 while ln k does not keep up"

@@ -8,7 +8,7 @@ distributed processing"): the model.
   ``_common.py``).
 - :mod:`~sim.centralization.trajectory`: the ``trajectory`` engine, paths of ``s_i(t)`` beside
   the fluid model (+ ``_trajectory_kernel.py``; docs/transients.md).
-- :mod:`~sim.centralization.population`: ``central`` declared by its transitions (issue 38),
+- :mod:`~sim.centralization.population`: ``central`` declared by its transitions,
   run by the generic ``population`` engine and its paths ``population_trajectory`` (simulation
   only: the drift is discontinuous, its fluid limit is :mod:`~sim.centralization.meanfield`'s).
 
@@ -119,7 +119,7 @@ MODEL = Model(
         Entry("meanfield", "central", f"{_C}.meanfield:run_task", ("p",), example=_EX),
         Entry("trajectory", "central", f"{_C}.trajectory:run_task", ("p",),
               ("init_tail",), example={"n_servers": 100, "lam": 0.7, "p": 0.2, "time": 5.0, "events": 100_000}),
-        # declared by its transitions (issue 38; sim.centralization.population): the generic
+        # declared by its transitions (sim.centralization.population): the generic
         # population engine, stationary and paths. The example's finite-N gap to the mean field
         # is the model's (the agent entry's allowance, measured again on this engine)
         Entry("population", "central", f"{_C}.population:run_task", ("p",),

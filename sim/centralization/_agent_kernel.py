@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.core.buckets import bucket_down, bucket_up, build_buckets
+from sim.core.buckets import bucket_down, bucket_up
 from sim.core.rng import below, next_raw
 from sim.core.windows import flush_window, window_of, window_shift
 
@@ -208,21 +208,3 @@ def drain_span(thr_arrival, thr_local, central, q, buf, head, cnt, perm, pos, st
     top_ref[0] = top
     state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     return remaining, e, full
-
-
-@njit(cache=True)
-def central_pick(q, state):
-    """Station served by one central tick given queue lengths ``q`` (test helper): the same
-    bucket pick as :func:`agent_span`, the buckets rebuilt from ``q`` (O(N)). -1 if all empty.
-    ``state`` (uint64[4]) is advanced in place."""
-    n_servers = q.size
-    top = q.max()
-    if top == 0:
-        return -1
-    perm, pos, start = build_buckets(q, top + 2)
-    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-    b = start[top]
-    n = perm[b + below(r, n_servers - b)]
-    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
-    return n

@@ -1,4 +1,4 @@
-"""Partial centralization declared by its transitions (issue 38): the ``population`` and
+"""Partial centralization declared by its transitions: the ``population`` and
 ``population_trajectory`` engines of the centralization model's ``central``.
 
 State: the tail ``s_i``, the fraction of stations with at least ``i`` tasks, ``i = 0 .. L + 1``

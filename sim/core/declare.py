@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 __all__ = ["KINDS", "RESULT_KINDS", "ENGINE_KINDS", "DECLARED_ENGINES", "STOCHASTIC_ENGINES",
-           "LIMIT_ENGINES", "PATH_ENGINES", "Param", "Engine", "Entry", "Model", "default_memory_bytes",
+           "LIMIT_ENGINES", "PATH_ENGINES", "Param", "Engine", "Entry", "Policy", "policy_table", "record_of", "Model", "default_memory_bytes",
            "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
 
 #: kinds of a model parameter
@@ -150,6 +150,45 @@ class Entry:
         return (*self.shared, *self.required, *sim_keys, *self.optional)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """A policy of one model: its name (the rows' ``policy`` column), the integer code its
+    compiled kernels branch on (kernels never receive the record, only the code), and its name
+    in words for figures and reports. A model subclasses it with what its readers need to know
+    about a policy (whether it samples queues, which engines serve it, ...) and lists its
+    records once, in one table (``sim/<model>/policies.py``); :attr:`Model.policy_decls` carries
+    them, and the model's labels are theirs."""
+
+    name: str
+    code: int
+    label: str
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"policy name {self.name!r} must be an identifier")
+
+
+def policy_table(*records: Policy) -> dict[str, Policy]:
+    """Name -> record of a model's policies, in the order given; a name or a kernel code given
+    twice is refused."""
+    table = {p.name: p for p in records}
+    if len(table) != len(records) or len({p.code for p in records}) != len(records):
+        raise ValueError(f"policies {[p.name for p in records]}: a name or a kernel code is given twice")
+    return table
+
+
+def record_of(table: dict, name, model: str):
+    """The record of a policy given by name in a model's table (a record is returned as it
+    is); ``ValueError`` naming the policy and the valid names if the model has no such policy."""
+    key = name.name if isinstance(name, Policy) else name
+    found = table.get(key) if isinstance(key, str) else None
+    if isinstance(name, Policy) and found is not name:
+        found = None
+    if found is None:
+        raise ValueError(f"policy={name!r} is not a {model} policy; valid: {', '.join(table)}")
+    return found
+
+
 def _unit_cost(task: dict) -> float:
     return 1.0
 
@@ -198,8 +237,9 @@ class Model:
     #: ``check_task(task)``: the model's value checks, ``ValueError`` naming key and value; runs
     #: in the plan before any compute, so it must stay light (no compiled module)
     check_task: Callable[[dict], None]
-    #: policy -> its name in words, for figures and reports
-    labels: dict[str, str]
+    #: policy -> its name in words, for figures and reports (default: the labels of
+    #: ``policy_decls``)
+    labels: dict[str, str] = field(default_factory=dict)
     #: engines that record response-time distributions when a sweep sets ``run.responses``
     responses: tuple[str, ...] = ()
     #: ``event_cost(task)``: the planning cost of one event of a stochastic task, in units of
@@ -228,6 +268,8 @@ class Model:
     #: loaded model declares may be used without declaring it again; an entry on an engine no
     #: loaded model declares is refused when the model is registered
     engine_decls: tuple[Engine, ...] = ()
+    #: the model's policy records (:class:`Policy` subclasses), one per policy its entries name
+    policy_decls: tuple[Policy, ...] = ()
 
     def __post_init__(self):
         if not self.entries:
@@ -248,6 +290,13 @@ class Model:
         for name, ref in {**self.analyses, **self.theory}.items():
             if not (isinstance(ref, str) and ref.count(":") == 1 and all(ref.split(":"))):
                 raise ValueError(f"model {self.name!r}: {name!r} -> {ref!r} must be 'module:function'")
+        if self.policy_decls:
+            names = {p.name for p in self.policy_decls}
+            if names != {e.policy for e in fixed}:
+                raise ValueError(f"model {self.name!r}: its policy records {sorted(names)} and the "
+                                 f"policies of its entries {sorted({e.policy for e in fixed})} differ")
+            object.__setattr__(self, "labels", {**{p.name: p.label for p in self.policy_decls},
+                                                **self.labels})
         missing = sorted({e.policy for e in fixed} - set(self.labels))
         if missing:
             raise ValueError(f"model {self.name!r}: no label for policies {missing}")

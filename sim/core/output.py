@@ -323,7 +323,7 @@ def epilogue(*, n_servers: int, n_batches: int, weights, w_qarea, w_tail, ratios
              cut: int | None = None, rec=None, k: int = 1, ci_note: str = "",
              little: float | None = None, se_method: str = LEGACY_SE_METHOD) -> dict:
     """The end of a simulation, after its kernel filled the per-window series: what every
-    simulator's ``simulate`` did in its own words before (issue 37 item 4).
+    simulator's ``simulate`` ends with, written once.
 
     - the warm-up cut: ``cut`` windows (default :func:`warmup_cut` on the mean queue length;
       an engine with a second series to settle passes the larger cut); under ``obm`` always

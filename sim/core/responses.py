@@ -157,8 +157,8 @@ def store_key(i, key, top_pos, n_words, keys, key_pos):
 
 
 @njit(cache=True, inline="always")
-def sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key0):
-    """Number of the signature ``tcnt[1..top_pos]`` (numbered on first sight), or -1 if it does
+def sig_id(job_signature, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key0):
+    """Number of the signature ``job_signature[1..top_pos]`` (numbered on first sight), or -1 if it does
     not fit (``top_pos > SIG_MAX_POS``, a count >= 2**16, or the table is full). ``key0``:
     scratch int64[SIG_WORDS]."""
     max_sig = sig_counts.shape[0]
@@ -167,7 +167,7 @@ def sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key
     for q in range(SIG_WORDS):
         key0[q] = 0
     for p in range(1, top_pos + 1):
-        c = tcnt[p]
+        c = job_signature[p]
         if c >= _SIG_MAX_COUNT:
             return -1
         key0[(p - 1) >> 2] |= np.int64(c) << np.int64(16 * ((p - 1) & 3))
@@ -181,16 +181,16 @@ def sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key
     store_key(i, key0, top_pos, n_words, sig_keys, sig_pos)
     sig_slot_id[i] = s
     for p in range(1, top_pos + 1):
-        sig_counts[s, p] = tcnt[p]
+        sig_counts[s, p] = job_signature[p]
     n_sig[0] = s + 1
     return s
 
 
 @njit(cache=True)
-def grid_add(tcnt, top_pos, grid, ps, cs, out_row):
-    """Add ``prod_p F_p(t)**tcnt[p]`` at every grid point ``t`` to ``out_row``. ``ps``, ``cs``:
+def grid_add(job_signature, top_pos, grid, ps, cs, out_row):
+    """Add ``prod_p F_p(t)**job_signature[p]`` at every grid point ``t`` to ``out_row``. ``ps``, ``cs``:
     scratch of size >= the number of distinct positions."""
-    nd = nonzero_counts(tcnt, top_pos, ps, cs)
+    nd = nonzero_counts(job_signature, top_pos, ps, cs)
     for g in range(grid.size):
         lp = log_cdf_product(ps, cs, nd, grid[g])[0]
         if lp > -745.0:
@@ -198,10 +198,10 @@ def grid_add(tcnt, top_pos, grid, ps, cs, out_row):
 
 
 @njit(cache=True)
-def record_job(w, k, tcnt, top_pos, w_sig, w_grid, w_over, sig_keys, sig_pos, sig_slot_id,
+def record_job(w, k, job_signature, top_pos, w_sig, w_grid, w_over, sig_keys, sig_pos, sig_slot_id,
                sig_counts, n_sig, grid, ps, cs, key0):
-    """Record one admitted job of window ``w`` with signature ``tcnt[1..top_pos]`` (for
-    ``k = 1``: ``top_pos`` is its position and ``tcnt`` is not read). ``ps``, ``cs``: scratch
+    """Record one admitted job of window ``w`` with signature ``job_signature[1..top_pos]`` (for
+    ``k = 1``: ``top_pos`` is its position and ``job_signature`` is not read). ``ps``, ``cs``: scratch
     of size >= k + 1 (a job has at most k distinct positions)."""
     if k == 1:
         if top_pos <= w_sig.shape[1]:
@@ -215,11 +215,11 @@ def record_job(w, k, tcnt, top_pos, w_sig, w_grid, w_over, sig_keys, sig_pos, si
                 w_grid[w, g] += math.exp(lp)
         w_over[w] += 1
         return
-    s = sig_id(tcnt, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key0)
+    s = sig_id(job_signature, top_pos, sig_keys, sig_pos, sig_slot_id, sig_counts, n_sig, key0)
     if s >= 0:
         w_sig[w, s] += 1
         return
-    grid_add(tcnt, top_pos, grid, ps, cs, w_grid[w])
+    grid_add(job_signature, top_pos, grid, ps, cs, w_grid[w])
     w_over[w] += 1
 
 

@@ -22,7 +22,7 @@ from numba.extending import intrinsic
 
 from sim.core.rng import below, below64, next_raw, threshold, u01
 
-__all__ = ["prefetch", "sample_fy", "sample_rej", "draw_levels", "draw_levels_hg", "hypergeometric",
+__all__ = ["probes_in", "prefetch", "sample_fy", "sample_rej", "draw_levels", "draw_levels_hg", "hypergeometric",
            "log_falling", "log_none_marked", "min_level", "sample_min_levels", "sample_levels", "sample_levels_hg", "hypergeometric_draws",
            "lowest_occupied", "alias_table", "HG_MIN_SAMPLE"]
 
@@ -139,36 +139,36 @@ def lowest_occupied(x):
 
 
 @njit(cache=True)
-def draw_levels(x, n_servers, n, low, stop, hs, s0, s1, s2, s3):
+def draw_levels(x, n_servers, n, low, stop, sample_hist, s0, s1, s2, s3):
     """Draw up to ``n`` distinct servers uniformly without replacement and count their levels in
-    ``hs`` (zero on entry). Stops early once ``hs[low] == stop`` (``low`` = the lowest occupied
+    ``sample_hist`` (zero on entry). Stops early once ``sample_hist[low] == stop`` (``low`` = the lowest occupied
     level; pass -1 never to stop). Returns ``(highest level drawn, s0, s1, s2, s3)``."""
     top = 0
     for j in range(n):
         u, s0, s1, s2, s3 = below64(n_servers - j, s0, s1, s2, s3)
         lvl = 0
         while True:
-            a = x[lvl] - hs[lvl]
+            a = x[lvl] - sample_hist[lvl]
             if u < a:
                 break
             u -= a
             lvl += 1
-        hs[lvl] += 1
+        sample_hist[lvl] += 1
         if lvl > top:
             top = lvl
-        if lvl == low and hs[lvl] >= stop:
+        if lvl == low and sample_hist[lvl] >= stop:
             break
     return top, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def min_of_sample(c, n, d, hs, first, s0, s1, s2, s3):
+def min_of_sample(c, n, d, sample_hist, first, s0, s1, s2, s3):
     """Lowest index among ``d`` distinct items drawn uniformly without replacement from counts
-    ``c`` (``n = sum(c)``, ``c[i] = 0`` below ``first``, the lowest occupied index); ``hs`` is
+    ``c`` (``n = sum(c)``, ``c[i] = 0`` below ``first``, the lowest occupied index); ``sample_hist`` is
     zero scratch of ``c``'s size (left zero). The draw works on the views from ``first`` on, so
     its level scans do not walk the empty sizes below (O(N) for one I-queue listing N(1-lam))."""
     cv = c[first:]
-    hv = hs[first:]
+    hv = sample_hist[first:]
     top, s0, s1, s2, s3 = draw_levels(cv, n, d, 0, 1, hv, s0, s1, s2, s3)
     i = 0
     while hv[i] == 0:
@@ -366,15 +366,15 @@ def hypergeometric(total, good, n, s0, s1, s2, s3):
 
 
 @njit(cache=True)
-def draw_levels_hg(x, n_servers, n, low, stop, hs, s0, s1, s2, s3):
+def draw_levels_hg(x, n_servers, n, low, stop, sample_hist, s0, s1, s2, s3):
     """The law of :func:`draw_levels` (``n`` distinct servers drawn uniformly from the counts
-    ``x``, their levels counted in ``hs``, zero on entry) by level counts: ``hs[low]`` is
+    ``x``, their levels counted in ``sample_hist``, zero on entry) by level counts: ``sample_hist[low]`` is
     hypergeometric (``n`` from ``n_servers``, ``x[low]`` marked), then each next level's count
     given the ones before (the multivariate hypergeometric's chain rule), until the sample is
-    used up. Levels below ``low`` must be empty. Stops after level ``low`` if ``hs[low] >=
-    stop`` (pass ``stop = -1`` never to stop): there :func:`draw_levels` stops with ``hs[low] ==
+    used up. Levels below ``low`` must be empty. Stops after level ``low`` if ``sample_hist[low] >=
+    stop`` (pass ``stop = -1`` never to stop): there :func:`draw_levels` stops with ``sample_hist[low] ==
     stop`` exactly and the rest of its histogram partial, which no caller reads (every placement
-    only needs ``hs[low] >= stop`` then), so the outcomes have one law. Cost O(levels * sd)
+    only needs ``sample_hist[low] >= stop`` then), so the outcomes have one law. Cost O(levels * sd)
     instead of O(n * scan). Returns ``(highest level written, s0, s1, s2, s3)``."""
     rest = n_servers
     left = n
@@ -382,7 +382,7 @@ def draw_levels_hg(x, n_servers, n, low, stop, hs, s0, s1, s2, s3):
     top = low
     while left > 0:
         h, s0, s1, s2, s3 = hypergeometric(rest, x[lvl], left, s0, s1, s2, s3)
-        hs[lvl] = h
+        sample_hist[lvl] = h
         if h > 0:
             top = lvl
         if lvl == low and stop >= 0 and h >= stop:
@@ -397,22 +397,22 @@ def draw_levels_hg(x, n_servers, n, low, stop, hs, s0, s1, s2, s3):
 def sample_levels(x, n, state):
     """Histogram of the levels of ``n`` servers drawn without replacement from counts ``x``
     (no early stop); ``state`` (uint64[4]) advanced in place."""
-    hs = np.zeros(x.size, dtype=np.int64)
-    _, s0, s1, s2, s3 = draw_levels(x, x.sum(), n, -1, 1, hs,
+    sample_hist = np.zeros(x.size, dtype=np.int64)
+    _, s0, s1, s2, s3 = draw_levels(x, x.sum(), n, -1, 1, sample_hist,
                                        state[0], state[1], state[2], state[3])
     state[0], state[1], state[2], state[3] = s0, s1, s2, s3
-    return hs
+    return sample_hist
 
 
 @njit(cache=True)
 def sample_levels_hg(x, n, stop, state):
     """:func:`draw_levels_hg` from the lowest occupied level of ``x`` (``stop`` as there, -1 for
     the whole sample), as a histogram; ``state`` (uint64[4]) advanced in place."""
-    hs = np.zeros(x.size, dtype=np.int64)
-    _, s0, s1, s2, s3 = draw_levels_hg(x, x.sum(), n, lowest_occupied(x), stop, hs,
+    sample_hist = np.zeros(x.size, dtype=np.int64)
+    _, s0, s1, s2, s3 = draw_levels_hg(x, x.sum(), n, lowest_occupied(x), stop, sample_hist,
                                        state[0], state[1], state[2], state[3])
     state[0], state[1], state[2], state[3] = s0, s1, s2, s3
-    return hs
+    return sample_hist
 
 
 @njit(cache=True)
@@ -448,3 +448,32 @@ def alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         thr[i] = threshold(prob[i])
     return thr, alias
 
+
+@njit(cache=True, inline="always")
+def probes_in(s, n, d, replacement, inv_den, n_den):
+    """Probability that ``d`` probes all land in a set of ``N s`` servers: without replacement
+    ``C(N s, d) / C(N, d) = prod_{j<d} (N s - j) / (N - j)`` (``s**d`` at ``n = inf``), with
+    replacement ``s**d``. ``inv_den = 1 / prod_{j<d} (N - j)`` for ``n == n_den`` (the
+    task's N, precomputed by the declaration's parameters: one multiplication instead of divisions), or 0. The polynomial in
+    ``N s`` is smooth off the lattice too (the refined expansion differences it) and exactly 0
+    where ``N s`` is an integer below ``d`` (the count is ``N s`` up to rounding)."""
+    if replacement or n == np.inf:
+        return s ** d
+    c = s * n
+    if c < d - 0.5:
+        return 0.0
+    num = 1.0
+    if inv_den > 0.0 and n == n_den:
+        for j in range(d):
+            num *= c - j
+        return num * inv_den
+    out = 1.0
+    den = 1.0
+    for j in range(d):  # each partial product of 8 factors below 2**53 ** 8: no overflow
+        num *= c - j
+        den *= n - j
+        if j % 8 == 7:
+            out *= num / den
+            num = 1.0
+            den = 1.0
+    return out * (num / den)

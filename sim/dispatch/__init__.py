@@ -47,7 +47,7 @@ import math
 from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.dispatch.policies import BATCH_POLICIES
+from sim.dispatch.policies import POLICIES, policy_of
 from sim.engines import (
     AGENT,
     MEANFIELD,
@@ -84,15 +84,14 @@ def events_per_time(task: dict) -> float:
     if task["engine"] in ("occupancy", "population"):
         return n * lam * (1.0 / k + 1.0)
     rates = task.get("service_rates")
-    if (task["policy"] in ("random", "jsq", "pod") and k == 1 and task.get("b") is None
-            and rates is not None):
+    if policy_of(task).single_task_agent(k, task.get("b")) and rates is not None:
         return (1.0 + lam) * float(sum(rates))
     return n * (lam / k + 1.0)
 
 
 def check_task(task: dict) -> None:
     """``ValueError`` naming the key and value if a dispatch task's values cannot run."""
-    engine, policy = task["engine"], task["policy"]
+    engine = task["engine"]
     if engine == "heavy_traffic":  # N and the load as log10_n and one_minus_lam
         from sim.dispatch.meanfield.heavy_traffic import check_task as check_heavy
 
@@ -112,7 +111,8 @@ def check_task(task: dict) -> None:
         raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1 (queues are unbounded)")
     if lam < 0:
         raise ValueError(f"lam={lam!r} must be >= 0")
-    if policy in ("pod", "batch_filling", "batch_sampling", "pod_per_task"):
+    pol = policy_of(task)
+    if pol.samples:
         d = task["d"]
         if d < 1:
             raise ValueError(f"d={d!r} must be an integer >= 1")
@@ -132,7 +132,7 @@ def check_task(task: dict) -> None:
     if engine == "meanfield" and b is not None and k > 1:
         raise ValueError(f"b={b!r} with k={k!r}: the buffered mean field has single-task jobs "
                          "only (docs/responses.md); leave meanfield out or the buffer off")
-    if engine == "refined" and policy == "batch_filling" and k * task["d"] > 8:
+    if engine == "refined" and pol.batch and k * task["d"] > 8:
         raise ValueError(f"k*d={k * task['d']} (k={k!r}, d={task['d']!r}): the refined batch-filling "
                          "enumerates the histograms of the k*d samples, at most 8 (docs/refined.md)")
     if engine == "agent" and n > 2**31 - 1:
@@ -147,19 +147,13 @@ def event_cost(task: dict) -> float:
     minimum and a job's delay on a shared grid, so its cost per event hardly depends on k and d:
     ``plan=true`` measured 5-48 ns an event for every batch policy and rule of sub_halfin_whitt
     at N = 10^7 (per-task power-of-(kd) 18-23 ns), hence one unit there."""
-    policy, d, k = task.get("policy"), task.get("d") or 1, task.get("k") or 1
+    d, k = task.get("d") or 1, task.get("k") or 1
     if task.get("engine") == "occupancy":
         return 1.0
     if task.get("engine") == "population":
         return 2.0  # benchmarks/bench_population.py: 36-48 ns an event for pod at N = 10^6
-    if policy in ("batch_filling", "batch_sampling"):
-        return 1.0 + d / 16.0
-    if policy == "pod_per_task":
-        return (1.0 + k / 40.0) * (1.0 + d / 32.0)
-    return 1.0
+    return policy_of(task).agent_event_cost(k, d)
 
-
-_SAMPLING = ("pod", "batch_filling", "batch_sampling", "pod_per_task")
 
 
 def memory_bytes(task: dict) -> float:
@@ -191,7 +185,7 @@ def memory_bytes(task: dict) -> float:
     The longest queue is :func:`sim.core.memory.longest_queue` of the supermarket tail (power
     of d, random routing for random, d = 2 for JSQ) over the run's simulated time, capped by b.
     """
-    engine, policy = task["engine"], task["policy"]
+    engine, pol = task["engine"], policy_of(task)
     fixed = WINDOW_BYTES + (RESPONSE_BYTES if task.get("responses") else 0)
     if engine == "heavy_traffic":  # the law of C_0 on its window, a few arrays of its length
         mu = float(task["k"]) * float(task["d_real"]) * float(task["one_minus_lam"])
@@ -200,17 +194,17 @@ def memory_bytes(task: dict) -> float:
     k, d, b = int(task.get("k") or 1), int(task.get("d") or 1), task.get("b")
     events = float(task.get("events") or 10**6)
     run_time = events / (n * (1.0 + lam / k))
-    dd = d if policy in _SAMPLING else (2 if policy == "jsq" else 1)
+    dd = pol.queue_bound_d(d)
     if engine == "agent":
-        if policy in ("random", "jsq", "pod") and k == 1 and b is None:
+        if pol.single_task_agent(k, b):
             stamp = 4 if events <= 2**31 else 8
-            per = 30 + (16 if policy == "jsq" else 0) + stamp * ring_slots(n, lam, dd, b, run_time)
+            per = 30 + (16 if pol.probes_all else 0) + stamp * ring_slots(n, lam, dd, b, run_time)
             return n * per + fixed
         width = ring_slots(n, lam, dd, b, run_time, start=16, reserve=3)
         slots = 1024
         while slots < 1.25 * n * lam / k * (math.log(k) + 1.6):
             slots *= 2
-        per = 48 + (24 if policy == "jsq" else 0) + 4 * width
+        per = 48 + (24 if pol.probes_all else 0) + 4 * width
         return n * per + 16.0 * slots + 8.0 * k + fixed
     if engine == "occupancy":
         levels = longest_queue(n, lam, dd, b, run_time)
@@ -218,9 +212,9 @@ def memory_bytes(task: dict) -> float:
         memo = 5 * 2**20 if 1 < k < 2**16 else 0
         return 6 * 8.0 * cap + 5 * 8.0 * k + memo + fixed
     if engine == "meanfield":
-        if policy == "batch_filling":
+        if pol.fills:
             return 6 * 8.0 * (k + 1) ** 2 + fixed
-        if policy == "batch_sampling" and k > 1:
+        if pol.batch and k > 1:
             levels = longest_queue(1e6, lam, d)
             cells = (k + 1) * 16.0 * (levels + 30 + math.log(k))
             return 7 * 8.0 * (cells if cells <= 2e7 else 0) + fixed
@@ -253,90 +247,86 @@ def response_law(policy: str, params: dict):
     lam, d = params.get("lam"), params.get("d")
     if params.get("b") is not None or lam is None or not 0.0 < float(lam) < 1.0:
         return None
-    lam = float(lam)
-    if policy in ("random", "jsq") and k == 1:
+    lam, pol = float(lam), POLICIES[policy]
+    if not pol.samples and k == 1:
         from sim.dispatch.meanfield.pod import response_law as pod_law
-        return pod_law(policy, lam)
-    if d is None:
+        return pod_law(pol, lam)
+    if d is None or not pol.samples:
         return None
     d = int(d)
-    if k == 1 and policy in ("pod", "batch_filling", "batch_sampling", "pod_per_task"):
+    if k == 1:  # a sampling policy with single-task jobs is power-of-d
         from sim.dispatch.meanfield.pod import response_law as pod_law
-        return pod_law("pod", lam, d)
-    if policy == "batch_filling":
+        return pod_law(pol, lam, d)
+    if pol.fills:
         from sim.dispatch.meanfield.batch_filling import response_law as batch_law
         return batch_law(lam, k, d)
-    if policy in ("pod_per_task", "batch_sampling"):
-        from sim.dispatch.meanfield.tasks import response_law as task_law
-        return task_law(policy, lam, k, d)
-    return None
+    from sim.dispatch.meanfield.tasks import response_law as task_law
+    return task_law(pol, lam, k, d)
 
 
-_D = "sim.dispatch"
+#: engine -> the function that runs its tasks (``sim.dispatch.<module>:<function>``), in the
+#: order of the model's entries. Named, not imported: a runner's module loads its compiled
+#: kernels, and only the engines a worker runs should load theirs (docs/architecture.md)
+_RUNNERS = {
+    "agent": "sim.dispatch.agent:run_task",
+    "meanfield": "sim.dispatch.meanfield:run_task",  # picks the law of the task
+    # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
+    "refined": "sim.dispatch.refined:run_task",
+    "occupancy": "sim.dispatch.occupancy:run_task",
+    # power-of-d declared by its transitions (sim.dispatch.population): the generic population
+    # engine and the mean field of the same declaration
+    "population": "sim.dispatch.population:run_task",
+    "population_meanfield": "sim.dispatch.population:run_meanfield",
+    "population_refined": "sim.dispatch.population:run_refined",
+    "population_trajectory": "sim.dispatch.population:run_path",
+    # paths s_i(t) on a time grid beside the mean-field ODE from the same start (real
+    # exponential clock, runs to the horizon `time`; docs/transients.md)
+    "trajectory": "sim.dispatch.trajectory:run_task",
+    # the batch policies' mean field as 1 - lam -> 0 with k d (1 - lam) given, to
+    # N = 10^300 (docs/analysis.md, "Batch-filling in heavy traffic"): N, the load and d as
+    # floats, never n_servers and lam (1 - lam rounds to 0 past N ~ 10^53)
+    "heavy_traffic": "sim.dispatch.meanfield.heavy_traffic:run_task",
+}
 #: the examples of the contract check (sim.testing): N = 500 at lam = 0.7, 400,000 events (about
 #: 470 time units); JSQ at N = 100, lam = 0.9, where it queues at all (at lam = 0.7 and N = 500
 #: no job ever waits and the SE is 0). JSQ's finite-N gap to its mean field (E[T] = 1) there
 #: was measured over 10 seeds: 0.0656 +- 0.0015 (agent), 0.0674 +- 0.0015 (occupancy), so 0.07
-_EX = {"n_servers": 500, "lam": 0.7}
-_EV = 400_000
-_JSQ = {"n_servers": 100, "lam": 0.9}
+_EXAMPLE_POINT = {"n_servers": 500, "lam": 0.7}
+_EXAMPLE_EVENTS = 400_000
+_JSQ_POINT = {"n_servers": 100, "lam": 0.9}
 _JSQ_GAP = {"meanfield": 0.07}
-_POD = {**_EX, "d": 2}
-_BATCH = {**_EX, "d": 2, "k": 2}
-_TRAJ = {"n_servers": 100, "lam": 0.7, "d": 2, "time": 5.0, "events": 100_000}
+_PATH_EXAMPLE = {"n_servers": 100, "lam": 0.7, "d": 2, "time": 5.0, "events": 100_000}
 #: the heavy-traffic engine's example: the sub_halfin_whitt path at N = 10^20, c = 1 (k = ceil(ln^2 N))
-_HEAVY = {"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0}
-def _simulation_entries(engine: str, single_task_optional: tuple[str, ...] = ()) -> tuple[Entry, ...]:
-    """The six policies of a simulation engine (``run_task`` of ``sim.dispatch.<engine>``), with
-    their examples; ``single_task_optional``: the optional parameters random, jsq and pod add."""
-    run = f"{_D}.{engine}:run_task"
-    return (Entry(engine, "random", run, (), ("k", "b", *single_task_optional), example={**_EX, "events": _EV}),
-            Entry(engine, "jsq", run, (), ("k", "b", *single_task_optional), example={**_JSQ, "events": _EV},
-                  example_allowance=_JSQ_GAP),
-            Entry(engine, "pod", run, ("d",), ("b", *single_task_optional), example={**_POD, "events": _EV}),
-            *(Entry(engine, policy, run, ("d", "k"), ("b",), example={**_BATCH, "events": _EV})
-              for policy in BATCH_POLICIES))
+_HEAVY_TRAFFIC_EXAMPLE = {"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0}
+
+
+def _entry(engine: str, pol) -> Entry:
+    """The entry of one policy record on one engine that serves it: its parameters from the
+    record (``d`` where it samples, ``k`` where it places k-task jobs, the optional ones it
+    lists for the engine) and its contract example."""
+    if engine == "heavy_traffic":  # N, the load and d in the coordinates of the whole path
+        return Entry(engine, pol.name, _RUNNERS[engine], ("log10_n", "one_minus_lam", "k", "d_real"),
+                     pol.engines[engine], shared=(), example=_HEAVY_TRAFFIC_EXAMPLE)
+    required = ("d",) * pol.samples + ("k",) * pol.k_task
+    point = {**(_JSQ_POINT if pol.probes_all else _EXAMPLE_POINT), **({"d": 2} if pol.samples else {}),
+             **({"k": 2} if pol.k_task else {})}
+    allowance = {}
+    if engine in ("trajectory", "population_trajectory"):
+        example = {**_PATH_EXAMPLE, **({"k": 2} if pol.k_task else {})}
+    elif engine in ("agent", "occupancy", "population"):
+        example = {**point, "events": _EXAMPLE_EVENTS}
+        allowance = _JSQ_GAP if pol.probes_all and engine != "population" else {}
+    else:
+        example = point
+    return Entry(engine, pol.name, _RUNNERS[engine], required, pol.engines[engine], example=example,
+                 example_allowance=allowance)
 
 
 MODEL = Model(
     name="dispatch",
     title="N FIFO servers, Poisson jobs of k tasks, one dispatching policy",
-    entries=(
-        *_simulation_entries("agent", ("service_rates",)),
-        # k-task jobs (random, jsq) and a finite buffer b (single-task jobs) in the mean field
-        Entry("meanfield", "random", f"{_D}.meanfield:run_task", (), ("k", "b"), example=_EX),
-        Entry("meanfield", "jsq", f"{_D}.meanfield:run_task", (), ("k", "b"), example=_JSQ),
-        Entry("meanfield", "pod", f"{_D}.meanfield:run_task", ("d",), ("b",), example=_POD),
-        *(Entry("meanfield", policy, f"{_D}.meanfield:run_task", ("d", "k"), example=_BATCH)
-          for policy in BATCH_POLICIES),
-        # the refined mean field, x* + V/N (Gast & Van Houdt; docs/refined.md)
-        Entry("refined", "pod", f"{_D}.refined:run_task", ("d",), ("replacement",), example=_POD),
-        Entry("refined", "batch_filling", f"{_D}.refined_batch:run_task", ("d", "k"), example=_BATCH),
-        *_simulation_entries("occupancy"),
-        # power-of-d declared by its transitions (issue 38; sim.dispatch.population): the
-        # generic population engine and the mean field of the same declaration
-        Entry("population", "pod", f"{_D}.population:run_task", ("d",), ("b", "replacement"),
-              example={**_POD, "events": _EV}),
-        Entry("population_meanfield", "pod", f"{_D}.population:run_meanfield", ("d",),
-              ("b", "replacement"), example=_POD),
-        Entry("population_refined", "pod", f"{_D}.population:run_refined", ("d",),
-              ("replacement",), example=_POD),
-        Entry("population_trajectory", "pod", f"{_D}.population:run_path", ("d",),
-              ("init_tail", "replacement"), example=_TRAJ),
-        # paths s_i(t) on a time grid beside the mean-field ODE from the same start (real
-        # exponential clock, runs to the horizon `time`; docs/transients.md)
-        Entry("trajectory", "pod", f"{_D}.trajectory:run_task", ("d",), ("init_tail",), example=_TRAJ),
-        Entry("trajectory", "batch_filling", f"{_D}.trajectory:run_task", ("d", "k"),
-              ("init_tail",), example={**_TRAJ, "k": 2}),
-        # the batch policies' mean field as 1 - lam -> 0 with k d (1 - lam) given, to
-        # N = 10^300 (docs/analysis.md, "Batch-filling in heavy traffic"): N, the load and d as
-        # floats, never n_servers and lam (1 - lam rounds to 0 past N ~ 10^53). Example: the
-        # sub_halfin_whitt path at N = 10^20, c = 1
-        Entry("heavy_traffic", "batch_filling", f"{_D}.meanfield.heavy_traffic:run_task",
-              ("log10_n", "one_minus_lam", "k", "d_real"), shared=(), example=_HEAVY),
-        Entry("heavy_traffic", "batch_sampling", f"{_D}.meanfield.heavy_traffic:run_task",
-              ("log10_n", "one_minus_lam", "k", "d_real"), shared=(), example=_HEAVY),
-    ),
+    entries=tuple(_entry(engine, pol) for engine in _RUNNERS for pol in POLICIES.values()
+                  if engine in pol.engines),
     params={
         "d": PROBES,
         "k": Param("int", "tasks per job (default 1)", label="k (tasks per job)", symbol="k"),
@@ -359,9 +349,6 @@ MODEL = Model(
     main_estimate="mean_response",
     events_per_time=events_per_time,
     check_task=check_task,
-    labels={"pod": "power-of-d", "jsq": "JSQ", "random": "random",
-            "batch_filling": "batch-filling", "batch_sampling": "batch-sampling",
-            "pod_per_task": "power-of-d per task"},
     responses=("agent", "occupancy", "meanfield"),
     event_cost=event_cost,
     memory_bytes=memory_bytes,
@@ -381,4 +368,5 @@ MODEL = Model(
         POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, POPULATION_TRAJECTORY,
         Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
     ),
+    policy_decls=tuple(POLICIES.values()),
 )

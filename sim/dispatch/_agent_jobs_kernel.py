@@ -99,15 +99,6 @@ STOP_DONE, STOP_RING, STOP_JOBS = 0, 1, 2  # why run_span returned
 LOOKAHEAD = 32  # events drawn ahead of time (power of two)
 
 
-
-
-# --------------------------------------------------------------------------------------------
-# sampling m distinct servers into samp[:m], in uniformly random order
-# --------------------------------------------------------------------------------------------
-
-
-
-
 # --------------------------------------------------------------------------------------------
 # plans: where the k tasks of one job go (dest[:k], placement order), or -1 if dropped
 # --------------------------------------------------------------------------------------------
@@ -371,7 +362,7 @@ def _make_run_span(policy: int, record: bool = False):
     def run_span(k, m, b, h, p_arrival, use_fy, bounded, srv, cnt, acc, perm, pos, start,
                  samp, hist, dest, jobtab, free, bounds, state, ahead, st,
                  w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
-                 w_starts, w_wait, w_qarea, w_tail, plev, tcnt, r_sig, r_grid, r_over,
+                 w_starts, w_wait, w_qarea, w_tail, task_levels, job_signature, r_sig, r_grid, r_over,
                  r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs, r_key):
         """Process events from ``st[ST_EVENT]`` (window ``st[ST_WINDOW]``) to the end of the run,
         or until an arrival cannot be committed (ring full / no free job slot): then save the
@@ -530,7 +521,7 @@ def _make_run_span(policy: int, record: bool = False):
                         srv[n, RING0 + idx] = j
                         srv[n, Q] = lvl + 1
                         if record:
-                            plev[t] = lvl
+                            task_levels[t] = lvl
                         cnt[lvl + 1] += 1
                         acc[lvl + 1] += de
                         qacc += de
@@ -556,39 +547,39 @@ def _make_run_span(policy: int, record: bool = False):
                         # (inline; the rare jobs whose signature is not numbered go to the
                         # grid by grid_add)
                         if k == 1:
-                            pf = plev[0] + 1
+                            pf = task_levels[0] + 1
                             if pf <= r_sig.shape[1]:
                                 r_sig[w, pf - 1] += 1
                             else:
-                                tcnt[pf] = 1
-                                grid_add(tcnt, pf, r_tgrid, r_ps, r_cs, r_grid[w])
-                                tcnt[pf] = 0
+                                job_signature[pf] = 1
+                                grid_add(job_signature, pf, r_tgrid, r_ps, r_cs, r_grid[w])
+                                job_signature[pf] = 0
                                 r_over[w] += 1
                         else:
-                            lo_pos = plev[0] + 1
+                            lo_pos = task_levels[0] + 1
                             top_pos = lo_pos
                             for t in range(k):
-                                pf = plev[t] + 1
+                                pf = task_levels[t] + 1
                                 # the job's last task in its queue: batch plans list a queue's
                                 # tasks together; else its position is the queue's length
                                 if sampled_batch:
                                     if t == k - 1 or dest[t + 1] != dest[t]:
-                                        tcnt[pf] += 1
+                                        job_signature[pf] += 1
                                 elif pf == srv[dest[t], Q]:
-                                    tcnt[pf] += 1
+                                    job_signature[pf] += 1
                                 if pf > top_pos:
                                     top_pos = pf
                                 elif pf < lo_pos:
                                     lo_pos = pf
-                            sid = sig_id(tcnt, top_pos, r_keys, r_pos, r_ids, r_counts, r_nsig,
+                            sid = sig_id(job_signature, top_pos, r_keys, r_pos, r_ids, r_counts, r_nsig,
                                          r_key)
                             if sid >= 0:
                                 r_sig[w, sid] += 1
                             else:
-                                grid_add(tcnt, top_pos, r_tgrid, r_ps, r_cs, r_grid[w])
+                                grid_add(job_signature, top_pos, r_tgrid, r_ps, r_cs, r_grid[w])
                                 r_over[w] += 1
                             for p in range(lo_pos, top_pos + 1):
-                                tcnt[p] = 0
+                                job_signature[p] = 0
                 e += 1
             w_arr[w] += arrivals
             w_drop[w] += drops
@@ -733,22 +724,22 @@ def agent_jobs_kernel(policy, k, m, b, h, p_arrival, srv, jobtab, bounds, state,
     record = rec is not None
     if not record:
         rec = dummy_recorder()
-    plev = np.zeros(k, dtype=np.int64)
-    tcnt = np.zeros(size if record else 1, dtype=np.int64)  # positions <= ring capacity
+    task_levels = np.zeros(k, dtype=np.int64)
+    job_signature = np.zeros(size if record else 1, dtype=np.int64)  # positions <= ring capacity
     run_span = _make_run_span(policy, record)
     while True:
         stop = run_span(k, m, b, h, p_arrival, use_fy, bounded, srv, cnt, acc, perm, pos,
                         start, samp, hist, dest, jobtab, free, bounds, state, ahead, st,
                         w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks,
-                        w_tresp, w_starts, w_wait, w_qarea, w_tail, plev, tcnt, *rec)
+                        w_tresp, w_starts, w_wait, w_qarea, w_tail, task_levels, job_signature, *rec)
         if stop == STOP_DONE:
             break
         if stop == STOP_RING:
             srv, cnt, acc, start, hist = _grow_servers(srv, cnt, acc, start, k)
             if record:  # a growth may interrupt a commit: keep the job's counts so far
                 grown = np.zeros(hist.size, dtype=np.int64)
-                grown[: tcnt.size] = tcnt
-                tcnt = grown
+                grown[: job_signature.size] = job_signature
+                job_signature = grown
         else:
             jobtab, free = _grow_jobs(jobtab, free, st)
     return srv, jobtab

@@ -36,23 +36,13 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
+from sim.core.buckets import bucket_down, bucket_up, pick_lowest
 from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.sampling import shortest_fy
 from sim.core.windows import flush_levels, window_of, window_shift
 from sim.dispatch.policies import JSQ, POD, RANDOM
-
-# --------------------------------------------------------------------------------------------
-# random numbers
-# --------------------------------------------------------------------------------------------
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,52 +92,9 @@ def _pick_pod_rej(q, d, samp, s0, s1, s2, s3):
     return best, s0, s1, s2, s3
 
 
-
-
-
-
-
-
-
-
-@njit(cache=True)
-def choose_server(q, policy, d, state):
-    """Server chosen by ``policy`` for one arrival given queue lengths ``q`` (test helper).
-
-    Uses the same pick functions as the kernel; ``state`` (uint64[4]) is advanced in place.
-    For JSQ the bucket structure is rebuilt from ``q`` (O(N), fine for tests).
-    """
-    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    n_servers = q.size
-    if policy == RANDOM:
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        n = below(r, n_servers)
-    elif policy == POD:
-        samp = np.arange(n_servers)
-        n, s0, s1, s2, s3 = _pick_pod(q, d, samp, 2 * d > n_servers, s0, s1, s2, s3)
-    else:
-        perm, pos, start = build_buckets(q, q.max() + 2)
-        n, s0, s1, s2, s3 = pick_lowest(q, perm, start, s0, s1, s2, s3)
-    state[0] = s0
-    state[1] = s1
-    state[2] = s2
-    state[3] = s3
-    return n
-
-
-
-
 # --------------------------------------------------------------------------------------------
 # the event loop
 # --------------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
 
 
 @functools.cache
@@ -234,7 +181,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                     if record:  # FIFO, Exp(1): this task's response is Gamma(lvl + 1, 1)
                         if lvl < r_sig.shape[1]:
                             r_sig[w, lvl] += 1
-                        else:  # deep position (rare): on the grid (k = 1: tcnt is not read)
+                        else:  # deep position (rare): on the grid (k = 1: job_signature is not read)
                             record_job(w, 1, r_ps, lvl + 1, r_sig, r_grid, r_over, r_keys,
                                        r_pos, r_ids, r_counts, r_nsig, r_tgrid, r_ps, r_cs,
                                        r_key)

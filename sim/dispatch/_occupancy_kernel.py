@@ -5,18 +5,18 @@ cap - 1``. Every policy here is symmetric in the servers, so this is a Markov ch
 and an event costs O(levels + tasks placed + queues sampled), independent of N.
 
 Placement of one job (all policies): the job is a sequence of ``k`` one-step moves, task ``j``
-joining a queue at level ``plev[j]`` (its queue position is ``plev[j] + 1``), which moves that
-queue from ``plev[j]`` to ``plev[j] + 1``. The *distinct* queues the job uses are tracked by
-``tcnt[l]`` = number of this job's queues now at level ``l`` ("touched"); after the job,
-``tcnt[p]`` is the number of its queues whose job-last task sits at position ``p``, which is all
+joining a queue at level ``task_levels[j]`` (its queue position is ``task_levels[j] + 1``), which moves that
+queue from ``task_levels[j]`` to ``task_levels[j] + 1``. The *distinct* queues the job uses are tracked by
+``job_signature[l]`` = number of this job's queues now at level ``l`` ("touched"); after the job,
+``job_signature[p]`` is the number of its queues whose job-last task sits at position ``p``, which is all
 :func:`sim.core.jobdelay.expected_max_gamma` needs. When a task goes to "a uniform server at level
-``l``" of a pool holding ``g[l]`` servers there, ``tcnt[l]`` of them touched, it is a touched one
-with probability ``tcnt[l] / g[l]`` (exchangeability): this is what makes ties between a queue the
+``l``" of a pool holding ``g[l]`` servers there, ``job_signature[l]`` of them touched, it is a touched one
+with probability ``job_signature[l] / g[l]`` (exchangeability): this is what makes ties between a queue the
 job already used and a fresh one of the same length uniform, as in the agent engine.
 
 Sampling without replacement from the counts (:func:`draw_levels`): one server at a time, the
 ``j``-th drawn uniformly among the ``N - j`` not yet drawn, i.e. level ``l`` with probability
-``(x[l] - hs[l]) / (N - j)`` (found by a scan from level 0, short because almost all servers sit
+``(x[l] - sample_hist[l]) / (N - j)`` (found by a scan from level 0, short because almost all servers sit
 at the lowest levels in the regimes of interest). This is the multivariate hypergeometric law
 exactly, O(sample size * scan). It stops early once the outcome cannot change any more: when
 ``stop`` draws have hit the lowest occupied level (1 for "join the shortest sampled queue", ``k``
@@ -29,7 +29,7 @@ the same law, O(levels * sd) rather than O(sample), which at the headline's N = 
 12,224 queues per job) is about 14 steps instead of about 12,000 draws (0.41 against 38.75 us
 a sample, docs/performance.md).
 
-``pod_per_task`` (issue 36) needs only each task's sampled minimum: ``P(min >= l) = C(N - n_<l, k
+``pod_per_task`` needs only each task's sampled minimum: ``P(min >= l) = C(N - n_<l, k
 d) / C(N, k d)`` (``n_<l`` the servers below level ``l``, counted in ``x`` as it stands after the
 job's earlier tasks), inverted with one uniform in O(levels) by
 :func:`sim.core.sampling.min_level` (:func:`_place_pod_per_task_min`), with no random number at
@@ -48,7 +48,7 @@ Job delay: ``H_m`` when all of a job's queues end at position 1, ``p`` for a sin
 position ``p``, else through a memo keyed by the exact signature (counts per position, up to
 position :data:`MEMO_MAX_POS`), see :func:`_job_delay`; a signature not in the memo is computed
 
-- under :data:`TABLED_POLICIES` (``batch_sampling``, ``pod_per_task``; issue 36) on one
+- under :data:`TABLED_POLICIES` (``batch_sampling``, ``pod_per_task``) on one
   quadrature grid shared by every job (:func:`sim.core.jobdelay.expected_max_gamma_table`:
   ``log F_p`` tabled at the grid's nodes, so a job costs its distinct positions times the ~100
   nodes where its integrand is strictly between 0 and 1; about 1 us for a batch-sampling job
@@ -87,47 +87,41 @@ from sim.core.sampling import (  # noqa: F401
 from sim.core.windows import flush_occupancy_window
 from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD, POD_PER_TASK, RANDOM  # noqa: F401
 
-# --------------------------------------------------------------------------------------------
-# random numbers
-# --------------------------------------------------------------------------------------------
-
-
-
 
 # --------------------------------------------------------------------------------------------
-# placement of one job: fills plev[:k] and tcnt; returns (admitted, tasks placed, rng words).
+# placement of one job: fills task_levels[:k] and job_signature; returns (admitted, tasks placed, rng words).
 # Direct policies move queues in x as they go (later tasks see earlier ones) and undo the moves
-# if the job is dropped; batch policies work on the sample histogram hs and leave x alone.
+# if the job is dropped; batch policies work on the sample histogram sample_hist and leave x alone.
 # A job is dropped iff a task would join a queue already holding bmax tasks (position > bmax).
 # --------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _move_up(pool, tcnt, lvl, touched):
+def _move_up(pool, job_signature, lvl, touched):
     pool[lvl] -= 1
     pool[lvl + 1] += 1
     if touched:
-        tcnt[lvl] -= 1
-    tcnt[lvl + 1] += 1
+        job_signature[lvl] -= 1
+    job_signature[lvl + 1] += 1
 
 
 @njit(cache=True)
-def _undo(x, plev, placed):
+def _undo(x, task_levels, placed):
     for i in range(placed - 1, -1, -1):
-        x[plev[i] + 1] -= 1
-        x[plev[i]] += 1
+        x[task_levels[i] + 1] -= 1
+        x[task_levels[i]] += 1
 
 
 @njit(cache=True)
-def _is_touched(pool, tcnt, lvl, s0, s1, s2, s3):
-    """Is a uniform server among the ``pool[lvl]`` at level ``lvl`` one of the ``tcnt[lvl]``
+def _is_touched(pool, job_signature, lvl, s0, s1, s2, s3):
+    """Is a uniform server among the ``pool[lvl]`` at level ``lvl`` one of the ``job_signature[lvl]``
     this job already used? (No random number is used when none is.)"""
-    if tcnt[lvl] == 0:
+    if job_signature[lvl] == 0:
         return False, s0, s1, s2, s3
     u, s0, s1, s2, s3 = below64(pool[lvl], s0, s1, s2, s3)
-    return u < tcnt[lvl], s0, s1, s2, s3
+    return u < job_signature[lvl], s0, s1, s2, s3
 
 
 @njit(cache=True)
-def _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3):
+def _place_random(x, job_signature, task_levels, k, bmax, n_servers, s0, s1, s2, s3):
     """Each task to a uniform server (with replacement across tasks): one bounded draw per task
     picks the server; its rank within its level says whether the job used it already."""
     for j in range(k):
@@ -137,141 +131,141 @@ def _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3):
             u -= x[lvl]
             lvl += 1
         if lvl >= bmax:
-            _undo(x, plev, j)
+            _undo(x, task_levels, j)
             return False, j, s0, s1, s2, s3
-        _move_up(x, tcnt, lvl, u < tcnt[lvl])  # u is uniform in [0, x[lvl])
-        plev[j] = lvl
+        _move_up(x, job_signature, lvl, u < job_signature[lvl])  # u is uniform in [0, x[lvl])
+        task_levels[j] = lvl
     return True, k, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def _place_jsq(x, tcnt, plev, k, bmax, s0, s1, s2, s3):
+def _place_jsq(x, job_signature, task_levels, k, bmax, s0, s1, s2, s3):
     """Each task, one after another, to a uniform server among the currently shortest."""
     low = 0
     for j in range(k):
         while x[low] == 0:
             low += 1
         if low >= bmax:
-            _undo(x, plev, j)
+            _undo(x, task_levels, j)
             return False, j, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, low, s0, s1, s2, s3)
-        _move_up(x, tcnt, low, touched)
-        plev[j] = low
+        touched, s0, s1, s2, s3 = _is_touched(x, job_signature, low, s0, s1, s2, s3)
+        _move_up(x, job_signature, low, touched)
+        task_levels[j] = low
     return True, k, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+def _place_pod_per_task(x, job_signature, sample_hist, task_levels, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
     """Each task samples ``n_samp`` distinct queues (independently of the other tasks) and joins
     the shortest (ties uniform); ``k = 1``, ``n_samp = d`` is power-of-d. Given the sampled
     minimum level, the chosen queue is a uniform server of that level (exchangeability)."""
     for j in range(k):
         low = lowest_occupied(x)
-        top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
+        top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, sample_hist, s0, s1, s2, s3)
         lvl = low
-        while hs[lvl] == 0:
+        while sample_hist[lvl] == 0:
             lvl += 1
         for i in range(top + 1):
-            hs[i] = 0
+            sample_hist[i] = 0
         if lvl >= bmax:
-            _undo(x, plev, j)
+            _undo(x, task_levels, j)
             return False, j, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
-        _move_up(x, tcnt, lvl, touched)
-        plev[j] = lvl
+        touched, s0, s1, s2, s3 = _is_touched(x, job_signature, lvl, s0, s1, s2, s3)
+        _move_up(x, job_signature, lvl, touched)
+        task_levels[j] = lvl
     return True, k, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def _place_pod_per_task_min(x, tcnt, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+def _place_pod_per_task_min(x, job_signature, task_levels, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
     """``pod_per_task``: each task joins the shortest of ``n_samp`` distinct queues sampled
     independently of the other tasks (later tasks see the earlier ones in ``x``). Only the
     sample's minimum level matters, drawn by inversion (:func:`sim.core.sampling.min_level`:
     one uniform and O(levels), or no random number at all when a higher minimum has
     probability below the uniform's resolution); the chosen queue is then a uniform server at
-    that level (exchangeability), one the job used already with probability ``tcnt / x``."""
+    that level (exchangeability), one the job used already with probability ``job_signature / x``."""
     for j in range(k):
         low = lowest_occupied(x)
         lvl, s0, s1, s2, s3 = min_level(x, n_servers, n_samp, low, s0, s1, s2, s3)
         if lvl >= bmax:
-            _undo(x, plev, j)
+            _undo(x, task_levels, j)
             return False, j, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(x, tcnt, lvl, s0, s1, s2, s3)
-        _move_up(x, tcnt, lvl, touched)
-        plev[j] = lvl
+        touched, s0, s1, s2, s3 = _is_touched(x, job_signature, lvl, s0, s1, s2, s3)
+        _move_up(x, job_signature, lvl, touched)
+        task_levels[j] = lvl
     return True, k, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def _fill_batch_filling(hs, tcnt, plev, k, bmax, s0, s1, s2, s3):
-    """Batch-filling on a sample histogram ``hs``: the ``k`` tasks one by one, each into a
-    currently shortest sampled queue (ties uniform, touched or not). ``hs`` ends as the sampled
+def _fill_batch_filling(sample_hist, job_signature, task_levels, k, bmax, s0, s1, s2, s3):
+    """Batch-filling on a sample histogram ``sample_hist``: the ``k`` tasks one by one, each into a
+    currently shortest sampled queue (ties uniform, touched or not). ``sample_hist`` ends as the sampled
     queues' final histogram. Returns ``(admitted, placed, highest level written, rng)``."""
     m = 0
     lvl = 0
     for j in range(k):
-        while hs[m] == 0:
+        while sample_hist[m] == 0:
             m += 1
         lvl = m
         if lvl >= bmax:
             return False, j, lvl, s0, s1, s2, s3
-        touched, s0, s1, s2, s3 = _is_touched(hs, tcnt, lvl, s0, s1, s2, s3)
-        _move_up(hs, tcnt, lvl, touched)
-        plev[j] = lvl
+        touched, s0, s1, s2, s3 = _is_touched(sample_hist, job_signature, lvl, s0, s1, s2, s3)
+        _move_up(sample_hist, job_signature, lvl, touched)
+        task_levels[j] = lvl
     return True, k, lvl + 1, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def _fill_batch_sampling(hs, tcnt, plev, k, bmax):
-    """Batch-sampling on a sample histogram ``hs``: one task to each of the ``k`` shortest
-    sampled queues (all distinct). ``hs`` loses the chosen queues. Returns (admitted, placed)."""
+def _fill_batch_sampling(sample_hist, job_signature, task_levels, k, bmax):
+    """Batch-sampling on a sample histogram ``sample_hist``: one task to each of the ``k`` shortest
+    sampled queues (all distinct). ``sample_hist`` loses the chosen queues. Returns (admitted, placed)."""
     m = 0
     for j in range(k):
-        while hs[m] == 0:
+        while sample_hist[m] == 0:
             m += 1
         if m >= bmax:
             return False, j
-        hs[m] -= 1
-        tcnt[m + 1] += 1
-        plev[j] = m
+        sample_hist[m] -= 1
+        job_signature[m + 1] += 1
+        task_levels[j] = m
     return True, k
 
 
 @njit(cache=True)
-def _place_batch(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+def _place_batch(policy, x, job_signature, sample_hist, task_levels, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
     """Sample ``n_samp`` distinct queues, then batch-filling or batch-sampling (x untouched)."""
     low = lowest_occupied(x)
     if n_samp >= HG_MIN_SAMPLE:
-        top, s0, s1, s2, s3 = draw_levels_hg(x, n_servers, n_samp, low, k, hs, s0, s1, s2, s3)
+        top, s0, s1, s2, s3 = draw_levels_hg(x, n_servers, n_samp, low, k, sample_hist, s0, s1, s2, s3)
     else:
-        top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, k, hs, s0, s1, s2, s3)
+        top, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, k, sample_hist, s0, s1, s2, s3)
     if policy == BATCH_FILLING:
-        ok, placed, hi, s0, s1, s2, s3 = _fill_batch_filling(hs, tcnt, plev, k, bmax,
+        ok, placed, hi, s0, s1, s2, s3 = _fill_batch_filling(sample_hist, job_signature, task_levels, k, bmax,
                                                              s0, s1, s2, s3)
         if hi > top:
             top = hi
     else:
-        ok, placed = _fill_batch_sampling(hs, tcnt, plev, k, bmax)
+        ok, placed = _fill_batch_sampling(sample_hist, job_signature, task_levels, k, bmax)
     for i in range(top + 1):
-        hs[i] = 0
+        sample_hist[i] = 0
     return ok, placed, s0, s1, s2, s3
 
 
 @njit(cache=True)
-def _place(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
+def _place(policy, x, job_signature, sample_hist, task_levels, k, n_samp, bmax, n_servers, s0, s1, s2, s3):
     """One job under ``policy`` (dispatch for the test helpers; the event loop calls the policy
     function directly, its code being a compile-time constant there)."""
     if policy == RANDOM:
-        return _place_random(x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3)
+        return _place_random(x, job_signature, task_levels, k, bmax, n_servers, s0, s1, s2, s3)
     if policy == JSQ:
-        return _place_jsq(x, tcnt, plev, k, bmax, s0, s1, s2, s3)
+        return _place_jsq(x, job_signature, task_levels, k, bmax, s0, s1, s2, s3)
     if policy == POD:
-        return _place_pod_per_task(x, tcnt, hs, plev, k, n_samp, bmax, n_servers,
+        return _place_pod_per_task(x, job_signature, sample_hist, task_levels, k, n_samp, bmax, n_servers,
                                    s0, s1, s2, s3)
     if policy == POD_PER_TASK:
-        return _place_pod_per_task_min(x, tcnt, plev, k, n_samp, bmax, n_servers,
+        return _place_pod_per_task_min(x, job_signature, task_levels, k, n_samp, bmax, n_servers,
                                        s0, s1, s2, s3)
-    return _place_batch(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
+    return _place_batch(policy, x, job_signature, sample_hist, task_levels, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,43 +275,25 @@ def _place(policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3
 
 @njit(cache=True)
 def place_job(policy, x, k, n_samp, bmax, state):
-    """Place one job on counts ``x`` (not modified): returns ``(admitted, plev, positions,
-    x_after)`` with ``plev`` the levels the placed tasks joined (in order), ``positions[p]`` the
+    """Place one job on counts ``x`` (not modified): returns ``(admitted, task_levels, positions,
+    x_after)`` with ``task_levels`` the levels the placed tasks joined (in order), ``positions[p]`` the
     number of distinct queues whose job-last task is at position ``p`` and ``x_after`` the
     counts after the job (equal to ``x`` if dropped). ``n_samp``: queues sampled per job
     (batch policies, ``k*d``) or per task (``pod``: d; ``pod_per_task``: ``k*d``)."""
     cap = x.size + k + 2
     xx = np.zeros(cap, dtype=np.int64)
     xx[: x.size] = x
-    tcnt = np.zeros(cap, dtype=np.int64)
-    hs = np.zeros(cap, dtype=np.int64)
-    plev = np.zeros(k, dtype=np.int64)
-    ok, placed, s0, s1, s2, s3 = _place(policy, xx, tcnt, hs, plev, k, n_samp, bmax, xx.sum(),
+    job_signature = np.zeros(cap, dtype=np.int64)
+    sample_hist = np.zeros(cap, dtype=np.int64)
+    task_levels = np.zeros(k, dtype=np.int64)
+    ok, placed, s0, s1, s2, s3 = _place(policy, xx, job_signature, sample_hist, task_levels, k, n_samp, bmax, xx.sum(),
                                         state[0], state[1], state[2], state[3])
     state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     if ok and (policy == BATCH_FILLING or policy == BATCH_SAMPLING):
         for j in range(k):
-            xx[plev[j]] -= 1
-            xx[plev[j] + 1] += 1
-    return ok, plev[:placed].copy(), tcnt, xx
-
-
-@njit(cache=True)
-def fill_sample(policy, hs, k, bmax, state):
-    """Batch-filling / batch-sampling on a given sample histogram ``hs`` (not modified):
-    ``(admitted, plev, positions)`` as in :func:`place_job`."""
-    cap = hs.size + k + 2
-    h = np.zeros(cap, dtype=np.int64)
-    h[: hs.size] = hs
-    tcnt = np.zeros(cap, dtype=np.int64)
-    plev = np.zeros(k, dtype=np.int64)
-    if policy == BATCH_FILLING:
-        ok, placed, _, s0, s1, s2, s3 = _fill_batch_filling(
-            h, tcnt, plev, k, bmax, state[0], state[1], state[2], state[3])
-        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
-    else:
-        ok, placed = _fill_batch_sampling(h, tcnt, plev, k, bmax)
-    return ok, plev[:placed].copy(), tcnt
+            xx[task_levels[j]] -= 1
+            xx[task_levels[j] + 1] += 1
+    return ok, task_levels[:placed].copy(), job_signature, xx
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,23 +306,23 @@ MEMO_MAX_COUNT = 1 << 16  # counts must fit in 16 bits (k < 2**16)
 
 
 @njit(cache=True)
-def _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab):
+def _delay_value(job_signature, top_pos, gl_x, gl_w, tabled, tab):
     """``E[max_i Gamma(p_i, 1)]`` of one signature: on the shared grid (``tabled``:
     :func:`sim.core.jobdelay.expected_max_gamma_table`, ``tab`` its arrays) where it reaches,
     else by :func:`sim.core.jobdelay.expected_max_gamma`'s quadrature."""
     if tabled:
-        v = expected_max_gamma_table(tcnt, top_pos, tab[0], tab[1], tab[2], tab[3], tab[4],
+        v = expected_max_gamma_table(job_signature, top_pos, tab[0], tab[1], tab[2], tab[3], tab[4],
                                      tab[5], tab[6], tab[7])
         if v >= 0.0:
             return v
-    return expected_max_gamma(tcnt[: top_pos + 1], gl_x, gl_w)
+    return expected_max_gamma(job_signature[: top_pos + 1], gl_x, gl_w)
 
 
 @njit(cache=True)
-def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_x, gl_w,
+def _job_delay(job_signature, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_x, gl_w,
                tabled, tab):
     """``E[max_i Gamma(p_i, 1)]`` for the job whose queues' job-last positions are counted in
-    ``tcnt[1..top_pos]``, through a memo (open addressing, linear probing) keyed by the exact
+    ``job_signature[1..top_pos]``, through a memo (open addressing, linear probing) keyed by the exact
     signature: the quadrature of :func:`sim.core.jobdelay.expected_max_gamma` costs 10-500 us, and
     under batch-filling a job's queues all end at two adjacent positions (the water level and
     the one above), so few signatures recur. ``memo_pos[i] == 0`` marks a free slot; nothing is
@@ -356,16 +332,16 @@ def _job_delay(tcnt, top_pos, memo_keys, memo_pos, memo_val, memo_fill, key, gl_
     (the shared grid when ``tabled``, a closure constant of the event loop)."""
     size = memo_pos.size
     if top_pos > MEMO_MAX_POS or size == 1:
-        return _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab)
+        return _delay_value(job_signature, top_pos, gl_x, gl_w, tabled, tab)
     n_words = (top_pos + 3) >> 2
     for q in range(MEMO_WORDS):
         key[q] = 0
     for p in range(1, top_pos + 1):
-        key[(p - 1) >> 2] |= tcnt[p] << (16 * ((p - 1) & 3))
+        key[(p - 1) >> 2] |= job_signature[p] << (16 * ((p - 1) & 3))
     i, found = find_key(key, top_pos, n_words, memo_keys, memo_pos)
     if found:
         return memo_val[i]
-    v = _delay_value(tcnt, top_pos, gl_x, gl_w, tabled, tab)
+    v = _delay_value(job_signature, top_pos, gl_x, gl_w, tabled, tab)
     if 2 * memo_fill[0] < size:
         store_key(i, key, top_pos, n_words, memo_keys, memo_pos)
         memo_val[i] = v
@@ -383,13 +359,13 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
     :mod:`sim.dispatch._agent_kernel`). The policy branch is thus taken once, outside the hot loop.
 
     ``record`` (a closure constant too: a separate compiled variant) records each admitted
-    job's signature ``tcnt[1..max position]`` for the response-time distribution
-    (:mod:`sim.core.responses`); the variant that does not record is the loop as before.
+    job's signature ``job_signature[1..max position]`` for the response-time distribution
+    (:mod:`sim.core.responses`); the variant that does not record compiles without it.
 
     ``single`` (a closure constant: ``k = 1`` under ``pod``, ``random`` or ``jsq``) places a
     job by code written into the loop instead of the ``_place_*`` functions, which LLVM keeps
     as out-of-line calls with every array argument's struct pushed on the stack, and skips the
-    per-job ``tcnt`` / ``plev`` bookkeeping (one task: its position is the job's signature).
+    per-job ``job_signature`` / ``task_levels`` bookkeeping (one task: its position is the job's signature).
     It uses the same random numbers in the same order and finds the same levels, so the
     results are bitwise those of the general path. Under ``random`` (``tails``) it also keeps
     ``g[l]``, the number of servers with at least ``l`` tasks (one update per event), and finds
@@ -404,7 +380,7 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
 
     @njit(cache=True)
     def run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
-                 x, g, acc, tcnt, hs, plev, harm, memo, gl_x, gl_w, tab, bounds, state,
+                 x, g, acc, job_signature, sample_hist, task_levels, harm, memo, gl_x, gl_w, tab, bounds, state,
                  w_first, e_first, t_w, qacc, outputs, rec):
         """Process events from ``e_first`` (inside window ``w_first``, ``t_w`` of its time and
         ``qacc`` of its lazy queue area already elapsed) until the end of the run, or until a
@@ -442,7 +418,7 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                     # ---- single-task job arrival: its level, then the same bookkeeping as
                     # below with k = 1 (E[T] = position, harm[1] = 1.0 at position 1)
                     # (written out here, not called: LLVM left even a small helper taking
-                    # x and hs as an out-of-line call with its array structs pushed)
+                    # x and sample_hist as an out-of-line call with its array structs pushed)
                     if policy == RANDOM:
                         # a uniform server, its rank u counted from level 0 up (_place_random):
                         # the level is the number of l >= 1 with g[l] > N - 1 - u (g is
@@ -465,8 +441,8 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                         # the draws, scan order and early stop of draw_levels (stop = 1: a
                         # draw at the lowest occupied level ends the sample), so the same
                         # random numbers give the same level; a drawn server is taken out of
-                        # x itself (x[l] - hs[l] there, one load per level scanned here),
-                        # counted in hs, and both are restored after the sample
+                        # x itself (x[l] - sample_hist[l] there, one load per level scanned here),
+                        # counted in sample_hist, and both are restored after the sample
                         low = 0
                         while x[low] == 0:
                             low += 1
@@ -483,12 +459,12 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                             if m == low:
                                 break
                             x[m] -= 1
-                            hs[m] += 1
+                            sample_hist[m] += 1
                             if m > hi:
                                 hi = m
                         for i in range(lvl, hi + 1):
-                            x[i] += hs[i]
-                            hs[i] = 0
+                            x[i] += sample_hist[i]
+                            sample_hist[i] = 0
                     w_arr[w] += 1
                     if lvl < bmax:
                         x[lvl] -= 1
@@ -513,7 +489,7 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                             if lvl < r_sig.shape[1]:
                                 r_sig[w, lvl] += 1
                             else:
-                                record_job(w, 1, tcnt, lvl + 1, r_sig, r_grid, r_over,
+                                record_job(w, 1, job_signature, lvl + 1, r_sig, r_grid, r_over,
                                            r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid,
                                            r_ps, r_cs, r_key)
                     else:
@@ -522,26 +498,26 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                     # ---- job arrival (PASTA: it sees the state just held)
                     if policy == RANDOM:
                         ok, placed, s0, s1, s2, s3 = _place_random(
-                            x, tcnt, plev, k, bmax, n_servers, s0, s1, s2, s3)
+                            x, job_signature, task_levels, k, bmax, n_servers, s0, s1, s2, s3)
                     elif policy == JSQ:
                         ok, placed, s0, s1, s2, s3 = _place_jsq(
-                            x, tcnt, plev, k, bmax, s0, s1, s2, s3)
+                            x, job_signature, task_levels, k, bmax, s0, s1, s2, s3)
                     elif policy == POD:
                         ok, placed, s0, s1, s2, s3 = _place_pod_per_task(
-                            x, tcnt, hs, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
+                            x, job_signature, sample_hist, task_levels, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
                     elif policy == POD_PER_TASK:
                         ok, placed, s0, s1, s2, s3 = _place_pod_per_task_min(
-                            x, tcnt, plev, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
+                            x, job_signature, task_levels, k, n_samp, bmax, n_servers, s0, s1, s2, s3)
                     else:
                         ok, placed, s0, s1, s2, s3 = _place_batch(
-                            policy, x, tcnt, hs, plev, k, n_samp, bmax, n_servers,
+                            policy, x, job_signature, sample_hist, task_levels, k, n_samp, bmax, n_servers,
                             s0, s1, s2, s3)
                     w_arr[w] += 1
                     if ok:
                         max_lvl = 0
                         sum_lvl = 0
                         for j in range(k):
-                            lvl = plev[j]
+                            lvl = task_levels[j]
                             if policy == BATCH_FILLING or policy == BATCH_SAMPLING:
                                 x[lvl] -= 1
                                 x[lvl + 1] += 1
@@ -557,11 +533,11 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                             top = max_lvl + 1
                         # ---- E[response | positions] (Rao-Blackwell)
                         if max_lvl == 0:
-                            et = harm[tcnt[1]]
+                            et = harm[job_signature[1]]
                         elif k == 1:
                             et = max_lvl + 1.0  # E[Gamma(p, 1)] = p
                         else:
-                            et = _job_delay(tcnt, max_lvl + 1, memo_keys, memo_pos, memo_val,
+                            et = _job_delay(job_signature, max_lvl + 1, memo_keys, memo_pos, memo_val,
                                             memo_fill, memo_key, gl_x, gl_w, tabled, tab)
                         w_adm[w] += 1
                         w_resp[w] += et
@@ -570,26 +546,26 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
                             w_waited[w] += 1
                         if max_lvl < h_thr:
                             w_within[w] += 1
-                        if record:  # tcnt[p]: the job's queues whose last task is at p
+                        if record:  # job_signature[p]: the job's queues whose last task is at p
                             # (common cases inline; record_job takes the rare ones)
                             sid = np.int64(-1)
                             if k == 1:
                                 if max_lvl < r_sig.shape[1]:
                                     sid = max_lvl
                             else:
-                                sid = sig_id(tcnt, max_lvl + 1, r_keys, r_pos, r_ids, r_counts,
+                                sid = sig_id(job_signature, max_lvl + 1, r_keys, r_pos, r_ids, r_counts,
                                              r_nsig, r_key)
                             if sid >= 0:
                                 r_sig[w, sid] += 1
                             else:
-                                record_job(w, k, tcnt, max_lvl + 1, r_sig, r_grid, r_over,
+                                record_job(w, k, job_signature, max_lvl + 1, r_sig, r_grid, r_over,
                                            r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid,
                                            r_ps, r_cs, r_key)
                     else:
                         w_drop[w] += 1
                     for j in range(placed):
-                        tcnt[plev[j]] = 0
-                        tcnt[plev[j] + 1] = 0
+                        job_signature[task_levels[j]] = 0
+                        job_signature[task_levels[j] + 1] = 0
                 else:
                     # ---- service completion at a uniform busy server
                     u, s0, s1, s2, s3 = below64(busy, s0, s1, s2, s3)
@@ -702,14 +678,14 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
     n_windows = bounds.size - 1
     cap = x.size
     acc = np.zeros(cap)
-    tcnt = np.zeros(cap, dtype=np.int64)
-    hs = np.zeros(cap, dtype=np.int64)
-    plev = np.zeros(k, dtype=np.int64)
+    job_signature = np.zeros(cap, dtype=np.int64)
+    sample_hist = np.zeros(cap, dtype=np.int64)
+    task_levels = np.zeros(k, dtype=np.int64)
     g = _tail_counts(x)
     w, e, t_w, qacc = 0, int(bounds[0]), 0.0, 0.0
     while True:
         w, e, t_w, qacc = run_span(n_servers, arr_rate, k, n_samp, bmax, h_thr,
-                                   x, g, acc, tcnt, hs, plev, harm, tuple(memo), gl_x, gl_w, tab,
+                                   x, g, acc, job_signature, sample_hist, task_levels, harm, tuple(memo), gl_x, gl_w, tab,
                                    bounds, state, w, e, t_w, qacc, tuple(outputs), tuple(rec))
         if w >= n_windows:
             return x
@@ -717,5 +693,5 @@ def occupancy_kernel(policy, n_servers, arr_rate, k, n_samp, bmax, h_thr, x, bou
         x = np.concatenate((x, np.zeros(cap - x.size, dtype=np.int64)))
         acc = np.concatenate((acc, np.zeros(cap - acc.size)))
         g = _tail_counts(x)
-        tcnt = np.zeros(cap, dtype=np.int64)  # all zero between jobs
-        hs = np.zeros(cap, dtype=np.int64)
+        job_signature = np.zeros(cap, dtype=np.int64)  # all zero between jobs
+        sample_hist = np.zeros(cap, dtype=np.int64)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.core._loop import join_level, leave_level
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
@@ -37,6 +36,35 @@ from sim.dispatch.policies import BATCH_FILLING
 
 #: buffer sentinel of the placement helpers (no buffer: never reached)
 _UNBOUNDED = 2**62
+
+
+# counts state: ``x[l]`` servers with exactly ``l`` tasks, ``busy = N - x[0]`` and ``top`` the
+# highest occupied level; inlined at numba-IR level, so the loop compiles as if the lines were
+# written out in it (LLVM does not always inline a small call taking arrays)
+@njit(cache=True, inline="always")
+def join_level(x, lvl, busy, top):
+    """A server of level ``lvl`` receives a task: the counts ``x``, the busy servers and the top
+    level follow. Returns ``(busy, top)``."""
+    x[lvl] -= 1
+    x[lvl + 1] += 1
+    if lvl == 0:
+        busy += 1
+    if lvl + 1 > top:
+        top = lvl + 1
+    return busy, top
+
+
+@njit(cache=True, inline="always")
+def leave_level(x, lvl, busy, top):
+    """A server of level ``lvl >= 1`` completes a task; returns ``(busy, top)`` as
+    :func:`join_level`."""
+    x[lvl] -= 1
+    x[lvl - 1] += 1
+    if lvl == 1:
+        busy -= 1
+    if lvl == top and x[lvl] == 0:
+        top = lvl - 1
+    return busy, top
 
 
 @njit(cache=True, inline="always")
@@ -52,7 +80,7 @@ def _departure(x, busy, top, s0, s1, s2, s3):
 
 
 @njit(cache=True)
-def _span(batch, n_servers, arr_rate, k, n_samp, x, hs, tcnt, plev, t_grid, out, clock, state,
+def _span(batch, n_servers, arr_rate, k, n_samp, x, sample_hist, job_signature, task_levels, t_grid, out, clock, state,
           max_events):
     """Run events from the state in ``clock`` (``clock[0]`` = time now, ``clock[1]`` = next
     grid index, ``clock[2]`` = events so far; updated in place) until the grid is recorded to
@@ -84,25 +112,25 @@ def _span(batch, n_servers, arr_rate, k, n_samp, x, hs, tcnt, plev, t_grid, out,
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         if u01(r) * rate < arr_rate:
             if batch:
-                _, placed, s0, s1, s2, s3 = _place_batch(BATCH_FILLING, x, tcnt, hs, plev, k,
+                _, placed, s0, s1, s2, s3 = _place_batch(BATCH_FILLING, x, job_signature, sample_hist, task_levels, k,
                                                          n_samp, _UNBOUNDED, n_servers,
                                                          s0, s1, s2, s3)
             else:
                 placed = 1
                 low = lowest_occupied(x)
-                hi, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, hs, s0, s1, s2, s3)
+                hi, s0, s1, s2, s3 = draw_levels(x, n_servers, n_samp, low, 1, sample_hist, s0, s1, s2, s3)
                 lvl = low
-                while hs[lvl] == 0:
+                while sample_hist[lvl] == 0:
                     lvl += 1
                 for i in range(hi + 1):
-                    hs[i] = 0
-                plev[0] = lvl
+                    sample_hist[i] = 0
+                task_levels[0] = lvl
             for i in range(placed):
-                busy, top = join_level(x, plev[i], busy, top)
+                busy, top = join_level(x, task_levels[i], busy, top)
             if batch:
                 for i in range(placed):
-                    tcnt[plev[i]] = 0
-                    tcnt[plev[i] + 1] = 0
+                    job_signature[task_levels[i]] = 0
+                    job_signature[task_levels[i] + 1] = 0
         else:
             busy, top, s0, s1, s2, s3 = _departure(x, busy, top, s0, s1, s2, s3)
         events += 1
@@ -114,15 +142,15 @@ def _trajectory(batch, n_servers, arr_rate, k, n_samp, x, t_grid, out, state, ma
     """Drive :func:`_span` to the end of the grid, doubling the arrays when it asks. Returns
     ``(final counts, events, time of the last event, grid rows written)``."""
     xx = padded(x, k + 2 if batch else 2)
-    hs = np.zeros(xx.size, dtype=np.int64)
-    tcnt = np.zeros(xx.size, dtype=np.int64)
-    plev = np.zeros(k, dtype=np.int64)
+    sample_hist = np.zeros(xx.size, dtype=np.int64)
+    job_signature = np.zeros(xx.size, dtype=np.int64)
+    task_levels = np.zeros(k, dtype=np.int64)
     clock = np.zeros(3)
-    while not _span(batch, int(n_servers), float(arr_rate), k, n_samp, xx, hs, tcnt, plev,
+    while not _span(batch, int(n_servers), float(arr_rate), k, n_samp, xx, sample_hist, job_signature, task_levels,
                     t_grid, out, clock, state, int(max_events)):
         xx = np.concatenate((xx, np.zeros(xx.size, dtype=np.int64)))
-        hs = np.zeros(xx.size, dtype=np.int64)
-        tcnt = np.zeros(xx.size, dtype=np.int64)
+        sample_hist = np.zeros(xx.size, dtype=np.int64)
+        job_signature = np.zeros(xx.size, dtype=np.int64)
     return xx, int(clock[2]), float(clock[0]), int(clock[1])
 
 

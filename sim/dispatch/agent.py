@@ -65,12 +65,13 @@ from sim.core.windows import window_bounds
 from sim.dispatch import _agent_kernel as _k
 from sim.dispatch import agent_jobs
 from sim.dispatch.meanfield.pod import initial_tail
-from sim.dispatch.policies import POLICY_CODES, messages_per_job
+from sim.dispatch.policies import policy as policy_record
+from sim.dispatch.policies import policy_of, served_by
 
 __all__ = ["AgentResult", "simulate", "run_task", "AGENT_POLICIES"]
 
-#: single-task policies of this engine
-AGENT_POLICIES = ("random", "jsq", "pod")
+#: single-task policies of this engine (the batch policies run on sim.dispatch.agent_jobs)
+AGENT_POLICIES = served_by("agent", lambda p: not p.k_task)
 
 #: the keys :func:`run_task` returns (docs/results-schema.md; ``wall_time`` is added by sim.run)
 
@@ -149,7 +150,8 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     lam = float(lam)
     if policy not in AGENT_POLICIES:
         raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(AGENT_POLICIES)}")
-    if policy == "pod":
+    pol = policy_record(policy)
+    if pol.samples:
         if not is_int(d) or not 1 <= d <= n_servers:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
@@ -176,9 +178,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
                          "service rates only (service_rates must be null or all 1)")
     n_servers, d, events, n_batches = int(n_servers), int(d), int(events), int(n_batches)
     max_level, n_windows = int(max_level), int(n_windows)
-    code = POLICY_CODES[policy]
-    if policy != "pod":
-        d = 1
+    code, d = pol.code, pol.probe_d(d)
 
     # ---- set-up
     hetero = bool(np.any(mu != mu[0]))
@@ -192,7 +192,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         alias_idx = np.zeros(1, dtype=np.int64)
     state = seed_state(seed)
     if init == "meanfield" and not hetero:
-        q = draw_initial_queues(initial_tail(lam, policy, d), n_servers, state)
+        q = draw_initial_queues(initial_tail(lam, pol, d), n_servers, state)
     else:
         q = np.zeros(n_servers, dtype=np.int64)
     buf, head = new_rings(q, events)
@@ -225,7 +225,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     n_arr = int(w_arr[cut:].sum())
     # one-way messages: a probe is a request and a reply (sim.dispatch.policies)
     messages = (2.0 * float(w_probes[cut:].sum() / n_arr) if n_arr > 0
-                else messages_per_job(policy, n_servers, 1, d))
+                else pol.messages(n_servers, 1, d))
     return AgentResult(**est, messages_per_job=messages, n_jobs=int(w_jobs[cut:].sum()),
                        events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt)
 
@@ -250,7 +250,7 @@ def run_task(task: dict) -> dict:
     if settings.responses and task.get("service_rates") is not None:
         raise ValueError("responses: the response-time distribution is recorded for equal "
                          "service rates only (service_rates must be null)")
-    if task.get("policy") in AGENT_POLICIES and k == 1 and b is None:
+    if policy_of(task).single_task_agent(k, b):
         return _single_task_row(task, settings)
     return agent_jobs.run_jobs(task)
 
@@ -258,9 +258,10 @@ def run_task(task: dict) -> dict:
 def _single_task_row(task: dict, settings: RunSettings | None = None) -> dict:
     """The row of a single-task ``random`` / ``jsq`` / ``pod`` task without a buffer."""
     settings = settings or RunSettings.from_task(task)
+    pol = policy_of(task)
     res = simulate(
-        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=task["policy"],
-        d=task_int(task, "d", 1) if task["policy"] == "pod" else 1, events=task_int(task, "events"),
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=pol.name,
+        d=pol.probe_d(task_int(task, "d", 1)), events=task_int(task, "events"),
         service_rates=task.get("service_rates"), **settings.arguments(simulate))
     # single-task jobs: inherent delay H_1 = 1; no buffer; position <= 1 iff no wait
     return simulation_row(

@@ -95,15 +95,14 @@ from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, 
 from sim.core.windows import window_bounds
 from sim.dispatch import _agent_jobs_kernel as _k
 from sim.dispatch.meanfield.pod import initial_tail
-from sim.dispatch.policies import POLICY_CODES, messages_per_job
+from sim.dispatch.policies import policy as policy_record
+from sim.dispatch.policies import policy_of, served_by
 
 __all__ = ["JobsResult", "simulate", "run_jobs", "place_job", "assign_tasks",
            "JOBS_POLICIES"]
 
-#: policies this engine serves
-JOBS_POLICIES: tuple[str, ...] = ("random", "jsq", "batch_filling", "batch_sampling",
-                                  "pod_per_task")
-_SAMPLING = ("batch_filling", "batch_sampling", "pod_per_task")
+#: policies this engine serves under their own code (power-of-d runs as batch-filling, k = 1)
+JOBS_POLICIES: tuple[str, ...] = served_by("agent", lambda p: not p.jobs_as)
 
 
 #: estimates of one k-task-job agent run (times in the model's time unit)
@@ -121,10 +120,11 @@ JobsResult = simulation_result("JobsResult", "Estimates of one k-task-job agent 
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def _check_policy(policy) -> None:
+def _check_policy(policy):
     if policy not in JOBS_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by sim.dispatch.agent_jobs; valid: "
                          f"{', '.join(JOBS_POLICIES)} (pod: sim.dispatch.agent)")
+    return policy_record(policy)
 
 
 def _check_b(b) -> int:
@@ -142,19 +142,19 @@ def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=DEF
     Returns the number of tasks each server receives (int array of length N), or ``None`` if
     the buffer ``b`` drops the job. ``state`` (uint64[4], advanced in place) overrides ``seed``.
     """
-    _check_policy(policy)
+    pol = _check_policy(policy)
     q = np.ascontiguousarray(q, dtype=np.int64)
     if q.ndim != 1 or q.size < 1 or q.min() < 0:
         raise ValueError("q must be a non-empty 1-D array of non-negative lengths")
     if not is_int(k) or not 1 <= k:
         raise ValueError(f"k={k!r} must be an integer >= 1")
-    m = int(k * d) if policy in _SAMPLING else 1
-    if policy in _SAMPLING and (not is_int(d) or d < 1 or m > q.size):
+    m = int(pol.sample_size(k, d))
+    if pol.samples and (not is_int(d) or d < 1 or m > q.size):
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= N={q.size}")
     bb = _check_b(b)
     if state is None:
         state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
-    placed, dest = _k.plan_job(q, POLICY_CODES[policy], int(k), m, np.int64(bb), state)
+    placed, dest = _k.plan_job(q, pol.code, int(k), m, np.int64(bb), state)
     if placed < 0:
         return None
     return np.bincount(dest, minlength=q.size)
@@ -167,15 +167,16 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
 
     Returns the number of tasks each sampled queue receives, or ``None`` if dropped by ``b``.
     """
-    if policy not in ("batch_filling", "batch_sampling"):
+    pol = policy_record(policy)
+    if not pol.batch:
         raise ValueError(f"policy={policy!r} must be batch_filling or batch_sampling")
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if lengths.ndim != 1 or lengths.size < 1 or lengths.min() < 0:
         raise ValueError("lengths must be a non-empty 1-D array of non-negative lengths")
-    if not is_int(k) or k < 1 or (policy == "batch_sampling" and k > lengths.size):
+    if not is_int(k) or k < 1 or (not pol.fills and k > lengths.size):
         raise ValueError(f"k={k!r} must be an integer >= 1 (batch_sampling: <= len(lengths))")
     bb = _check_b(b)
-    placed, dest = _k.batch_plan_given_sample(lengths, POLICY_CODES[policy], int(k), np.int64(bb))
+    placed, dest = _k.batch_plan_given_sample(lengths, pol.code, int(k), np.int64(bb))
     if placed < 0:
         return None
     return np.bincount(dest, minlength=lengths.size)
@@ -238,15 +239,14 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
     if n_servers >= 2**31:
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
-    _check_policy(policy)
+    pol = _check_policy(policy)
     if not is_int(k) or not 1 <= k <= n_servers:
         raise ValueError(f"k={k!r} must be an integer with 1 <= k <= n_servers={n_servers}")
-    if policy in _SAMPLING:
+    if pol.samples:
         if not is_int(d) or d < 1 or k * d > n_servers:
             raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers="
                              f"{n_servers} (k={k})")
-    else:
-        d = 1
+    d = pol.probe_d(d)
     bb = _check_b(b)
     if not (is_number(lam) and math.isfinite(lam)) or lam <= 0.0:
         raise ValueError(f"lam={lam!r} must be a finite number > 0")
@@ -259,8 +259,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                    n_windows=n_windows, responses=responses)
     n_servers, k, d, h, events = int(n_servers), int(k), int(d), int(h), int(events)
     n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
-    code = POLICY_CODES[policy]
-    m = k * d if policy in _SAMPLING else 1
+    code, m = pol.code, pol.sample_size(k, d)
 
     # ---- set-up
     job_rate = lam / k  # per server
@@ -271,8 +270,8 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     state = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint64)
     init_used = "meanfield" if (init == "meanfield" and k == 1 and b is None) else "empty"
     if init_used == "meanfield":
-        fp_policy = policy if policy in ("random", "jsq") else "pod"
-        q = draw_initial_queues(initial_tail(lam, fp_policy, d), n_servers, state[4:])
+        # k = 1: a sampling policy's fixed point is power-of-d's
+        q = draw_initial_queues(initial_tail(lam, pol, d), n_servers, state[4:])
     else:
         q = np.zeros(n_servers, dtype=np.int64)
     width = _k.RECORD  # server record width: ring capacity width - RING0, grown as needed
@@ -312,7 +311,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     return JobsResult(
         **est, queueing_ratio=(est["mean_response"] - hk) / hk,
         queueing_ratio_se=est["mean_response_se"] / hk,
-        messages_per_job=messages_per_job(policy, n_servers, k, d),
+        messages_per_job=pol.messages(n_servers, k, d),
         n_jobs=int(w_jobs[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
         events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
         init_used=init_used,
@@ -325,15 +324,15 @@ def run_jobs(task: dict) -> dict:
     the ``responses`` setting first) and return :data:`RESULT_KEYS` as plain Python values, with
     the response columns (:data:`sim.core.responses.RESPONSE_COLUMNS`) if ``responses`` is set.
     ``pod`` with a finite buffer runs as batch-filling with ``k = 1`` (the same model)."""
-    policy = task.get("policy")
+    pol = policy_of(task)
     settings = RunSettings.from_task(task)
-    if policy == "pod":  # with a finite buffer: batch-filling with k = 1 is the same model
-        policy = "batch_filling"
+    if pol.jobs_as:  # power-of-d with a finite buffer: batch-filling with k = 1, the same model
+        pol = policy_record(pol.jobs_as)
     if task.get("service_rates") is not None:
         raise ValueError("service_rates: unequal service rates are not supported for k-task "
                          "jobs or a finite buffer b (sim.dispatch.agent_jobs); use null")
     res = simulate(
-        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
-        k=task_int(task, "k", 1), d=task_int(task, "d", 1) if policy in _SAMPLING else 1,
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=pol.name,
+        k=task_int(task, "k", 1), d=pol.probe_d(task_int(task, "d", 1)),
         b=task_int(task, "b"), events=task_int(task, "events"), **settings.arguments(simulate))
     return simulation_row(res)

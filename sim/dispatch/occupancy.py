@@ -107,13 +107,14 @@ from sim.core.results import is_int, simulation_result, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
 from sim.dispatch import _occupancy_kernel as _k
-from sim.dispatch.policies import BATCH_POLICIES, POLICY_CODES, messages_per_job
+from sim.dispatch.policies import policy as policy_record
+from sim.dispatch.policies import policy_of, served_by
 
 __all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail",
            "OCCUPANCY_POLICIES"]
 
 #: policies this engine serves
-OCCUPANCY_POLICIES: tuple[str, ...] = ("random", "jsq", "pod") + BATCH_POLICIES
+OCCUPANCY_POLICIES: tuple[str, ...] = served_by("occupancy")
 
 
 #: stand-in for an unbounded buffer inside the kernel
@@ -177,22 +178,23 @@ def meanfield_tail(policy: str, lam: float, k: int = 1, d: int = 1, b: int | Non
         return np.zeros(0)
     top = max_levels if b is None else min(max_levels, b)
     s = [1.0]  # s_0
-    if policy == "jsq":
+    pol = policy_record(policy)
+    if pol.name not in OCCUPANCY_POLICIES:
+        raise ValueError(f"policy={pol.name!r} is not served by the occupancy engine")
+    if pol.probes_all:
         return np.array([lam])
-    n = k * d
+    n = pol.sample_size(k, d)  # queues a task (batch: a job) chooses among
     while len(s) <= top:
         prev = s[-1]
-        if policy == "random":
+        if not pol.samples:
             si = lam * prev
-        elif policy == "pod":
-            si = lam * prev**d
-        elif policy == "pod_per_task":
+        elif not pol.batch:  # the shortest of its own n: power-of-n
             si = lam * prev**n
-        elif policy in ("batch_filling", "batch_sampling"):
+        else:
             lvl = len(s) - 1  # i - 1: slots below position i
             levels = np.array(s + [0.0])
             p_level = levels[:-1] - levels[1:]  # P(level = j), j = 0..i-1
-            if policy == "batch_filling":
+            if pol.fills:
                 # one sampled queue offers (lvl - level)^+ slots at positions <= lvl
                 pmf = np.zeros(lvl + 1)
                 for j in range(lvl):
@@ -202,8 +204,6 @@ def meanfield_tail(policy: str, lam: float, k: int = 1, d: int = 1, b: int | Non
                 pmf = np.array([prev, 1.0 - prev])  # 1 iff the queue is below level lvl
             dist = _pmf_power_truncated(pmf, n, k)
             si = lam / k * float(np.dot(k - np.arange(k), dist))
-        else:
-            raise ValueError(f"policy={policy!r} is not served by the occupancy engine")
         if si < eps:
             break
         s.append(min(si, prev))
@@ -253,7 +253,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         Position threshold of ``frac_within_h`` (>= 1).
     responses : bool
         Record the response-time distribution (keyword only; docs/responses.md): each admitted
-        job's signature (``tcnt``: its queues per position of their job-last task) per window,
+        job's signature (``job_signature``: its queues per position of their job-last task) per window,
         by a separately compiled loop; quantiles and CCDF in ``responses`` of the result. Uses
         no random number: every other estimate is bitwise the same.
 
@@ -269,8 +269,9 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
     if not is_int(k) or not 1 <= k <= n_servers:
         raise ValueError(f"k={k!r} must be an integer with 1 <= k <= n_servers={n_servers}")
-    if policy == "pod" and k != 1:
-        raise ValueError(f"k={k!r}: policy 'pod' serves single-task jobs (k = 1)")
+    pol = policy_record(policy)
+    if pol.single_task and k != 1:
+        raise ValueError(f"k={k!r}: policy {policy!r} serves single-task jobs (k = 1)")
     if b is not None and (not is_int(b) or b < 1):
         raise ValueError(f"b={b!r} must be an integer >= 1 (or None: unbounded)")
     if (not isinstance(lam, (int, float, np.integer, np.floating)) or isinstance(lam, bool)
@@ -279,12 +280,11 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                          "arrives and there is nothing to estimate)")
     if b is None and lam >= 1.0:
         raise ValueError(f"lam={lam!r} must be < 1 when the buffer b is unbounded")
-    if policy in ("pod",) + BATCH_POLICIES:
+    if pol.samples:
         if not is_int(d) or d < 1 or k * d > n_servers:
             raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers "
                              f"(k={k}, n_servers={n_servers})")
-    else:
-        d = 1
+    d = pol.probe_d(d)
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
     if not is_int(h) or h < 1:
@@ -294,8 +294,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     n_servers, k, d, events, seed = int(n_servers), int(k), int(d), int(events), int(seed)
     n_batches, max_level, h, n_windows = int(n_batches), int(max_level), int(h), int(n_windows)
     lam = float(lam)
-    code = POLICY_CODES[policy]
-    n_samp = {"random": 1, "jsq": 1, "pod": d}.get(policy, k * d)
+    code, sample_size = pol.code, pol.sample_size(k, d)
     bmax = _UNBOUNDED if b is None else int(b)
 
     # ---- set-up
@@ -316,7 +315,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
                np.zeros(n_win), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64),
                np.zeros(n_win, np.int64))
     rec = new_recorder(n_win, k) if responses else None
-    _k.occupancy_kernel(code, n_servers, n_servers * lam / k, k, n_samp, bmax, h, x, bounds,
+    _k.occupancy_kernel(code, n_servers, n_servers * lam / k, k, sample_size, bmax, h, x, bounds,
                         state, harm, memo, GL_X, GL_W, outputs, rec)
     (w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
      w_within) = outputs
@@ -332,7 +331,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     return OccupancyResult(
         **est, queueing_ratio=(est["mean_response"] - h_k) / h_k,
         queueing_ratio_se=est["mean_response_se"] / h_k,
-        messages_per_job=messages_per_job(policy, n_servers, k, d),
+        messages_per_job=pol.messages(n_servers, k, d),
         n_jobs=int(w_adm[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
         arrivals_run=int(w_arr.sum()),
         events_run=events, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
@@ -343,11 +342,10 @@ def run_task(task: dict) -> dict:
     """Run one occupancy task (keys as in docs/results-schema.md) and return the result keys
     :data:`RESULT_KEYS` as plain Python values (``wall_time`` is added by :func:`sim.run`);
     with ``responses: true`` also :data:`sim.core.responses.RESPONSE_COLUMNS`."""
-    policy = task["policy"]
+    pol = policy_of(task)
     settings = RunSettings.from_task(task)
-    needs_d = policy in ("pod",) + BATCH_POLICIES
     res = simulate(
-        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy,
-        k=task_int(task, "k", 1), d=task_int(task, "d") if needs_d else 1, b=task_int(task, "b"),
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=pol.name,
+        k=task_int(task, "k", 1), d=task_int(task, "d") if pol.samples else 1, b=task_int(task, "b"),
         events=task_int(task, "events"), **settings.arguments(simulate))
     return simulation_row(res)

@@ -1,4 +1,4 @@
-"""Power-of-d declared by its transitions (issue 38): the ``population``,
+"""Power-of-d declared by its transitions: the ``population``,
 ``population_meanfield``, ``population_refined`` and ``population_trajectory`` engines of the
 dispatch model's ``pod``.
 
@@ -36,39 +36,10 @@ from sim.core.population import Population, Transitions, Vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
-from sim.dispatch.policies import messages_per_job
+from sim.core.sampling import probes_in
+from sim.dispatch.policies import only
 
 __all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined", "run_path"]
-
-
-@njit(cache=True, inline="always")
-def probes_in(s, n, d, replacement, inv_den, n_den):
-    """Probability that ``d`` probes all land in a set of ``N s`` servers: without replacement
-    ``C(N s, d) / C(N, d) = prod_{j<d} (N s - j) / (N - j)`` (``s**d`` at ``n = inf``), with
-    replacement ``s**d``. ``inv_den = 1 / prod_{j<d} (N - j)`` for ``n == n_den`` (the
-    task's N, :func:`_params`: one multiplication instead of divisions), or 0. The polynomial in
-    ``N s`` is smooth off the lattice too (the refined expansion differences it) and exactly 0
-    where ``N s`` is an integer below ``d`` (the count is ``N s`` up to rounding)."""
-    if replacement or n == np.inf:
-        return s ** d
-    c = s * n
-    if c < d - 0.5:
-        return 0.0
-    num = 1.0
-    if inv_den > 0.0 and n == n_den:
-        for j in range(d):
-            num *= c - j
-        return num * inv_den
-    out = 1.0
-    den = 1.0
-    for j in range(d):  # each partial product of 8 factors below 2**53 ** 8: no overflow
-        num *= c - j
-        den *= n - j
-        if j % 8 == 7:
-            out *= num / den
-            num = 1.0
-            den = 1.0
-    return out * (num / den)
 
 
 @njit(cache=True)
@@ -117,6 +88,9 @@ def _start(p, sizes):
 
 
 #: power-of-d as transitions
+#: the policy declared here: power-of-d, the sampling policy of single-task jobs
+_POLICY = only(samples=True, single_task=True)
+
 POD = Population(
     name="pod",
     vectors=(Vector("s", lambda p: int(p[3]) + 2),),
@@ -131,7 +105,7 @@ POD = Population(
     tail=("s", 1),
     arrival_rate=lambda p: float(p[0]),
     mean_service=1.0,
-    messages=lambda p: messages_per_job("pod", 0, 1, int(p[1])),
+    messages=lambda p: _POLICY.messages(0, 1, int(p[1])),
 )
 
 
@@ -147,7 +121,7 @@ def _task(task: dict) -> dict:
 
 
 def _check_sim(task: dict) -> None:
-    if task["policy"] != "pod":
+    if task["policy"] != _POLICY.name:
         raise ValueError(f"policy={task['policy']!r} is not declared by transitions")
     if not task.get("replacement") and task["d"] > task["n_servers"]:
         raise ValueError(f"d={task['d']!r} must not exceed n_servers={task['n_servers']!r} "

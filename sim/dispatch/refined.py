@@ -64,7 +64,7 @@ from sim.core.refined import probes_in_set, probes_in_set_1n, refined_expansion,
 from sim.core.settings import RunSettings
 from sim.dispatch.meanfield._common import _check_d, _check_lam
 from sim.dispatch.meanfield.pod import fixed_point, pod_mean_queue
-from sim.dispatch.policies import messages_per_job
+from sim.dispatch.policies import policy_of
 
 __all__ = [
     "RefinedExpansion",
@@ -239,10 +239,15 @@ def run_task(task: dict) -> dict:
     ``docs/results-schema.md`` plus ``mean_queue_1n``); standard errors are ``None``.
 
     ``replacement`` (default false, as the simulators): the ``d`` probes are drawn with
-    replacement.  Single-task jobs only (``k`` is not a parameter of ``pod``)."""
-    policy = task["policy"]
-    if policy != "pod":
-        raise ValueError(f"policy={policy!r} has no refined mean field here")
+    replacement.  Single-task jobs only (``k`` is not a parameter of ``pod``). A batch
+    policy's task goes to :func:`sim.dispatch.refined_batch.run_task` (the engine's one
+    runner picks the expansion)."""
+    pol = policy_of(task)
+    if pol.batch:
+        from sim.dispatch.refined_batch import run_task as run_batch
+        return run_batch(task)
+    if not pol.single_task:
+        raise ValueError(f"policy={pol.name!r} has no refined mean field here")
     lam = _check_lam(task["lam"])
     d = _check_d(task["d"])
     n = int(task["n_servers"])
@@ -266,5 +271,5 @@ def run_task(task: dict) -> dict:
         mean_response, prob_wait, within = 1.0, 0.0, 1.0
     return single_task_row(mean_response=mean_response, prob_wait=prob_wait, mean_queue=mean_queue,
                            tail=tail, within=within, mean_queue_1n=v_sum,
-                           messages_per_job=messages_per_job("pod", n, 1, d))
+                           messages_per_job=pol.messages(n, 1, d))
 

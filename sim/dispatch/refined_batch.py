@@ -50,7 +50,7 @@ from sim.core.refined import CI_METHOD, refined_expansion
 from sim.core.results import exact_row
 from sim.core.settings import RunSettings
 from sim.dispatch.meanfield import batch_filling as bmf
-from sim.dispatch.policies import messages_per_job
+from sim.dispatch.policies import policy_of
 
 __all__ = ["BatchRefined", "Histograms", "histograms", "batch_refined", "drift", "drift_1n",
            "drift_exact", "noise", "run_task", "TAIL_EPS", "TRUNC_EXTRA", "MAX_SAMPLES"]
@@ -261,8 +261,9 @@ def _expect(e: BatchRefined, hist: Histograms, values: np.ndarray, n: int) -> fl
 
 def run_task(task: dict) -> dict:
     """Refined values of a ``batch_filling`` task at its ``n_servers`` (fixed ``k``, ``d``)."""
-    if task.get("policy") != "batch_filling":
-        raise ValueError(f"policy={task.get('policy')!r}: this runner serves batch_filling")
+    pol = policy_of(task)
+    if not pol.fills:
+        raise ValueError(f"policy={pol.name!r}: this runner serves batch-filling")
     if task.get("b") is not None:
         raise ValueError("b: the refined batch-filling has no finite buffer")
     lam, k, d = float(task["lam"]), int(task.get("k") or 1), int(task["d"])
@@ -286,5 +287,5 @@ def run_task(task: dict) -> dict:
     row = exact_row(mean_response=mean_t, mean_wait=mean_wait, prob_wait=p_wait,
                     mean_queue=float(e.x.sum()) + v_sum / n, tail=tail,
                     queueing_ratio=(mean_t - hk) / hk, drop_prob=0.0, frac_within_h=within,
-                    messages_per_job=messages_per_job("batch_filling", n, k, d), ci_method=CI_METHOD)
+                    messages_per_job=pol.messages(n, k, d), ci_method=CI_METHOD)
     return {**row, "mean_queue_1n": v_sum}

@@ -57,12 +57,14 @@ from sim.dispatch import _trajectory_kernel as _k
 from sim.dispatch.meanfield import batch_filling
 from sim.dispatch.meanfield.pod import solve_pod_ode
 from sim.dispatch.occupancy import meanfield_tail
+from sim.dispatch.policies import policy as policy_record
+from sim.dispatch.policies import served_by
 
 __all__ = ["TrajectoryResult", "simulate", "ode_tail", "run_task", "TRAJECTORY_POLICIES",
            "batch_ode_tail"]
 
 #: policies of the dispatch model this engine serves
-TRAJECTORY_POLICIES = ("pod", "batch_filling")
+TRAJECTORY_POLICIES = served_by("trajectory")
 
 
 class TrajectoryResult(NamedTuple):
@@ -132,7 +134,8 @@ def _start_counts(policy: str, lam: float, k: int, d: int, n_servers: int, init:
     if init_tail is not None:
         tail0 = init_tail
     elif init == "meanfield":
-        tail0 = (meanfield_tail("pod", lam, 1, d) if policy == "pod"
+        pol = policy_record(policy)
+        tail0 = (meanfield_tail(pol, lam, 1, d) if pol.single_task
                  else batch_filling.fixed_point(lam, k, d))
     else:
         tail0 = np.zeros(0)
@@ -157,9 +160,10 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = DEFAUL
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
     paths.check_size_and_load(n_servers, lam)
+    pol = policy_record(policy)
     if k is None:
         k = 1
-    if not is_int(k) or k < 1 or (policy == "pod" and k != 1):
+    if not is_int(k) or k < 1 or (pol.single_task and k != 1):
         raise ValueError(f"k={k!r} must be an integer >= 1 (1 for pod)")
     if not is_int(d) or d < 1 or k * d > n_servers:
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} "
@@ -174,7 +178,7 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = DEFAUL
     start = _tail_of_counts(x0, n_servers)
     t = paths.time_grid(time, grid)
     out = np.full((grid, levels), np.nan)
-    if policy == "pod":
+    if pol.single_task:  # power-of-d
         _, n_events, t_last, _ = _k.pod_trajectory(n_servers, n_servers * lam, d, x0, t, out,
                                                    seed_state(seed), paths.cap_events(events))
         ode = ode_tail(lam, d, time, grid, start, levels)

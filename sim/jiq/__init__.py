@@ -64,11 +64,13 @@ from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_ca
 from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
 from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
+from sim.jiq.policies import POLICIES as POLICY_RECORDS
+from sim.jiq.policies import policy as policy_record
 
 __all__ = ["MODEL", "POLICIES", "check_task", "n_schedulers", "events_per_time", "response_law"]
 
-#: the policies of this model
-POLICIES = ("jiq", "jiq_pod", "jiq_original", "jiq_threshold", "jiq_sqd")
+#: the policies of this model (sim.jiq.policies)
+POLICIES = tuple(POLICY_RECORDS)
 #: the columns the JIQ simulators (agent and occupancy engines) add to the common result keys,
 #: with their meanings (rates per server per unit time; a ``_se``: the standard error before)
 SIM_COLUMNS = {
@@ -184,20 +186,21 @@ def check_task(task: dict) -> None:
     if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
         raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
     m = n_schedulers(n, task.get("r"))
-    if policy in ("jiq_pod", "jiq_sqd"):
+    pol = policy_record(policy)
+    if pol.samples:
         d = task.get("d")
         if d is None:
             raise ValueError(f"d=None: policy={policy!r} needs d (an integer >= 1)")
-        top, what = (n, "n_servers") if policy == "jiq_pod" else (m, "M = n_servers / r")
+        top, what = pol.d_limit(n, m)
         if not _integral(d) or not 1 <= int(d) <= top:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {top} "
                              f"for policy={policy!r}")
-    if policy == "jiq_threshold":
+    if pol.threshold:
         z = task.get("z")
         if z is None:
-            raise ValueError("z=None: policy='jiq_threshold' needs z (an integer >= 0)")
+            raise ValueError(f"z=None: policy={policy!r} needs z (an integer >= 0)")
         if not _integral(z) or int(z) < 0:
-            raise ValueError(f"z={z!r} must be an integer >= 0 for policy='jiq_threshold'")
+            raise ValueError(f"z={z!r} must be an integer >= 0 for policy={policy!r}")
     if task.get("engine") == "meanfield" and float(lam) <= 0.0:
         raise ValueError(f"lam={lam!r}: the JIQ mean field needs 0 < lam < 1 (p0 is the root of "
                          "a normalisation that degenerates at lam = 0)")
@@ -207,34 +210,28 @@ def response_law(policy: str, params: dict):
     """The N = infinity response-time law of a point of jiq, jiq_pod or jiq_sqd (the policies
     with a mean field), or None (another policy, a load outside (0, 1), r or d missing)."""
     lam, r, d = params.get("lam"), params.get("r"), params.get("d")
-    if policy not in ("jiq", "jiq_pod", "jiq_sqd") or lam is None or not 0.0 < float(lam) < 1.0:
+    pol = POLICY_RECORDS.get(policy)
+    if pol is None or "meanfield" not in pol.engines or lam is None or not 0.0 < float(lam) < 1.0:
         return None
-    if r is None or (policy != "jiq" and d is None):
+    if r is None or (pol.samples and d is None):
         return None
     from sim.jiq.meanfield import response_law as jiq_law
     return jiq_law(policy, float(lam), float(r), 1 if d is None else int(d))
 
 
-#: the parameters each policy needs, the same on every engine that serves it
-_NEEDS = {"jiq": ("r",), "jiq_pod": ("r", "d"), "jiq_original": ("r",), "jiq_threshold": ("r", "z"),
-          "jiq_sqd": ("r", "d")}
-#: engine -> the policies it serves: the agent engine all; the occupancy engine and the limits
-#: those whose counts are a Markov chain; trajectories for jiq and jiq_pod
-_MARKOV = ("jiq", "jiq_pod", "jiq_sqd")
-_SERVED = {"agent": POLICIES, "occupancy": _MARKOV, "meanfield": _MARKOV, "refined": _MARKOV,
-           "trajectory": ("jiq", "jiq_pod"), "population": ("jiq", "jiq_pod"),
-           "population_meanfield": ("jiq", "jiq_pod"), "population_refined": ("jiq", "jiq_pod")}
+#: the engines in the order of the model's entries
+_ENGINES = ("agent", "occupancy", "meanfield", "refined", "trajectory", "population",
+            "population_meanfield", "population_refined")
 #: the function of each engine's module that runs a task (sim.jiq.<module>:<function>)
 _TARGET = {"population": "population:run_task", "population_meanfield": "population:run_meanfield",
            "population_refined": "population:run_refined"}
-#: the contract check's examples (sim.testing): N = 500, lam = 0.7, r = 5, 400,000 events; a
-#: trajectory to time 5 at N = 100
-_EXAMPLE_PARAMS = {"jiq": {}, "jiq_pod": {"d": 2}, "jiq_original": {}, "jiq_threshold": {"z": 1},
-                   "jiq_sqd": {"d": 2}}
 
 
-def _example(engine: str, policy: str) -> dict:
-    base = {"n_servers": 500, "lam": 0.7, "r": 5.0, **_EXAMPLE_PARAMS[policy]}
+#: the contract check's examples (sim.testing): N = 500, lam = 0.7, r = 5 (d = 2, z = 1 where
+#: the policy takes them), 400,000 events; a trajectory to time 5 at N = 100
+def _example(engine: str, pol) -> dict:
+    base = {"n_servers": 500, "lam": 0.7, "r": 5.0, **({"d": 2} if pol.samples else {}),
+            **({"z": 1} if pol.threshold else {})}
     if engine == "trajectory":
         return {**base, "n_servers": 100, "time": 5.0, "events": 100_000}
     return {**base, "events": 400_000} if engine in ("agent", "occupancy", "population") else base
@@ -243,9 +240,9 @@ def _example(engine: str, policy: str) -> dict:
 MODEL = Model(
     name="jiq",
     title="distributed Join-the-Idle-Queue (Wang, Feng & Cheng): M = N / r schedulers with I-queues",
-    entries=tuple(Entry(engine, policy, f"sim.jiq.{_TARGET.get(engine, engine + ':run_task')}", _NEEDS[policy],
-                        ("init_tail",) if engine == "trajectory" else (), example=_example(engine, policy))
-                  for engine, policies in _SERVED.items() for policy in policies),
+    entries=tuple(Entry(engine, pol.name, f"sim.jiq.{_TARGET.get(engine, engine + ':run_task')}", pol.needs,
+                        ("init_tail",) if engine == "trajectory" else (), example=_example(engine, pol))
+                  for engine in _ENGINES for pol in POLICY_RECORDS.values() if engine in pol.engines),
     params={
         "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)",
                    label="r (servers per scheduler)", symbol="r"),
@@ -270,8 +267,6 @@ MODEL = Model(
     events_per_time=events_per_time,
     memory_bytes=memory_bytes,
     check_task=check_task,
-    labels={"jiq": "JIQ", "jiq_pod": "JIQ-Po2", "jiq_original": "JIQ-Original",
-            "jiq_threshold": "JIQ-threshold", "jiq_sqd": "JIQ-SQ(2)"},
     responses=("agent", "occupancy", "meanfield"),
     response_law=response_law,
     analyses={"jiq": "analysis.models.jiq:analyze_jiq"},
@@ -279,4 +274,5 @@ MODEL = Model(
         AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
         POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED,
     ),
+    policy_decls=tuple(POLICY_RECORDS.values()),
 )

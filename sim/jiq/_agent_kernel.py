@@ -1,7 +1,7 @@
 """Compiled kernels of the JIQ agent engine (private; the public API is :mod:`sim.jiq.agent`).
 
 Everything here is ``@njit(cache=True)`` except the Python drivers (:func:`agent_kernel`,
-:func:`make_iqueues`, :func:`check_state`); policies are integer codes (:data:`POLICY_CODES`).
+:func:`make_iqueues`, :func:`check_state`); policies are integer codes (the ``code`` of :mod:`sim.jiq.policies`).
 The event loop is :func:`_make_run_span`; :func:`apply_arrival` and :func:`apply_completion`
 compose its per-event functions in its order on hand-built states, for tests. Servers as in the
 dispatch model (:mod:`sim.core.fifo`): ``q[n]`` tasks, a FIFO ring ``buf[n, :]`` of their
@@ -60,20 +60,12 @@ from sim.core.rng import below, next_raw
 from sim.core.sampling import prefetch, shortest_fy
 from sim.core.windows import flush_levels, window_of, window_shift
 
-__all__ = ["JIQ", "JIQ_POD", "JIQ_ORIGINAL", "JIQ_THRESHOLD", "JIQ_SQD", "POLICY_CODES",
+__all__ = ["JIQ", "JIQ_POD", "JIQ_ORIGINAL", "JIQ_THRESHOLD", "JIQ_SQD",
            "agent_kernel", "make_iqueues", "iqueue_lists", "check_state", "apply_arrival",
            "apply_completion", "initial_joins", "grow_iqueues"]
 
+#: kernel codes of the policies (``code`` of their records, sim.jiq.policies)
 JIQ, JIQ_POD, JIQ_ORIGINAL, JIQ_THRESHOLD, JIQ_SQD = 0, 1, 2, 3, 4
-
-#: policy name -> kernel code
-POLICY_CODES: dict[str, int] = {
-    "jiq": JIQ,                      # idle server from the own I-queue, else a uniform server
-    "jiq_pod": JIQ_POD,              # ... else the shortest of d probed servers
-    "jiq_original": JIQ_ORIGINAL,    # no delete messages: I-queues may list busy servers
-    "jiq_threshold": JIQ_THRESHOLD,  # I-queues list the servers with at most z tasks
-    "jiq_sqd": JIQ_SQD,              # a server becoming idle joins the shortest of d I-queues
-}
 
 #: from this many servers on, the loop draws each event one event ahead and prefetches what
 #: the next event reads first (see :func:`_make_run_span`); below, its arrays are cache-resident
@@ -638,7 +630,7 @@ def _make_run_span(policy: int, pod_fy: bool, sqd_fy: bool, record: bool = False
                             if record:  # position lvl + 1 (position 1: per window, below)
                                 if lvl < r_sig.shape[1]:
                                     r_sig[w, lvl] += 1
-                                else:  # deep (rare): on the grid (k = 1: tcnt is not read)
+                                else:  # deep (rare): on the grid (k = 1: job_signature is not read)
                                     record_job(w, 1, r_ps, lvl + 1, r_sig, r_grid, r_over,
                                                r_keys, r_pos, r_ids, r_counts, r_nsig, r_tgrid,
                                                r_ps, r_cs, r_key)
@@ -776,7 +768,7 @@ def agent_kernel(policy, d, z, p_arrival, q, buf, head, iq, isize, where, kshift
 
     Parameters (prepared and validated by :func:`sim.jiq.agent.simulate`)
     ----------
-    policy : int             a code of :data:`POLICY_CODES`.
+    policy : int             a policy record's ``code`` (:mod:`sim.jiq.policies`).
     d, z : int               probes (jiq_pod: servers; jiq_sqd: I-queues), threshold.
     p_arrival : uint64       an event is an arrival iff the raw draw is below it.
     q, buf, head :           initial queues (int64[N]), ring buffers (int32 or int64 [N, C], C

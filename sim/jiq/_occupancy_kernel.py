@@ -67,9 +67,8 @@ from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import lowest_occupied, min_of_sample
 from sim.core.windows import flush_occupancy_window
 
-#: kernel codes of the policies this engine serves
+#: kernel codes of the policies this engine serves (``occupancy_code`` of sim.jiq.policies)
 JIQ, JIQ_POD, JIQ_SQD = 0, 1, 2
-POLICY_CODES: dict[str, int] = {"jiq": JIQ, "jiq_pod": JIQ_POD, "jiq_sqd": JIQ_SQD}
 
 #: outcome codes of :func:`step` (``what``)
 ARRIVAL, COMPLETION = 0, 1
@@ -123,10 +122,10 @@ def iq_scan(y):
 # the same _pick / min_of_sample directly, its policy being a compile-time constant there)
 # --------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _blind_level(policy, x, hs, n_servers, d, s0, s1, s2, s3):
+def _blind_level(policy, x, sample_hist, n_servers, d, s0, s1, s2, s3):
     """Level of the server a blind task (empty I-queue) goes to."""
     if policy == JIQ_POD:
-        return min_of_sample(x, n_servers, d, hs, lowest_occupied(x), s0, s1, s2, s3)
+        return min_of_sample(x, n_servers, d, sample_hist, lowest_occupied(x), s0, s1, s2, s3)
     return _pick(x, n_servers, 0, s0, s1, s2, s3)
 
 
@@ -156,7 +155,7 @@ def step(policy, what, x, y, d, state):
     xx[: x.size] = x
     yy = np.zeros(y.size + 2, dtype=np.int64)
     yy[: y.size] = y
-    hs = np.zeros(xx.size, dtype=np.int64)
+    sample_hist = np.zeros(xx.size, dtype=np.int64)
     hsy = np.zeros(yy.size, dtype=np.int64)
     n_servers = xx.sum()
     n_iq = yy.sum()
@@ -170,7 +169,7 @@ def step(policy, what, x, y, d, state):
             yy[size] -= 1
             yy[size - 1] += 1
         else:
-            lvl, s0, s1, s2, s3 = _blind_level(policy, xx, hs, n_servers, d, s0, s1, s2, s3)
+            lvl, s0, s1, s2, s3 = _blind_level(policy, xx, sample_hist, n_servers, d, s0, s1, s2, s3)
             if lvl == 0:
                 deleted, s0, s1, s2, s3 = _size_biased(yy, xx[0], lowest_occupied(yy), s0, s1, s2, s3)
                 yy[deleted] -= 1
@@ -207,7 +206,7 @@ def _make_run_span(policy: int, record: bool = False):
     sqd = policy == JIQ_SQD
 
     @njit(cache=True)
-    def run_span(n_servers, n_iq, arr_rate, d, x, acc, hs, y, hsy, bounds, state,
+    def run_span(n_servers, n_iq, arr_rate, d, x, acc, sample_hist, y, hsy, bounds, state,
                  w_first, e_first, lazy, outputs, rec):
         """Process events from ``e_first`` (inside window ``w_first``; ``lazy`` holds that
         window's elapsed time and lazy accumulators ``t_w, qacc, y0acc, lacc``) until the run
@@ -267,7 +266,7 @@ def _make_run_span(policy: int, record: bool = False):
                             y0acc += t_w
                     else:
                         if pod:
-                            lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs,
+                            lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, sample_hist,
                                                                 lowest_occupied(x), s0, s1, s2, s3)
                             w_probe[w] += probe_msgs
                         else:
@@ -368,7 +367,7 @@ def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, 
 
     Parameters (prepared and validated by :func:`sim.jiq.occupancy.simulate`)
     ----------
-    policy : int        code of :data:`POLICY_CODES`.
+    policy : int        a policy record's ``occupancy_code``.
     n_servers, n_iq     N and M.
     arr_rate : float    task arrival rate ``lam * N``.
     d : int             servers probed per blind task (``jiq_pod``) or I-queues sampled per
@@ -393,12 +392,12 @@ def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, 
     x = np.ascontiguousarray(x, dtype=np.int64)
     y = np.ascontiguousarray(y, dtype=np.int64)
     acc = np.zeros(x.size)
-    hs = np.zeros(x.size, dtype=np.int64)
+    sample_hist = np.zeros(x.size, dtype=np.int64)
     hsy = np.zeros(y.size, dtype=np.int64)
     lazy = np.zeros(4)
     w, e = 0, int(bounds[0])
     while True:
-        w, e = run_span(int(n_servers), int(n_iq), float(arr_rate), int(d), x, acc, hs, y, hsy,
+        w, e = run_span(int(n_servers), int(n_iq), float(arr_rate), int(d), x, acc, sample_hist, y, hsy,
                         bounds, state, w, e, lazy, tuple(outputs), tuple(rec))
         if w >= n_windows:
             return x, y
@@ -407,7 +406,7 @@ def occupancy_kernel(policy, n_servers, n_iq, arr_rate, d, x, y, bounds, state, 
         if top + 2 > x.size:
             x = np.concatenate((x, np.zeros(x.size, dtype=np.int64)))
             acc = np.concatenate((acc, np.zeros(acc.size)))
-            hs = np.zeros(x.size, dtype=np.int64)
+            sample_hist = np.zeros(x.size, dtype=np.int64)
         ytop = int(np.max(np.nonzero(y)[0]))
         if ytop + 2 > y.size:
             y = np.concatenate((y, np.zeros(y.size, dtype=np.int64)))

@@ -21,7 +21,7 @@ from sim.jiq._occupancy_kernel import _pick, _size_biased, iq_scan
 
 
 @njit(cache=True)
-def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, clock, state,
+def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, sample_hist, y, t_grid, out, p0_out, clock, state,
              max_events):
     """Events from the state in ``clock`` (time now, next grid index, events so far; updated in
     place) until the grid is done or ``max_events`` events are applied (returns True), or
@@ -60,7 +60,7 @@ def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, hs, y, t_grid, out, p0_out, c
                     ylow = jj - 1
             else:
                 if pod:
-                    lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, hs, lowest_occupied(x),
+                    lvl, s0, s1, s2, s3 = min_of_sample(x, n_servers, d, sample_hist, lowest_occupied(x),
                                                         s0, s1, s2, s3)
                 else:
                     lvl, s0, s1, s2, s3 = _pick(x, n_servers, 0, s0, s1, s2, s3)
@@ -107,13 +107,13 @@ def jiq_trajectory(pod, n_servers, n_iq, arr_rate, d, x, y, t_grid, out, p0_out,
     event, grid rows written)``."""
     x = padded(x, 2)
     y = padded(y, 2)
-    hs = np.zeros(x.size, dtype=np.int64)
+    sample_hist = np.zeros(x.size, dtype=np.int64)
     clock = np.zeros(3)
-    while not jiq_span(bool(pod), int(n_servers), int(n_iq), float(arr_rate), int(d), x, hs, y,
+    while not jiq_span(bool(pod), int(n_servers), int(n_iq), float(arr_rate), int(d), x, sample_hist, y,
                        t_grid, out, p0_out, clock, state, int(max_events)):
         if int(np.max(np.nonzero(x)[0])) + 2 > x.size:
             x = np.concatenate((x, np.zeros(x.size, dtype=np.int64)))
-            hs = np.zeros(x.size, dtype=np.int64)
+            sample_hist = np.zeros(x.size, dtype=np.int64)
         if int(np.max(np.nonzero(y)[0])) + 2 > y.size:
             y = np.concatenate((y, np.zeros(y.size, dtype=np.int64)))
     return x, y, int(clock[2]), float(clock[0]), int(clock[1])

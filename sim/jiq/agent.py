@@ -86,6 +86,8 @@ from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, 
 from sim.core.windows import window_bounds
 from sim.jiq import SIM_COLUMNS, check_task, n_schedulers
 from sim.jiq import _agent_kernel as _k
+from sim.jiq.policies import POLICIES
+from sim.jiq.policies import policy as policy_record
 
 __all__ = ["JiqAgentResult", "simulate", "run_task", "EXTRA_KEYS"]
 
@@ -135,11 +137,12 @@ def _meanfield_point(policy: str, lam: float, r: float, d: int):
         return None
     if lam <= 0.0:
         return None
-    mf_policy = policy if policy in ("jiq", "jiq_pod", "jiq_sqd") else "jiq"
-    mf_d = d if mf_policy != "jiq" else 1
+    pol = policy_record(policy)
+    mf_policy = POLICIES[pol.warm_start] if pol.warm_start else pol
+    mf_d = mf_policy.probe_d(d)
     levels = 256
     while True:
-        fp = mf.fixed_point(mf_policy, lam, r, mf_d, max_level=levels)
+        fp = mf.fixed_point(mf_policy.name, lam, r, mf_d, max_level=levels)
         if fp.tail[-1] < _TAIL_EPS or levels >= 1 << 22:
             return fp
         levels *= 8
@@ -258,9 +261,10 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
     the I-queue invariants after every window (slow: O(N + M K) per window; for tests)."""
     # ---- validation (the model's parameters by the model's own check)
     task = {"policy": policy, "n_servers": n_servers, "lam": lam, "r": r}
-    if policy in ("jiq_pod", "jiq_sqd"):
+    pol = policy_record(policy) if policy in POLICIES else None
+    if pol is not None and pol.samples:
         task["d"] = d
-    if policy == "jiq_threshold":
+    if pol is not None and pol.threshold:
         task["z"] = z
     check_task(task)
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
@@ -268,10 +272,10 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
     responses = bool(responses)
     n_servers, lam, r = int(n_servers), float(lam), float(r)
     n_sched = n_schedulers(n_servers, r)
-    d = int(d) if policy in ("jiq_pod", "jiq_sqd") else 1
-    z = int(z) if policy == "jiq_threshold" else 0
+    d = pol.probe_d(d)
+    z = int(z) if pol.threshold else 0
     events, n_batches, max_level, n_windows = int(events), int(n_batches), int(max_level), int(n_windows)
-    code = _k.POLICY_CODES[policy]
+    code = pol.code
 
     # ---- set-up
     rate = (1.0 + lam) * n_servers
@@ -331,12 +335,12 @@ def run_task(task: dict) -> dict:
     with ``responses: true`` the columns :data:`sim.core.responses.RESPONSE_COLUMNS` are added).
     """
     check_task(task)
-    policy = task["policy"]
+    pol = policy_record(task["policy"])
     settings = RunSettings.from_task(task)
     res = simulate(
-        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=policy, r=task["r"],
-        d=task_int(task, "d", 1) if policy in ("jiq_pod", "jiq_sqd") else 1,
-        z=task_int(task, "z", 0) if policy == "jiq_threshold" else 0,
+        n_servers=task_int(task, "n_servers"), lam=task["lam"], policy=pol.name, r=task["r"],
+        d=pol.probe_d(task_int(task, "d", 1)),
+        z=task_int(task, "z", 0) if pol.threshold else 0,
         events=task_int(task, "events"), **settings.arguments(simulate))
     # single-task jobs: inherent delay 1; no buffer; within h = 1 iff no wait
     return simulation_row(

@@ -170,6 +170,8 @@ from sim.core.responses import exact_response_columns
 from sim.core.results import check_real, is_number
 from sim.core.settings import DEFAULTS, RunSettings
 from sim.jiq.lu import lu_approximation
+from sim.jiq.policies import policy as policy_record
+from sim.jiq.policies import served_by
 
 __all__ = [
     "POLICIES",
@@ -191,7 +193,7 @@ __all__ = [
     "solve_ode",
 ]
 
-POLICIES = ("jiq", "jiq_pod", "jiq_sqd")
+POLICIES = served_by("meanfield")
 
 CI_METHOD = "mean field (N = infinity): p0 by root of the normalisation"
 
@@ -286,7 +288,7 @@ def _check(policy, lam, r, d):
 
 def _choice_exponents(policy: str, d: int) -> tuple[int, int]:
     """(d', d''): samples for a blind task, samples for a join."""
-    return (d if policy == "jiq_pod" else 1), (d if policy == "jiq_sqd" else 1)
+    return policy_record(policy).exponents(d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -442,9 +444,10 @@ def _iqueue_pmf(policy: str, lam: float, r: float, d: int, x: float) -> np.ndarr
 def probe_rate(policy: str, d: int, lam: float, p0: float, join: float) -> float:
     """Probe messages per server per unit time (2 each): ``jiq_pod`` probes ``d`` servers per
     blind task (rate ``lam p0``), ``jiq_sqd`` ``d`` I-queues per join; ``jiq`` none."""
-    if policy == "jiq_pod":
+    pol = policy_record(policy)
+    if pol.probes:
         return 2.0 * d * lam * p0
-    if policy == "jiq_sqd":
+    if pol.joins_shortest_iqueue:
         return 2.0 * d * join
     return 0.0
 
@@ -791,8 +794,8 @@ def large_r_limit(policy: str, lam: float, d: int = 1) -> float:
     (``jiq_sqd`` has ``p0`` decaying faster than any power of ``r``: no such limit.)
     """
     policy, lam, _, d = _check(policy, lam, 1.0, d)
-    if policy == "jiq_sqd":
-        raise ValueError("policy='jiq_sqd' has r p0 -> 0 (no finite large-r limit)")
+    if policy_record(policy).joins_shortest_iqueue:
+        raise ValueError(f"policy={policy!r} has r p0 -> 0 (no finite large-r limit)")
     dp, _ = _choice_exponents(policy, d)
     alpha, b = _alpha(lam, dp), lam**dp
 
@@ -843,8 +846,9 @@ def run_task(task: dict) -> dict:
     if task.get("engine") != "meanfield":
         raise ValueError(f"engine={task.get('engine')!r} must be 'meanfield'")
     policy = _check_policy(task.get("policy"))
+    pol = policy_record(policy)
     _check_int("n_servers", task.get("n_servers"))
-    if policy == "jiq":
+    if not pol.samples:
         d = task.get("d", 1)
     elif "d" not in task:
         raise ValueError(f"d=None must be given for policy={policy!r}")
@@ -885,8 +889,8 @@ def run_task(task: dict) -> dict:
     # Lu et al.'s approximation (sim.jiq.lu; reconstructed, unverified) of the same point, for
     # the policies it covers: JIQ-Random for jiq (d = 1), JIQ-SQ(d) for jiq_sqd; a limit value
     # like the mean field's, so the analyses read it from this row (docs/jiq.md, Figure 5)
-    if policy in ("jiq", "jiq_sqd"):
-        lu = lu_approximation(lam, task.get("r"), 1 if policy == "jiq" else int(d))
+    if pol.lu:
+        lu = lu_approximation(lam, task.get("r"), pol.probe_d(d))
         out["lu_mean_response"], out["lu_rho"] = float(lu.mean_response), float(lu.rho)
     else:
         out["lu_mean_response"], out["lu_rho"] = None, None

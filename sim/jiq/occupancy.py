@@ -92,14 +92,16 @@ from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, 
 from sim.core.windows import window_bounds
 from sim.jiq import SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
+from sim.jiq.policies import POLICIES, served_by
+from sim.jiq.policies import policy as policy_record
 
 __all__ = ["JiqOccupancyResult", "simulate", "run_task", "initial_counts", "OCCUPANCY_POLICIES",
            "AGENT_ONLY_POLICIES", "EXTRA_KEYS"]
 
 #: policies this engine serves
-OCCUPANCY_POLICIES: tuple[str, ...] = tuple(_k.POLICY_CODES)
+OCCUPANCY_POLICIES: tuple[str, ...] = served_by("occupancy")
 #: policies of the model that only the agent engine serves (no symmetric count state)
-AGENT_ONLY_POLICIES: tuple[str, ...] = ("jiq_original", "jiq_threshold")
+AGENT_ONLY_POLICIES: tuple[str, ...] = tuple(p.name for p in POLICIES.values() if p.engines == ("agent",))
 #: largest r (servers per scheduler): the I-queue size arrays are O(r) long (16 bytes per size)
 MAX_R = 2**24
 #: largest r with a mean-field warm start: sim.jiq.meanfield.fixed_point took 1.1 s at r = 1e5
@@ -225,10 +227,11 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     if float(r) > MAX_R:
         raise ValueError(f"r={r!r} must be <= 2**24 in the occupancy engine (its I-queue size "
                          "arrays are O(r) long); use the agent engine for few schedulers")
-    if policy == "jiq":
+    pol = policy_record(policy)
+    if not pol.samples:
         d = 1
     else:
-        limit, what = (n_servers, "n_servers") if policy == "jiq_pod" else (n_iq, "M = N / r")
+        limit, what = pol.d_limit(n_servers, n_iq)
         if not is_int(d) or not 1 <= d <= limit:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {limit} "
                              f"(policy {policy})")
@@ -245,7 +248,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     n_win = bounds.size - 1
     outputs = _k.new_outputs(n_win, max_level)
     rec = new_recorder(n_win, 1) if responses else None
-    x, y = _k.occupancy_kernel(_k.POLICY_CODES[policy], n_servers, n_iq, lam * n_servers, d,
+    x, y = _k.occupancy_kernel(pol.occupancy_code, n_servers, n_iq, lam * n_servers, d,
                                x, y, bounds, state, outputs, rec)
     (w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited, w_join, w_del,
      w_probe) = outputs

@@ -1,4 +1,4 @@
-"""Distributed JIQ and JIQ-Po(d) declared by their transitions (issue 38): the ``population``,
+"""Distributed JIQ and JIQ-Po(d) declared by their transitions: the ``population``,
 ``population_meanfield`` and ``population_refined`` engines of the JIQ model's ``jiq`` and
 ``jiq_pod``.
 
@@ -53,10 +53,11 @@ from sim.core.population import At, Population, Transitions, Vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
-from sim.dispatch.population import probes_in
+from sim.core.sampling import probes_in
 from sim.jiq import check_task, n_schedulers
+from sim.jiq.policies import POLICIES
 
-__all__ = ["JIQ", "JIQ_POD", "DECLS", "levels", "run_task", "run_meanfield", "run_refined"]
+__all__ = ["DECLS", "levels", "run_task", "run_meanfield", "run_refined"]
 
 # p = (lam, r, d, L, K, 1 / prod_{j<d} (N - j) or 0, N or 0, N or 0, M or 0)
 _LAM, _R, _D, _L, _K, _INV, _NDEN, _N, _M = range(9)
@@ -185,7 +186,7 @@ def _declare(name: str, pod: bool) -> Population:
 
 
 def _d(task: dict) -> int:
-    return int(task["d"]) if task["policy"] == "jiq_pod" else 1
+    return POLICIES[task["policy"]].probe_d(task.get("d"))
 
 
 def levels(task: dict) -> tuple[int, int]:
@@ -226,9 +227,7 @@ def _params(task: dict) -> tuple:
 
 
 #: distributed JIQ and JIQ-Po(d) as transitions
-JIQ = _declare("jiq", pod=False)
-JIQ_POD = _declare("jiq_pod", pod=True)
-DECLS = {"jiq": JIQ, "jiq_pod": JIQ_POD}
+DECLS = {p.name: _declare(p.name, pod=p.probes) for p in POLICIES.values() if "population" in p.engines}
 
 
 def _task(task: dict) -> dict:

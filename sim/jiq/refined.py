@@ -73,6 +73,8 @@ from scipy.linalg import solve
 from sim.core.refined import probes_in_set, probes_in_set_1n, refined_expansion, single_task_row
 from sim.core.settings import RunSettings
 from sim.jiq import meanfield as mf
+from sim.jiq.policies import policy as policy_record
+from sim.jiq.policies import served_by
 
 __all__ = [
     "POLICIES",
@@ -89,7 +91,7 @@ __all__ = [
     "TRUNC_EXTRA",
 ]
 
-POLICIES = ("jiq", "jiq_pod", "jiq_sqd")
+POLICIES = served_by("refined")
 
 #: relative size of the fixed point below which levels / sizes are cut (before TRUNC_EXTRA)
 TAIL_EPS = 1e-12
@@ -112,7 +114,7 @@ class JiqRefined(NamedTuple):
 
 
 def _exponents(policy: str, d: int) -> tuple[int, int]:
-    return (d if policy == "jiq_pod" else 1), (d if policy == "jiq_sqd" else 1)
+    return policy_record(policy).exponents(d)
 
 
 def _ext(x, L, K):
@@ -220,7 +222,8 @@ def drift_1n(x, policy, lam, r, d, levels, iqueue_levels) -> np.ndarray:
     s, P, se, Pe = _ext(x, L, K)
     out = np.zeros(L + K)
     p0 = 1.0 - P[0]
-    if policy == "jiq_pod" and d >= 2:
+    pol = policy_record(policy)
+    if pol.probes and d >= 2:
         g = probes_in_set_1n(se, d)
         g[0] = 0.0  # s_0 = 1 exactly
         g[-1] = 0.0
@@ -228,7 +231,7 @@ def drift_1n(x, policy, lam, r, d, levels, iqueue_levels) -> np.ndarray:
         j = np.arange(1, K + 1)
         beta1 = lam * p0 * 0.5 * d * (d - 1) * s[0] ** (d - 1)
         out[L:] = -j * (Pe[1 : K + 1] - Pe[2:]) * beta1
-    elif policy == "jiq_sqd" and d >= 2:
+    elif pol.joins_shortest_iqueue and d >= 2:
         g = probes_in_set_1n(Pe, d)
         g[0] = 0.0
         g[-1] = 0.0
@@ -305,8 +308,7 @@ def jiq_refined(policy: str, lam: float, r: float, d: int = 1, levels: int | Non
                 iqueue_levels: int | None = None, check_truncation: bool = True) -> JiqRefined:
     """The refined expansion of a JIQ policy at load ``lam``, ``r`` servers per scheduler."""
     policy, lam, r, d = mf._check(policy, lam, r, d)
-    if policy == "jiq":
-        d = 1
+    d = policy_record(policy).probe_d(d)
     L0, K0, fp = levels_for(policy, lam, r, d)
     L = L0 if levels is None else mf._check_int("levels", levels, 2)
     K = K0 if iqueue_levels is None else mf._check_int("iqueue_levels", iqueue_levels)
@@ -347,8 +349,7 @@ def run_task(task: dict) -> dict:
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} has no refined mean field here; valid: {', '.join(POLICIES)}")
     policy, lam, r, d = mf._check(policy, task.get("lam"), task.get("r"), task.get("d", 1) or 1)
-    if policy == "jiq":
-        d = 1
+    d = policy_record(policy).probe_d(d)
     n = int(task["n_servers"])
     settings = RunSettings.from_task(task)
     max_level, h_level = settings.max_level, settings.h

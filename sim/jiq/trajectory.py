@@ -39,11 +39,13 @@ from sim.jiq import _trajectory_kernel as _k
 from sim.jiq import n_schedulers
 from sim.jiq.meanfield import _default_iqueue_levels, fixed_point, solve_ode
 from sim.jiq.occupancy import _empty_counts
+from sim.jiq.policies import policy as policy_record
+from sim.jiq.policies import served_by
 
 __all__ = ["JiqTrajectoryResult", "simulate", "start_counts", "ode_path", "run_task",
            "TRAJECTORY_POLICIES"]
 
-TRAJECTORY_POLICIES = ("jiq", "jiq_pod")
+TRAJECTORY_POLICIES = served_by("trajectory")
 #: levels of the server tail in the ODE (its fixed-point tail is far below 1e-16 there at lam <= 0.99)
 ODE_LEVELS = 64
 
@@ -149,7 +151,8 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
                          f"{', '.join(TRAJECTORY_POLICIES)}")
     paths.check_size_and_load(n_servers, lam)
     m = n_schedulers(n_servers, r)
-    if policy == "jiq_pod":
+    pol = policy_record(policy)
+    if pol.probes:
         if not is_int(d) or not 1 <= d <= n_servers:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
     else:
@@ -164,7 +167,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
     t = paths.time_grid(time, grid)
     out = np.full((grid, levels), np.nan)
     p0_out = np.full(grid, np.nan)
-    _, _, n_events, t_last, _ = _k.jiq_trajectory(policy == "jiq_pod", n_servers, m, lam * n_servers,
+    _, _, n_events, t_last, _ = _k.jiq_trajectory(pol.probes, n_servers, m, lam * n_servers,
                                                   d, x, y, t, out, p0_out, seed_state(seed),
                                                   paths.cap_events(events))
     ode, ode_p0 = ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels)

@@ -81,6 +81,7 @@ from sim.core.declare import Engine, Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES
 from sim.engines import PROBES
 from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
+from sim.led.policies import POLICIES as POLICY_RECORDS
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "POLICIES", "LED_POLICIES",
            "UPDATES", "DEFAULTS"]
@@ -116,12 +117,12 @@ def memory_bytes(task: dict) -> float:
     for the pool of queued batches (it starts at 1024 entries and grows with the batches
     waiting: a run whose queues grow long needs more than this estimate says)."""
     n = float(task["n_servers"])
-    policy = task["policy"]
+    pol = POLICY_RECORDS[task["policy"]]
     m = int(task.get("m_dispatchers") or DEFAULTS.get("m_dispatchers") or 1)
     per = 96 + (32 if task.get("service_rates") is not None else 0)
-    if policy in LED_POLICIES or policy == "jiq":
+    if pol.dispatcher_row:
         per += 4 * m
-    if policy == "l_jsq":
+    if pol.min_tree:
         per += 16
     return n * (per + 16) + WINDOW_BYTES
 
@@ -154,21 +155,25 @@ _UPDATES = ("update", "p_hat", "d_u", "count_own", "msg_budget", "msg_budget_pod
 _RUN = ("queue_cap",)
 #: the contract check's example (sim.testing): 20 servers at load 0.8, 20,000 slots
 _EX = {"n_servers": 20, "lam": 0.8, "events": 20_000}
+#: the optional parameters of a policy's entry: the laws and the run's cap, the updates of an
+#: LED policy, the tie rule of a policy on true lengths
+def _optional(pol) -> tuple[str, ...]:
+    return _UPDATES * pol.local + ("ties",) * pol.ties + _LAWS + _RUN
+
+
+def _example(pol) -> dict:
+    """A policy's contract example: ``d = 2`` where it samples, unequal rates for the blind
+    draw by rate (with equal rates it is random routing)."""
+    return {**_EX, **({"d": 2} if pol.samples else {}),
+            **({"service_rates": [0.5, 1.5] * 10} if pol.blind_by_rate else {})}
+
+
 MODEL = Model(
     name="led",
     title="multiple dispatchers with local estimates (Zhou, Shroff & Wierman), discrete time",
     # lam is the load rho = lam_Sigma / mu_Sigma
-    entries=(
-        Entry("slotted", "l_jsq", _L, (), _UPDATES + _LAWS + _RUN, example=_EX),
-        Entry("slotted", "l_jba", _L, (), _UPDATES + _LAWS + _RUN, example=_EX),
-        Entry("slotted", "l_pod", _L, ("d",), _UPDATES + _LAWS + _RUN, example={**_EX, "d": 2}),
-        Entry("slotted", "jsq", _L, (), ("ties",) + _LAWS + _RUN, example=_EX),
-        Entry("slotted", "pod", _L, ("d",), ("ties",) + _LAWS + _RUN, example={**_EX, "d": 2}),
-        Entry("slotted", "jiq", _L, (), _LAWS + _RUN, example=_EX),
-        Entry("slotted", "random", _L, (), _LAWS + _RUN, example=_EX),
-        Entry("slotted", "weighted_random", _L, (), _LAWS + _RUN,
-              example={**_EX, "service_rates": [0.5, 1.5] * 10}),
-    ),
+    entries=tuple(Entry("slotted", pol.name, _L, ("d",) * pol.samples, _optional(pol), example=_example(pol))
+                  for pol in POLICY_RECORDS.values()),
     params={
         "d": PROBES,
         "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
@@ -216,9 +221,6 @@ MODEL = Model(
     main_estimate="mean_total_queue",
     events_per_time=events_per_time,
     check_task=check_task,
-    labels={"l_jsq": "L-JSQ", "l_jba": "L-JBA", "l_pod": "L-Pod", "jsq": "JSQ",
-            "pod": "power-of-d", "jiq": "JIQ", "random": "random",
-            "weighted_random": "\u03bc-weighted random"},
     event_cost=event_cost,
     memory_bytes=memory_bytes,
     analyses={"led": "analysis.models.led:analyze_led",
@@ -226,4 +228,5 @@ MODEL = Model(
     engine_decls=(
         Engine("slotted", "stochastic", "slotted simulation", per_server=True),
     ),
+    policy_decls=tuple(POLICY_RECORDS.values()),
 )

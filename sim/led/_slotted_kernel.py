@@ -57,14 +57,11 @@ from sim.core.rng import below, next_raw, u01
 from sim.core.sampling import alias_server, alias_table, sample_fy
 from sim.core.windows import window_shift
 
-__all__ = ["POLICY_CODES", "UPDATE_CODES", "TIE_CODES", "sample_law", "sample_many",
+__all__ = ["UPDATE_CODES", "TIE_CODES", "sample_law", "sample_many",
            "choose_led", "choose_true", "push_once", "pull_once", "slotted_kernel"]
 
+#: kernel codes of the policies (``code`` of their records, sim.led.policies)
 L_JSQ, L_JBA, L_POD, JSQ, POD, JIQ, RANDOM, WEIGHTED_RANDOM = range(8)
-POLICY_CODES: dict[str, int] = {
-    "l_jsq": L_JSQ, "l_jba": L_JBA, "l_pod": L_POD, "jsq": JSQ, "pod": POD, "jiq": JIQ,
-    "random": RANDOM, "weighted_random": WEIGHTED_RANDOM,
-}
 PUSH, PULL = 0, 1
 UPDATE_CODES: dict[str, int] = {"push": PUSH, "pull": PULL}
 #: tie rules of the true-state policies (``jsq``, ``pod``): each dispatcher draws its own

@@ -13,15 +13,16 @@ import numpy as np
 
 from sim.core.results import is_int, is_number
 from sim.led.distributions import Law, make_law
+from sim.led.policies import POLICIES as POLICY_RECORDS
 
 __all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "TIES", "TIE_POLICIES",
            "DEFAULTS", "ModelSpec",
            "model_spec", "push_p_hat_for_budget", "pod_budget_per_job"]
 
-#: LED policies: each dispatcher decides on its own estimates only
-LED_POLICIES: tuple[str, ...] = ("l_jsq", "l_jba", "l_pod")
+#: LED policies: each dispatcher decides on its own estimates only (sim.led.policies)
+LED_POLICIES: tuple[str, ...] = tuple(p.name for p in POLICY_RECORDS.values() if p.local)
 #: baselines served by the slotted engine (decisions on true lengths, or blind)
-BASELINES: tuple[str, ...] = ("jsq", "pod", "jiq", "random", "weighted_random")
+BASELINES: tuple[str, ...] = tuple(p.name for p in POLICY_RECORDS.values() if not p.local)
 POLICIES: tuple[str, ...] = LED_POLICIES + BASELINES
 #: update strategies of the LED policies
 UPDATES: tuple[str, ...] = ("push", "pull")
@@ -31,7 +32,7 @@ UPDATES: tuple[str, ...] = ("push", "pull")
 #: join the single shortest queue, the paper's Sec. 4.2)
 TIES: tuple[str, ...] = ("independent", "shared")
 #: the policies the tie rule applies to
-TIE_POLICIES: tuple[str, ...] = ("jsq", "pod")
+TIE_POLICIES: tuple[str, ...] = tuple(p.name for p in POLICY_RECORDS.values() if p.ties)
 
 #: defaults of the optional parameters (None in a task means the default)
 DEFAULTS: dict = {
@@ -190,7 +191,7 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
     if led:
         _check_budget(msg_budget, msg_budget_pod_d, p_hat, n)
     dd = int(DEFAULTS["d"])
-    if policy in ("l_pod", "pod"):
+    if POLICY_RECORDS[policy].samples:
         if d is not None:
             dd = _as_int(d)
             if not is_int(dd) or dd < 1:

@@ -84,6 +84,7 @@ from sim.core.settings import N_WINDOWS, RunSettings, as_int, check_run_args
 from sim.core.windows import window_bounds
 from sim.led.distributions import build_tables
 from sim.led.model import DEFAULTS, ModelSpec, model_spec
+from sim.led.policies import policy as policy_record
 
 __all__ = ["LedResult", "Calibration", "simulate", "run_task", "suggested_slots",
            "calibrate_pull", "pilot_slots", "EXTRA_KEYS", "Trend", "trend_test"]
@@ -425,11 +426,12 @@ def _run(spec: ModelSpec, events, seed, n_batches, n_windows, max_level, cap, de
     tables = build_tables(laws)
     mu = spec.mu
     hetero = bool(np.any(mu != mu[0]))
-    code = K.POLICY_CODES[spec.policy]
+    pol = policy_record(spec.policy)
+    code = pol.code
     upd = K.UPDATE_CODES[spec.update] if spec.update is not None else 0
-    if spec.policy in ("weighted_random", "l_jba") and hetero:
+    if pol.draws_by_rate and hetero:
         alias_thr, alias_idx = alias_table(mu / mu.sum())
-    elif spec.policy == "weighted_random":  # equal means: uniform
+    elif pol.blind_by_rate:  # equal means: uniform
         alias_thr = np.full(n_servers, threshold(1.0), dtype=np.uint64)
         alias_idx = np.arange(n_servers, dtype=np.int64)
     else:
@@ -449,10 +451,10 @@ def _run(spec: ModelSpec, events, seed, n_batches, n_windows, max_level, cap, de
         tables=tables, arr_law=arr_law, srv_law=srv_law, alias_thr=alias_thr,
         alias_idx=alias_idx, mu=mu, bounds=bounds, state=state, out=out,
         ties=K.TIE_CODES[spec.ties])
-    mism = mismatches if (debug and spec.policy in ("l_jsq", "l_jba", "l_pod")) else -1
+    mism = mismatches if (debug and pol.local) else -1
     res = _analyse(spec, out, bounds, slots, capped, n_batches, max_level, mism)
     dec = float(out["w_dec"].sum())
-    herd = splits if (debug and spec.policy in ("jsq", "pod")) else -1
+    herd = splits if (debug and pol.ties) else -1
     return res._replace(jba_fallbacks=fallbacks / dec if dec > 0 else 0.0, herd_splits=herd)
 
 

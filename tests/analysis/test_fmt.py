@@ -14,9 +14,9 @@ def test_num_prints_floats_to_digits_and_ints_in_full():
 
 
 def test_num_g_formats_every_number():
-    assert fmt.num_g(123456) == "1.235e+05"
-    assert fmt.num_g(0.5, 2) == "0.5"
-    assert fmt.num_g(None) == fmt.num_g(-math.inf) == "-"
+    assert fmt.num_significant(123456) == "1.235e+05"
+    assert fmt.num_significant(0.5, 2) == "0.5"
+    assert fmt.num_significant(None) == fmt.num_significant(-math.inf) == "-"
 
 
 def test_num_nan_keeps_infinities():

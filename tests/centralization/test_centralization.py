@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 import pytest
+from numba import njit
 from scipy import sparse
 from scipy import stats as sps
 from scipy.sparse.linalg import spsolve
 
-from sim.centralization import _agent_kernel as K
 from sim.centralization.agent import run_task as run_agent_task
 from sim.centralization.agent import simulate as simulate_agent
 from sim.centralization.meanfield import (
@@ -34,13 +34,35 @@ from sim.centralization.meanfield import (
 from sim.centralization.meanfield import run_task as run_meanfield_task
 from sim.centralization.occupancy import run_task as run_occupancy_task
 from sim.centralization.occupancy import simulate as simulate_occupancy
+from sim.core.buckets import build_buckets
 from sim.core.results import RESULT_KEYS
+from sim.core.rng import below, next_raw
 from tests.helpers import ALPHA, assert_within_se
 
 #: (lam, p) covering the four cases of Theorem 2; (0.8, 0.2) is lam = 1 - p with (1-p)/p an
 #: integer, i.e. the degenerate case s_{i*} = 0 exactly; (0.7, 0.3) is lam = 1 - p without it
 CASES = [(0.6, 0.0), (0.5, 0.6), (0.5, 0.5), (0.9, 0.05), (0.99, 0.05), (0.95, 0.2),
          (0.7, 0.3), (0.8, 0.2), (0.3, 0.1)]
+
+
+
+@njit
+def central_pick(q, state):
+    """Station served by one central tick given queue lengths ``q``: the same
+    bucket pick as :func:`agent_span`, the buckets rebuilt from ``q`` (O(N)). -1 if all empty.
+    ``state`` (uint64[4]) is advanced in place."""
+    n_servers = q.size
+    top = q.max()
+    if top == 0:
+        return -1
+    perm, pos, start = build_buckets(q, top + 2)
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+    b = start[top]
+    n = perm[b + below(r, n_servers - b)]
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    return n
+
 
 
 def assert_uncorrelated(res):
@@ -210,10 +232,10 @@ def test_central_pick_uniform_among_longest():
     state = np.random.SeedSequence(7).generate_state(4, dtype=np.uint64)
     counts = np.zeros(q.size, dtype=np.int64)
     for _ in range(30000):
-        counts[K.central_pick(q, state)] += 1
+        counts[central_pick(q, state)] += 1
     assert np.all(counts[q < 5] == 0)
     assert sps.chisquare(counts[q == 5]).pvalue > ALPHA
-    assert K.central_pick(np.zeros(4, dtype=np.int64), state) == -1
+    assert central_pick(np.zeros(4, dtype=np.int64), state) == -1
 
 
 def exact_two_stations(lam, p, levels=80):

@@ -223,7 +223,9 @@ def test_fixed_coordinate_stencils_agree_with_recomputing_every_rate():
     running totals (which could flip a draw with probability ~1e-16 an event)."""
     import dataclasses
 
-    from sim.jiq.population import JIQ_POD
+    from sim.jiq.population import DECLS
+
+    JIQ_POD = DECLS["jiq_pod"]
 
     whole = dataclasses.replace(
         JIQ_POD, name="jiq_pod_whole",

@@ -10,11 +10,15 @@ import math
 
 import numpy as np
 import pytest
+from numba import njit
 from scipy import stats as sps
 
 from sim.core import buckets
+from sim.core.buckets import build_buckets, pick_lowest
 from sim.core.results import RESULT_KEYS
+from sim.core.rng import below, next_raw
 from sim.dispatch import _agent_kernel as K
+from sim.dispatch._agent_kernel import _pick_pod
 from sim.dispatch.agent import run_task, simulate
 from sim.dispatch.meanfield.pod import initial_tail, pod_mean_response
 from tests.checks import (
@@ -29,12 +33,39 @@ from tests.checks import (
 from tests.helpers import Z, assert_within_se
 
 
+#: the kernel's pick of one arrival on a hand-built state, for tests
+@njit
+def choose_server(q, policy, d, state):
+    """Server chosen by ``policy`` for one arrival given queue lengths ``q``.
+
+    Uses the same pick functions as the kernel; ``state`` (uint64[4]) is advanced in place.
+    For JSQ the bucket structure is rebuilt from ``q`` (O(N), fine for tests).
+    """
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    n_servers = q.size
+    if policy == K.RANDOM:
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        n = below(r, n_servers)
+    elif policy == K.POD:
+        samp = np.arange(n_servers)
+        n, s0, s1, s2, s3 = _pick_pod(q, d, samp, 2 * d > n_servers, s0, s1, s2, s3)
+    else:
+        perm, pos, start = build_buckets(q, q.max() + 2)
+        n, s0, s1, s2, s3 = pick_lowest(q, perm, start, s0, s1, s2, s3)
+    state[0] = s0
+    state[1] = s1
+    state[2] = s2
+    state[3] = s3
+    return n
+
+
+
 def draw_counts(q, policy, d, n_draws, seed):
     q = np.asarray(q, dtype=np.int64)
     state = new_state(seed)
     counts = np.zeros(q.size, dtype=np.int64)
     for _ in range(n_draws):
-        counts[K.choose_server(q, policy, d, state)] += 1
+        counts[choose_server(q, policy, d, state)] += 1
     return counts
 
 

@@ -13,11 +13,13 @@ import math
 
 import numpy as np
 import pytest
+from numba import njit
 from scipy import stats as sps
 
 from sim.core.jobdelay import GL_W, GL_X, expected_job_delay
 from sim.core.results import RESULT_KEYS
 from sim.dispatch import _occupancy_kernel as K
+from sim.dispatch._occupancy_kernel import _fill_batch_filling, _fill_batch_sampling
 from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
 from sim.dispatch.meanfield.pod import pod_mean_response
 from sim.dispatch.occupancy import meanfield_tail, run_task, simulate
@@ -25,6 +27,26 @@ from tests.checks import assert_mm1, assert_plain_row, assert_refused_naming_the
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
 
 UNB = 2**62  # "no buffer" for the kernel helpers
+
+
+
+@njit
+def fill_sample(policy, hs, k, bmax, state):
+    """Batch-filling / batch-sampling on a given sample histogram ``hs`` (not modified):
+    ``(admitted, plev, positions)`` as in :func:`place_job`."""
+    cap = hs.size + k + 2
+    h = np.zeros(cap, dtype=np.int64)
+    h[: hs.size] = hs
+    tcnt = np.zeros(cap, dtype=np.int64)
+    plev = np.zeros(k, dtype=np.int64)
+    if policy == K.BATCH_FILLING:
+        ok, placed, _, s0, s1, s2, s3 = _fill_batch_filling(
+            h, tcnt, plev, k, bmax, state[0], state[1], state[2], state[3])
+        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    else:
+        ok, placed = _fill_batch_sampling(h, tcnt, plev, k, bmax)
+    return ok, plev[:placed].copy(), tcnt
+
 
 
 def new_state(seed):
@@ -146,7 +168,7 @@ def test_large_samples_place_jobs_with_the_law_of_single_draws(policy):
         hs = np.zeros(xl.size, dtype=np.int64)
         _, state[0], state[1], state[2], state[3] = draw_levels(
             xl, int(x.sum()), n_samp, 0, k, hs, state[0], state[1], state[2], state[3])
-        ok, plev, pos = K.fill_sample(code, hs, k, UNB, state)
+        ok, plev, pos = fill_sample(code, hs, k, UNB, state)
         slow[signature(pos)] = slow.get(signature(pos), 0) + 1
     keys = sorted(set(fast) | set(slow))
     table = np.array([[fast.get(key, 0) for key in keys], [slow.get(key, 0) for key in keys]])
@@ -209,7 +231,7 @@ BF, BS, PPT, POD, RAND, JSQ = (K.BATCH_FILLING, K.BATCH_SAMPLING, K.POD_PER_TASK
 
 def test_batch_filling_fills_the_lowest_slots_first():
     # sampled: two idle queues and one with 3 tasks; 4 tasks: both idle queues get two each
-    ok, plev, pos = K.fill_sample(BF, np.array([2, 0, 0, 1]), 4, UNB, new_state(4))
+    ok, plev, pos = fill_sample(BF, np.array([2, 0, 0, 1]), 4, UNB, new_state(4))
     assert ok and list(plev) == [0, 0, 1, 1]
     assert signature(pos) == ((2, 2),)
     assert expected_job_delay([2, 2]) == pytest.approx(2.75)
@@ -221,14 +243,14 @@ def test_batch_filling_breaks_ties_between_used_and_fresh_queues_uniformly():
     state = new_state(5)
     observed: dict = {}
     for _ in range(4000):
-        ok, plev, pos = K.fill_sample(BF, np.array([1, 1]), 2, UNB, state)
+        ok, plev, pos = fill_sample(BF, np.array([1, 1]), 2, UNB, state)
         assert ok and list(plev) == [0, 1]
         observed[signature(pos)] = observed.get(signature(pos), 0) + 1
     assert_frequencies(observed, {((2, 1),): 0.5, ((1, 1), (2, 1)): 0.5})
 
 
 def test_batch_sampling_sends_one_task_to_each_of_the_k_shortest():
-    ok, plev, pos = K.fill_sample(BS, np.array([2, 0, 0, 1]), 3, UNB, new_state(6))
+    ok, plev, pos = fill_sample(BS, np.array([2, 0, 0, 1]), 3, UNB, new_state(6))
     assert ok and list(plev) == [0, 0, 3]
     assert signature(pos) == ((1, 2), (4, 1))
 
@@ -239,7 +261,7 @@ def test_batch_sampling_sends_one_task_to_each_of_the_k_shortest():
 ])
 def test_buffer_drops_a_job_iff_some_task_would_exceed_it(policy, sample, k, worst):
     for b in range(1, worst + 2):
-        ok, plev, _ = K.fill_sample(policy, np.array(sample), k, b, new_state(7))
+        ok, plev, _ = fill_sample(policy, np.array(sample), k, b, new_state(7))
         assert ok == (worst <= b), (b, ok, plev)
 
 

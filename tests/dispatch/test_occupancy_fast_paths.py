@@ -21,7 +21,7 @@ from sim.core.jobdelay import GL_W, GL_X, empty_delay_table
 from sim.core.sampling import log_none_marked, sample_min_levels
 from sim.dispatch import _occupancy_kernel as K
 from sim.dispatch.occupancy import _initial_counts, meanfield_tail
-from sim.dispatch.policies import POLICY_CODES
+from sim.dispatch.policies import POLICIES
 from tests.helpers import ALPHA
 
 UNB = 2**62
@@ -146,7 +146,7 @@ def _run_kernel(policy, n, lam, k, d, events, seed, table):
             np.zeros(n_win, np.int64), np.zeros(n_win, np.int64), np.zeros(n_win),
             np.zeros(n_win, np.int64), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64))
     harm = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, k + 1))))
-    code = POLICY_CODES[policy]
+    code = POLICIES[policy].code
     K.occupancy_kernel(code, n, n * lam / k, k, k * d, UNB, 1, x, bounds, new_state(seed), harm,
                        K.new_memo(k), GL_X, GL_W, outs, table=table)
     return outs

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import sim
+from sim.core.sampling import probes_in
 from sim.dispatch.meanfield.pod import fixed_point as pod_fixed_point
 from sim.dispatch.meanfield.pod import pod_mean_response
-from sim.dispatch.population import POD, probes_in
+from sim.dispatch.population import POD
 from tests.helpers import assert_engines_agree
 
 

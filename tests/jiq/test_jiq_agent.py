@@ -20,6 +20,7 @@ from sim.jiq import _agent_kernel as K
 from sim.jiq import check_task
 from sim.jiq import meanfield as mf
 from sim.jiq.agent import EXTRA_KEYS, _simulate, run_task, simulate
+from sim.jiq.policies import POLICIES
 from tests.checks import assert_distribution, assert_plain_row, new_state
 from tests.helpers import assert_engines_agree, assert_within_se
 
@@ -280,7 +281,7 @@ def test_warm_start_is_the_mean_field_point_with_listed_equal_to_idle(policy, d)
     n, lam, r = 100_000, 0.9, 10
     m = n // r
     fp = mf.fixed_point(policy, lam, r, d)
-    code = K.POLICY_CODES[policy]
+    code = POLICIES[policy].code
     q, iq, isize, where, kshift, used = _initial_state(
         policy, code, lam, n, m, r, d, 0, "meanfield", new_state(35), np.random.default_rng(35))
     assert used == "meanfield"

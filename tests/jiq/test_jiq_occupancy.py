@@ -17,6 +17,7 @@ from scipy import stats as sps
 from sim.core.results import RESULT_KEYS
 from sim.jiq import _occupancy_kernel as K
 from sim.jiq.occupancy import EXTRA_KEYS, run_task, simulate
+from sim.jiq.policies import POLICIES
 from tests.checks import assert_plain_row, assert_seed_decides, new_state, task_factory
 from tests.helpers import ALPHA, Z, assert_engines_agree, assert_within_se
 
@@ -118,7 +119,7 @@ def sample_steps(policy, what, x, y, d, n, seed):
     xa, ya = np.array(x, dtype=np.int64), np.array(y, dtype=np.int64)
     observed: dict = {}
     for _ in range(n):
-        xx, yy, lvl, size, deleted = K.step(K.POLICY_CODES[policy], what, xa, ya, d, state)
+        xx, yy, lvl, size, deleted = K.step(POLICIES[policy].occupancy_code, what, xa, ya, d, state)
         assert int(np.dot(np.arange(yy.size), yy)) == xx[0]  # listed == idle
         assert xx.sum() == xa.sum() and yy.sum() == ya.sum()
         key = (trim(xx), trim(yy))

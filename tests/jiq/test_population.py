@@ -69,7 +69,7 @@ def test_refined_v_matches_the_hand_written_expansion(policy, lam, r, d):
 
 def test_the_kept_quantity_is_listed_equals_idle():
     t = _task("jiq_pod", 0.8, 4.0, 2)
-    decl = jp.JIQ_POD
+    decl = jp.DECLS["jiq_pod"]
     p = np.array(decl.params(t))
     lay = decl.layout(p)
     c = conserved(decl, lay)
@@ -86,7 +86,7 @@ def test_the_kept_quantity_is_listed_equals_idle():
 @pytest.mark.parametrize("n,r", [(100, 10.0), (60, 3.0), (1000, 10.0)])
 def test_start_counts_keep_listed_equal_to_idle(n, r):
     t = _task("jiq", 0.9, r, n_servers=n, events=10_000)
-    decl = jp.JIQ
+    decl = jp.DECLS["jiq"]
     p = np.array(decl.params(t))
     lay = decl.layout(p)
     c = decl.start_counts(p, _fp_state(t, lay), n)

@@ -16,7 +16,7 @@ def test_the_digest_follows_every_file_of_the_tree(tmp_path):
     shutil.copytree(REPO / "sim", tree, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     before = worker.tree_digest(tree)
     assert before == worker.tree_digest(REPO / "sim")  # the bytes, not where they lie
-    helper = tree / "core" / "_loop.py"
+    helper = tree / "core" / "sampling.py"  # inlined into the kernels (probes_in, draws)
     helper.write_text(helper.read_text() + "\n")
     assert worker.tree_digest(tree) != before
     (tree / "core" / "__pycache__").mkdir(exist_ok=True)

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from analysis import style
 from analysis.fit import MIN_FIT_POINTS, SIGNIFICANT_Z
 from analysis.fmt import num as _fmt
-from analysis.models.jiq.labels import _name
+from analysis.models.jiq.labels import POD, _name
 
 _COLORS = list(style.PALETTE)
 
@@ -230,15 +230,15 @@ def _plot_ordering(agg: pl.DataFrame, res: dict, outdir: Path) -> Path | None:
     pols = agg["policy"].unique(maintain_order=True).to_list()[: style.MAX_SERIES]
     for j, p in enumerate(pols):
         c = _COLORS[j % len(_COLORS)]
-        mf = [o for o in res.get("mf", []) if p in o["values"] and "jiq_pod" in o["values"]]
+        mf = [o for o in res.get("mf", []) if p in o["values"] and POD in o["values"]]
         if mf:
-            ax.plot([o["lam"] for o in mf], [o["values"][p] / o["values"]["jiq_pod"] for o in mf], "-",
+            ax.plot([o["lam"] for o in mf], [o["values"][p] / o["values"][POD] for o in mf], "-",
                     color=c, lw=1.3, label=f"{_name(p, {'d': 2})}, mean field")
-        sm = [o for o in res.get("sim", []) if p in o["values"] and "jiq_pod" in o["values"]]
-        if sm and p != "jiq_pod":
+        sm = [o for o in res.get("sim", []) if p in o["values"] and POD in o["values"]]
+        if sm and p != POD:
             xs = np.array([o["lam"] for o in sm])
-            ratio = np.array([o["values"][p] / o["values"]["jiq_pod"] for o in sm])
-            rel = np.array([math.hypot(o["se"][p] / o["values"][p], o["se"]["jiq_pod"] / o["values"]["jiq_pod"])
+            ratio = np.array([o["values"][p] / o["values"][POD] for o in sm])
+            rel = np.array([math.hypot(o["se"][p] / o["values"][p], o["se"][POD] / o["values"][POD])
                             for o in sm])
             ax.errorbar(xs, ratio, yerr=1.96 * rel * ratio, fmt=style.marker(j), ms=4, capsize=2, color=c,
                         ls="none", label=f"{_name(p, {'d': 2})}, simulated (95% CI)")

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from analysis import style
 from analysis.fmt import num as _fmt
 from analysis.fmt import pct as _pct
-from analysis.models.jiq.labels import _name
+from analysis.models.jiq.labels import POD, SQD, _name, takes_d, takes_z
 from analysis.models.jiq.verdicts import crossovers, orderings
 
 #: the paper's Table II as its text keeps it: the largest relative error of the prediction,
@@ -47,7 +47,7 @@ def _q_report(qs: list[dict]) -> list[str]:
              "the simulated value over the mean-field value.", "",
              f"| policy | N | r | lam | source | {head} |", "|---|---|---|---|---|" + "---|" * n_lv]
     for (pol, n, lam, r, d), v in sorted(pts.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-        name = _name(pol, {"d": d if pol != "jiq" else None})
+        name = _name(pol, {"d": d if takes_d(pol) else None})
         lines.append(f"| {name} | {n} | {_fmt(r)} | {_fmt(lam)} | simulated ({v[0]['n_rep']} runs) | "
                      + " | ".join(f"{q['sim']:.4g} +- {q['hw']:.2g}" for q in v) + " |")
         lines.append(f"| {name} | {n} | {_fmt(r)} | {_fmt(lam)} | mean field | "
@@ -69,7 +69,7 @@ def _q_report(qs: list[dict]) -> list[str]:
         w = max(cand, key=lambda q: abs(q["rel_err"]))
         paper = (f"{100 * PAPER_TABLE2['max_rel_err']:.1f}% (q_{top})"
                  if pol == PAPER_TABLE2["policy"] and n == PAPER_TABLE2["n_servers"] else "-")
-        lines.append(f"| {_name(pol, {'d': d if pol != 'jiq' else None})} | {n} | {_fmt(r)} | {_fmt(lam)} | "
+        lines.append(f"| {_name(pol, {'d': d if takes_d(pol) else None})} | {n} | {_fmt(r)} | {_fmt(lam)} | "
                      f"{100 * abs(w['rel_err']):.2f}% | q_{w['level']} | {_fmt(w['z'])} | {paper} |")
     return lines
 
@@ -108,11 +108,11 @@ def _ordering_report(agg: pl.DataFrame) -> tuple[list[str], dict]:
                              f"(between {c['between'][0]:g} and {c['between'][1]:g}), above it the reverse{note}")
         lines.append("")
     # the paper's claim: JIQ-Pod has the shortest mean response of the five
-    if "jiq_pod" in agg["policy"].to_list():
+    if POD in agg["policy"].to_list():
         lines += ["### \"JIQ-Pod has the shortest response time of the five\" (Figure 8)", ""]
         for kind in ("mf", "sim"):
-            holds = [o["lam"] for o in res[kind] if o["order"][0] == "jiq_pod"]
-            fails = [(o["lam"], o["order"][0]) for o in res[kind] if o["order"][0] != "jiq_pod"]
+            holds = [o["lam"] for o in res[kind] if o["order"][0] == POD]
+            fails = [(o["lam"], o["order"][0]) for o in res[kind] if o["order"][0] != POD]
             what = "mean field" if kind == "mf" else "simulated (point estimates)"
             if not res[kind]:
                 continue
@@ -137,7 +137,7 @@ def _fig7_report(agg: pl.DataFrame) -> list[str]:
              "Simulated: mean tail over the replications, 95% t interval (per level); mean field in "
              "brackets where it exists. Lightest: the smallest simulated s_i (`~` when its 95% CI "
              "overlaps the runner-up's).", "",
-             "| lam | i | " + " | ".join(_name(p, {"d": 2, "z": 1} if p != "jiq_threshold" else {"z": 1})
+             "| lam | i | " + " | ".join(_name(p, {"z": 1} if takes_z(p) else {"d": 2, "z": 1})
                                          for p in have) + " | lightest |", "|---|---|" + "---|" * (len(have) + 1)]
     sims, mf = agg.filter(pl.col("engine") != "meanfield"), agg.filter(pl.col("engine") == "meanfield")
     count, pod_wins = 0, 0
@@ -168,7 +168,7 @@ def _fig7_report(agg: pl.DataFrame) -> list[str]:
             a, b = est[order[0]], est[order[1]]
             tied = a[0] + a[1] >= b[0] - b[1]
             count += 1
-            pod_wins += order[0] == "jiq_pod"
+            pod_wins += order[0] == POD
             lines.append(f"| {lam:g} | {i} | " + " | ".join(cells) + f" | {_name(order[0])}"
                          + (f" ~ {_name(order[1])}" if tied else "") + " |")
     if count:
@@ -211,7 +211,7 @@ def _lu_report_and_plot(agg: pl.DataFrame, outdir: Path) -> tuple[list[str], Pat
                 e_mf, e_lu = (t_mf - r["mean_response"]) / r["mean_response"], (t_lu - r["mean_response"]) / r["mean_response"]
                 data.setdefault((p, sp), []).append((r["lam"], r["mean_response"], r["mean_response_hw"], t_mf, t_lu,
                                                      r["n_servers"]))
-                lines.append(f"| {_name(sp, {'d': 2} if sp == 'jiq_sqd' else None)} | {r['n_servers']} | {r['lam']:g} | "
+                lines.append(f"| {_name(sp, {'d': 2} if sp == SQD else None)} | {r['n_servers']} | {r['lam']:g} | "
                              f"{r['mean_response']:.4f} +- {_fmt(r['mean_response_hw'])} | {t_mf:.4f} | {_pct(e_mf)} | "
                              f"{t_lu:.4f} | {_pct(e_lu)} | {_pct((t_lu - t_mf) / t_mf)} |")
     if not data:
@@ -222,7 +222,7 @@ def _lu_report_and_plot(agg: pl.DataFrame, outdir: Path) -> tuple[list[str], Pat
         top = fig.add_subplot(2, len(panels), j + 1)
         bot = fig.add_subplot(2, len(panels), len(panels) + j + 1, sharex=top)
         m = mf.filter(pl.col("policy") == p).sort("lam")
-        pname = _name(p, {"d": 2} if p == "jiq_sqd" else None)
+        pname = _name(p, {"d": 2} if p == SQD else None)
         top.plot(m["lam"], m["mean_response"], "-", color="black", lw=1.3, label=f"{pname}, mean field")
         top.plot(m["lam"], m["lu_mean_response"], "--", color="#D55E00", lw=1.5,
                  label="Lu et al. approximation (reconstructed)")
@@ -236,7 +236,7 @@ def _lu_report_and_plot(agg: pl.DataFrame, outdir: Path) -> tuple[list[str], Pat
             n_top = max(q[5] for q in pts)
             lam, t, hw, t_mf, t_lu, _ = (np.array(v, float) for v in zip(*[q for q in pts if q[5] == n_top]))
             c = ["#0072B2", "#009E73"][k % 2]
-            lab = _name(sp, {"d": 2} if sp == "jiq_sqd" else None)
+            lab = _name(sp, {"d": 2} if sp == SQD else None)
             top.errorbar(lam, t, yerr=hw, fmt=style.marker(k), ms=4, capsize=2, color=c, ls="none",
                          label=f"{lab}, simulated (95% CI)")
             # the bars: the simulated value's 95% half-width relative to it (the predictions are exact)

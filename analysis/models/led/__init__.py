@@ -51,6 +51,7 @@ from pathlib import Path
 
 import polars as pl
 
+from analysis import declared
 from analysis.aggregate import aggregate, check_params
 from analysis.fit import arm_columns
 from analysis.fmt import num as _fmt
@@ -157,8 +158,9 @@ def analyze_led(frame, params, outdir, sweep_name: str = "", heavy_traffic: bool
                          f"{'yes' if t['one_in_ci_at_min_eps'] else 'no'} | "
                          f"{t['distance_at_max_eps']:.3f} | {t['verdict']} | {icpt} | {t['theorem']} |")
     trends = imbalance_trend(agg, arm, "p_hat") if x == "p_hat" else []
-    if "d" in arm and agg.filter(pl.col("policy") == "l_pod")["d"].n_unique() >= 3:
-        trends += imbalance_trend(agg.filter(pl.col("policy") == "l_pod"),
+    sampling_led = declared.policy_where("led", local=True, samples=True)  # L-Pod
+    if "d" in arm and agg.filter(pl.col("policy") == sampling_led)["d"].n_unique() >= 3:
+        trends += imbalance_trend(agg.filter(pl.col("policy") == sampling_led),
                                   list(dict.fromkeys([*arm, x])), "d")
     for over in dict.fromkeys(t["over"] for t in trends):
         lines += _trend_lines([t for t in trends if t["over"] == over])

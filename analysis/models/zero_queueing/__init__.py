@@ -55,7 +55,7 @@ import polars as pl
 
 from analysis.aggregate import LIMIT_ENGINES, aggregate, check_params
 from analysis.fit import arm_columns
-from analysis.models import zero_queueing_limit as zql
+from analysis.models import zero_queueing_limit as limit_claims
 from analysis.models.zero_queueing import claims
 from analysis.models.zero_queueing.arms import _arm_key, _constant, _fixed_text, _key_label, _label, _rule_labels  # noqa: F401
 from analysis.models.zero_queueing.fit import (  # noqa: F401
@@ -147,12 +147,12 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         return {"report": report, "plots": [], "metrics": [], "verdicts": [], "verdict_lines": []}
     agg = control_variate(sims, aggregate(sims, params, metrics=METRICS), params)
     ok = agg.filter(pl.col("n_rep") >= 1)
-    own = [p for p in params if p not in zql.PATH_COORDS]  # the heavy-traffic rows' coordinates
+    own = [p for p in params if p not in limit_claims.PATH_COORDS]  # the heavy-traffic rows' coordinates
     arm = arm_columns(ok, own, x) if ok.height else [p for p in own if p != x]
     arm = [p for p in arm if p != x]
-    heavy = frame.filter(pl.col("engine") == zql.HEAVY_ENGINE)
+    heavy = frame.filter(pl.col("engine") == limit_claims.HEAVY_ENGINE)
     top = (((context or {}).get("limit_path") or {}).get("heavy_traffic") or {}).get("n_servers_max")
-    limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)) & (pl.col("engine") != zql.HEAVY_ENGINE))
+    limits = frame.filter(pl.col("engine").is_in(list(LIMIT_ENGINES)) & (pl.col("engine") != limit_claims.HEAVY_ENGINE))
     lim_agg = aggregate(limits, params, metrics=METRICS) if limits.height else None
     # a limit row meets an arm on every arm parameter but the run length (time, events), which
     # the limit takes none of: constant along an arm it is an arm parameter, null in limit rows.
@@ -179,7 +179,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
         key = _arm_key(row, arm)
         arms[key] = pts
         v = {**row, "label": _label(row, arm)}
-        v["rule_text"] = zql.rule_text(row.get("variant"), context)
+        v["rule_text"] = limit_claims.rule_text(row.get("variant"), context)
         v.update(_drops(pts, x))
         v["n_max"] = pts[x].max() if pts.height else None
         path = None if lim_agg is None else lim_agg.filter(lcond & pl.col("queueing_ratio").is_not_null()).sort(x)
@@ -194,17 +194,17 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
             v["rule_class"] = rule_class(pts, x)
         if v.get("path_n_max") is not None:  # the exact path's end, kept when the heavy-traffic rows carry it on
             v.update(exact_n_max=v["path_n_max"], exact_ratio_at_max=v["path_ratio_at_max"])
-        hrows = zql.far_path(row, heavy.filter(hcond) if heavy.height else heavy, heavy, paths.get(key))
+        hrows = limit_claims.far_path(row, heavy.filter(hcond) if heavy.height else heavy, heavy, paths.get(key))
         if hrows.height:
             heavies[key] = hrows.sort("log10_n")
-            v.update(zql.heavy_path_verdict(hrows, paths.get(key), top, x, rule=v.get("rule_class")))
+            v.update(limit_claims.heavy_path_verdict(hrows, paths.get(key), top, x, rule=v.get("rule_class")))
             if v.get("heavy_verdict") is not None:  # the limit's verdict comes from the form
-                v.update(path_engine=f"{v.get('path_engine', 'meanfield')} + {zql.HEAVY_ENGINE}",
+                v.update(path_engine=f"{v.get('path_engine', 'meanfield')} + {limit_claims.HEAVY_ENGINE}",
                          path_verdict=v["heavy_verdict"], path_note=v["heavy_note"],
                          path_n_max=10.0 ** v["heavy_log10_max"], path_ratio_at_max=v["heavy_ratio_at_max"],
                          path_level=None, path_level_exponent=None, path_top_slope=v.get("path_top_slope"))
-        v.update(zql.settle_limit(v, paths.get(key), heavy, x))  # no limit extrapolated past the path's end
-        v.update(zql.path_marks(paths.get(key), heavies.get(key), x))
+        v.update(limit_claims.settle_limit(v, paths.get(key), heavy, x))  # no limit extrapolated past the path's end
+        v.update(limit_claims.path_marks(paths.get(key), heavies.get(key), x))
         # the rival test on the simulated points, with the model's own rivals: the heavy-traffic
         # form at the arm's own k, and the limit path where its limit claim is carried
         v.update(verdict(pts, x, seed=_arm_seed(sims.filter(cond)), rivals=arm_rivals(pts, paths.get(key), v, x)))
@@ -227,7 +227,7 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
     rules = _rule_labels(arms, arm, verdicts)
     plots = _plots(arms, arm, outdir, x, paths, rules)
     if heavies:
-        plots.append(zql.plot_limit_path(arms, paths, heavies, verdicts, rules, outdir, x))
+        plots.append(limit_claims.plot_limit_path(arms, paths, heavies, verdicts, rules, outdir, x))
     summary = outdir / "summary.parquet"
     agg.write_parquet(summary)
     vpath = outdir / "verdicts.json"

@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from analysis import style
+from analysis import declared, style
 from analysis.fmt import sci as _sci
 from analysis.models.zero_queueing.arms import _constant, _fixed_text, _key_label
 from analysis.models.zero_queueing.verdicts import _gaps
@@ -74,7 +74,7 @@ def _plots(arms: dict, arm: list[str], outdir: Path, x: str, limit_paths: dict |
                     xs_all.extend(lp[x].to_list())
             if any(limit_paths.get(k) is not None for k in group):
                 ax.plot([], [], ls="--", color="0.3", label="mean field along the same path (dashed)")
-                if policy == "pod_per_task":
+                if policy == declared.policy_where("dispatch", k_task=True, batch=False):  # per task
                     ax.plot([], [], " ", label=PER_TASK_NOTE)
             if reach0:
                 ax.add_line(style.ci_zero_handle())

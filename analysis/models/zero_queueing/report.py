@@ -10,7 +10,7 @@ from analysis.fmt import num_nan as _num
 from analysis.fmt import positive as _positive
 from analysis.fmt import pow10 as _sci10
 from analysis.fmt import sci as _sci
-from analysis.models import zero_queueing_limit as zql
+from analysis.models import zero_queueing_limit as limit_claims
 from analysis.models.zero_queueing.fit import CV_METHOD, CV_MIN_REP
 from analysis.models.zero_queueing.verdicts import (
     RANGE_ALIKE,
@@ -51,7 +51,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
              "N stop at a width, and a sequence that turns more slowly is not among them.", ""]
     for line in answer_lines(verdicts):
         lines.append(f"- {line.strip()}" if line.startswith("  ") else f"\n**{line}**\n")
-    text = zql.reading(verdicts)
+    text = limit_claims.reading(verdicts)
     if text:  # the sentence the console ends its answer with
         lines += ["", f"Reading: {text}"]
     lines += ["", "## How the rival test on the simulated points is judged (a description of the range, not a limit)", "",
@@ -96,7 +96,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
         ps = "-" if v.get("p_zero") is None else f"{v['p_zero']:.2g}, {v['p_level']:.2g}"
         # the interval to as many digits as show its width (a CI of +-0.00002 on 0.3293 is not [0.3293, 0.3293])
         # and none about a ratio that is 0 to rounding (a loss system's admitted jobs never wait)
-        ratio = zql.fmt_ratio(v['ratio_at_max_n'])
+        ratio = limit_claims.fmt_ratio(v['ratio_at_max_n'])
         if ratio not in ("0", "-"):
             ratio += f" {_interval(v.get('ratio_lo_at_max_n'), v['ratio_hi_at_max_n'], 4)}"
         lines.append(f"| {v['label']} | {v['n_points']} | {ratio} | {slope} | {tail} | {level} | {rivals} | {ps} "
@@ -108,7 +108,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
                   "or rise slows geometrically, the level c0 of r = c0 + a N^b through the points at N_max/100, "
                   "N_max/10 and N_max). The gap is simulated minus limit at the N where both exist.", "",
                   "| arm | simulations: trend over their range | limit: ratio at largest N | limit: at "
-                  + ", ".join(f"10^{m}" for m in zql.MARK_DECADES) + "; peak | limit: slope, last decade "
+                  + ", ".join(f"10^{m}" for m in limit_claims.MARK_DECADES) + "; peak | limit: slope, last decade "
                   "| limit: level | limit: verdict | gap at largest simulated N [95% CI] | gap as N grows | rule for d |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for v in verdicts:
@@ -119,7 +119,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
             trend = "-" if v.get("gap_verdict") is None else f"{v['gap_verdict']}: {v.get('gap_note') or ''}"
             marks = v.get("path_marks") or {}
             peak = v.get("path_peak")
-            at = " / ".join(_positive(marks.get(m), 4) for m in zql.MARK_DECADES) + (
+            at = " / ".join(_positive(marks.get(m), 4) for m in limit_claims.MARK_DECADES) + (
                 "" if peak is None else
                 f"; peak {_positive(peak['ratio'], 4)} at {_sci10(peak['log10_n'])} (of the path's points)")
             lines.append(
@@ -167,7 +167,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
             plain = f"{_num(r.get('queueing_ratio_raw'))} +- {_num(r.get('queueing_ratio_raw_hw'), 2)}" if cv else "same"
             lines.append(
                 f"| {r[x]} | {r.get('k', '-')} | {r.get('d', '-')} | {_num(r.get('lam'), 6)} | {r['n_rep']} "
-                f"| {zql.fmt_ratio(r['queueing_ratio'])} +- {_num(r['queueing_ratio_hw'], 2)} | {plain} "
+                f"| {limit_claims.fmt_ratio(r['queueing_ratio'])} +- {_num(r['queueing_ratio_hw'], 2)} | {plain} "
                 f"| {_num(r.get('cv_corr'), 3) if cv else '-'} | {_num(r['mean_response'])} "
                 f"| {_num(r['drop_prob'])} | {_num(r['frac_within_h'])} |")
         lim = limit_paths.get(key)
@@ -193,7 +193,7 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
             lines += [f"### {v['label']}", "", f"{v.get('heavy_note') or ''}.{ov_text}", "",
                       "| N | k | d | 1 - lam | d (1 - lam) | queueing ratio | ratio / rate | E[T] |",
                       "|---|---|---|---|---|---|---|---|"]
-            leading_rate = zql._heavy_traffic()[1]
+            leading_rate = limit_claims._heavy_traffic()[1]
             for r in hv.iter_rows(named=True):
                 q = r["queueing_ratio"]
                 lines.append(f"| 10^{r['log10_n']:g} | {r['k']} | {r['d_real']:.6g} | {r['one_minus_lam']:.4g} "

@@ -14,7 +14,7 @@ from analysis import asymptotics, style
 from analysis.fit import gap_rate_verdict
 from analysis.fmt import interval as _interval
 from analysis.fmt import sci as _sci
-from analysis.models import zero_queueing_limit as zql
+from analysis.models import zero_queueing_limit as limit_claims
 from analysis.models.zero_queueing.fit import floor_fit, power_fit
 
 RATIO_ZERO = 1e-3
@@ -372,11 +372,11 @@ def answer_lines(verdicts: list[dict]) -> list[str]:
         # the unbuffered rules first (the arms come sorted by their parameters)
         group = sorted((v for v in verdicts if v["policy"] == policy), key=lambda v: v.get("b") is not None)
         out.append(f"{style.policy_name(policy)}, one line per rule for d:")
-        out += ["  " + zql.answer_line(v, _sim_text(v)) for v in group]
+        out += ["  " + limit_claims.answer_line(v, _sim_text(v)) for v in group]
     return out
 
 
-#: the console's lines are at most this wide (issue 43: the answer on one screen)
+#: the console's lines are at most this wide (the answer on one screen)
 CONSOLE_WIDTH = 120
 
 
@@ -431,7 +431,7 @@ def console_lines(verdicts: list[dict], width: int = CONSOLE_WIDTH) -> list[str]
     named on its first line; the rule by its variant name, as a formula in the report), each
     with the simulated queueing ratio at the largest N, its trend over the simulated range, how
     it sits against the limit path at the largest N they share, and the limit claim with what
-    carries it; then the reading (:func:`zql.reading`), wrapped. Lines are at most ``width``
+    carries it; then the reading (:func:`limit_claims.reading`), wrapped. Lines are at most ``width``
     characters (the limit column is cut with "..." past it: the report has it whole)."""
     if not verdicts:
         return []
@@ -442,7 +442,7 @@ def console_lines(verdicts: list[dict], width: int = CONSOLE_WIDTH) -> list[str]
     for policy in dict.fromkeys(v["policy"] for v in verdicts):
         group = sorted((v for v in verdicts if v["policy"] == policy), key=lambda v: v.get("b") is not None)
         for i, v in enumerate(group):
-            ratio = "-" if v.get("ratio_at_max_n") is None else zql.fmt_ratio(v["ratio_at_max_n"])
+            ratio = "-" if v.get("ratio_at_max_n") is None else limit_claims.fmt_ratio(v["ratio_at_max_n"])
             if v.get("n_max") and v["n_max"] != n_sim:
                 ratio += f" ({_sci(v['n_max'])})"
             rows.append((policy if i == 0 else "", str(v.get("variant") or v["label"]), ratio,
@@ -454,7 +454,7 @@ def console_lines(verdicts: list[dict], width: int = CONSOLE_WIDTH) -> list[str]
     for c in [head, *rows]:
         line = f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:>{w[2]}}  {c[3]:<{w[3]}}  {c[4]:<{w[4]}}  {c[5]}".rstrip()
         lines.append(line if len(line) <= width else line[:width - 3] + "...")
-    text = zql.reading(verdicts)
+    text = limit_claims.reading(verdicts)
     if text:
         import textwrap
 

@@ -22,6 +22,7 @@ Each has the law's ``fixed_point``, ``response_law`` and a ``run_task`` for its 
 from __future__ import annotations
 
 from sim.dispatch.meanfield import batch_filling, buffer, heavy_traffic, large_batch, pod, tasks
+from sim.dispatch.policies import policy_of
 
 __all__ = ["run_task", "pod", "buffer", "tasks", "batch_filling", "large_batch", "heavy_traffic"]
 
@@ -31,10 +32,10 @@ def run_task(task: dict) -> dict:
     ``sim.run`` adds ``wall_time``), by the module of its law: batch-filling; pod_per_task and
     batch_sampling; a finite buffer (single-task jobs); ``random`` / ``jsq`` with k-task jobs;
     else single-task ``random``, ``jsq`` or ``pod``."""
-    policy = task["policy"]
-    if policy == "batch_filling":
+    pol = policy_of(task)
+    if pol.fills:
         return batch_filling.run_task(task)
-    if policy in ("batch_sampling", "pod_per_task"):
+    if pol.k_task:
         return tasks.run_task(task)
     if task.get("b") is not None:  # a finite buffer (single-task jobs)
         return buffer.run_task(task)

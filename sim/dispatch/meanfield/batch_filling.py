@@ -42,7 +42,7 @@ from scipy.optimize import root
 from sim.core.jobdelay import GL_W, GL_X, expected_max_gamma, harmonic
 from sim.core.results import exact_row
 from sim.core.settings import RunSettings
-from sim.dispatch.policies import messages_per_job
+from sim.dispatch.policies import only
 
 TAIL_EPS = 1e-15
 MC_JOBS = 40_000
@@ -350,7 +350,7 @@ def run_task(task: dict) -> dict:
         mean_response=mean_t, mean_wait=mean_wait, prob_wait=p_wait,
         mean_queue=float(s.sum()), tail=tail, queueing_ratio=(mean_t - hk) / hk,
         drop_prob=0.0, frac_within_h=p_within,
-        messages_per_job=messages_per_job("batch_filling", 0, k, d),  # N is not needed
+        messages_per_job=only(fills=True).messages(0, k, d),  # N is not needed
         ci_method=CI_METHOD,
     )
     if task.get("responses"):  # docs/responses.md: the exact signature law at the fixed point

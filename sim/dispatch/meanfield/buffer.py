@@ -42,23 +42,28 @@ from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
 from sim.core.settings import DEFAULTS, RunSettings
 from sim.dispatch.meanfield._common import CI_METHOD
-from sim.dispatch.policies import messages_per_job
+from sim.dispatch.policies import policy as policy_record
+from sim.dispatch.policies import served_by
 
 __all__ = ["fixed_point", "buffer_values", "buffer_positions", "BUFFER_POLICIES", "run_task"]
 
-#: the single-task policies with a buffered mean field here
-BUFFER_POLICIES = ("random", "pod", "jsq")
+#: the single-task policies with a buffered mean field here: those whose meanfield entry
+#: takes a buffer b
+BUFFER_POLICIES = served_by("meanfield", lambda p: "b" in p.engines["meanfield"])
 
 
-def _check(policy: str, lam, d, b) -> tuple[float, int, int]:
-    if policy not in BUFFER_POLICIES:
-        raise ValueError(f"policy={policy!r} has no buffered mean field here (only {', '.join(BUFFER_POLICIES)})")
+def _check(policy, lam, d, b) -> tuple[float, int, int]:
+    name = getattr(policy, "name", policy)
+    if name not in BUFFER_POLICIES:
+        raise ValueError(f"policy={name!r} has no buffered mean field here (only {', '.join(BUFFER_POLICIES)})")
+    pol = policy_record(name)
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
         raise ValueError(f"lam={lam!r} must be a finite number >= 0")
     if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
         raise ValueError(f"b={b!r} must be an integer >= 1")
-    d = 1 if policy == "random" else d
-    if policy == "pod" and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1):
+    if not pol.samples:
+        d = 1
+    elif isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         raise ValueError(f"d={d!r} must be an integer >= 1")
     return float(lam), int(d or 1), int(b)
 
@@ -77,7 +82,7 @@ def fixed_point(policy: str, lam: float, d: int | None, b: int) -> np.ndarray:
     lam, d, b = _check(policy, lam, d, b)
     if lam == 0.0:
         return np.zeros(b)
-    if policy == "jsq":
+    if policy_record(policy).probes_all:
         s = np.zeros(b)
         if lam <= 1.0:
             s[0] = lam
@@ -96,7 +101,7 @@ def buffer_positions(policy: str, lam: float, d: int | None, b: int) -> np.ndarr
     lam, d, b = _check(policy, lam, d, b)
     s = fixed_point(policy, lam, d, b)
     w = np.zeros(b)
-    if policy == "jsq":
+    if policy_record(policy).probes_all:
         w[b - 1 if lam > 1.0 else 0] = 1.0
         return w
     sd = np.concatenate(([1.0], s, [0.0])) ** d
@@ -108,7 +113,7 @@ def buffer_values(policy: str, lam: float, d: int | None, b: int, h: int = DEFAU
     """The mean-field estimates of a buffered single-task system (the row's keys)."""
     lam, d, b = _check(policy, lam, d, b)
     s = fixed_point(policy, lam, d, b)
-    if policy == "jsq":
+    if policy_record(policy).probes_all:
         drop = max(0.0, 1.0 - 1.0 / lam) if lam > 0 else 0.0
     else:
         drop = float(s[-1] ** d)
@@ -135,14 +140,14 @@ def run_task(task: dict) -> dict:
     of the other meanfield rows; with ``responses: true`` also the exact response columns of
     the admitted tasks' law). ``k > 1`` with a buffer is refused: a job is dropped when any
     of its tasks would exceed the buffer, which this limit does not model."""
-    policy = task["policy"]
+    pol = policy_record(task["policy"])
     if (task.get("k") or 1) != 1:
         raise ValueError(f"k={task['k']!r} with b={task['b']!r}: the buffered mean field has "
                          "single-task jobs only")
     settings = RunSettings.from_task(task)
     h, max_level = settings.h, settings.max_level
-    d = task.get("d") if policy == "pod" else None
-    v = buffer_values(policy, task["lam"], d, task["b"], h)
+    d = task.get("d") if pol.samples else None
+    v = buffer_values(pol, task["lam"], d, task["b"], h)
     tail = np.zeros(max_level)
     m = min(max_level, v["tail"].size)
     tail[:m] = v["tail"][:m]
@@ -152,8 +157,8 @@ def run_task(task: dict) -> dict:
         mean_queue=v["mean_queue"], tail=tail,
         queueing_ratio=v["mean_response"] - 1.0,  # H_1 = 1
         drop_prob=v["drop_prob"], frac_within_h=v["frac_within_h"],
-        messages_per_job=messages_per_job(policy, n, 1, 1 if d is None else int(d)),
-        # (the old path of this module, kept: archived rows carry this text)
+        messages_per_job=pol.messages(n, 1, 1 if d is None else int(d)),
+        # (a fixed text naming the law: archived rows carry it, so it stays as it is)
         ci_method=CI_METHOD + "; finite buffer b (flow-balance root, sim/dispatch/buffer_meanfield.py)",
     )
     if task.get("responses"):

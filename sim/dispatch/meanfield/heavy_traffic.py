@@ -50,10 +50,13 @@ from numba import njit
 from scipy import special
 
 from sim.core.settings import RunSettings
+from sim.dispatch.policies import policy as policy_record
+from sim.dispatch.policies import served_by
 
 LN10 = math.log(10.0)
 EULER_GAMMA = float(np.euler_gamma)
-POLICIES = ("batch_filling", "batch_sampling")
+#: the batch policies this limit covers (those the heavy_traffic engine serves)
+POLICIES = served_by("heavy_traffic")
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(16)
 _GL_X = 0.5 * (_GL_X + 1.0)
@@ -219,7 +222,7 @@ def queueing_ratio(k, d, one_minus_lam, policy: str = "batch_filling") -> dict:
         raise ValueError(f"policy={policy!r} is not one of {POLICIES}")
     fp = fixed_point(k, d, one_minus_lam)
     k, n, q1 = int(float(k)), fp["n"], fp["q1"]
-    if policy == "batch_filling":
+    if policy_record(policy).fills:
         def pi_of_c0(c0):
             return c0 / (c0 + (n - c0) * q1)
     else:
@@ -318,7 +321,6 @@ def run_task(task: dict) -> dict:
     ``P(C_0 >= k)`` for h = 1 (a job short of idle queues puts tasks at position 2), 1 for
     h >= 2."""
     from sim.core.results import exact_row
-    from sim.dispatch.policies import messages_per_job
 
     policy = task["policy"]
     k, d, eps = _task_point(task)
@@ -333,7 +335,7 @@ def run_task(task: dict) -> dict:
         mean_response=res["mean_response"], mean_wait=res["s2"] / res["s1"], prob_wait=p_wait,
         mean_queue=res["s1"] + res["s2"], tail=tail, queueing_ratio=res["queueing_ratio"],
         drop_prob=0.0, frac_within_h=p_full if h <= 1 else 1.0,
-        messages_per_job=messages_per_job(policy, 0, k, d),
+        messages_per_job=policy_record(policy).messages(0, k, d),
         ci_method=("heavy-traffic mean field (1 - lam -> 0 with k d (1 - lam) given; jobs end on "
                    f"layers 0-1, layer 2 bounded by e^{res['log_layer2_bound']:.3g})"),
     )

@@ -492,15 +492,6 @@ def _t_max(k: int, L: int) -> float:
     return t
 
 
-def job_delay_from_law(law: list, k: int) -> tuple[float, float]:
-    """(E[T], captured mass) for the signature law ``[P_J]`` (:func:`signature_law_large`):
-    ``int_0^inf (mass - P(T <= t)) dt / mass`` by 16-point Gauss-Legendre on unit panels."""
-    acc = _Cdf(k, _t_max(k, len(law)))
-    for J, PJ in enumerate(law):
-        acc.add(J, PJ)
-    return acc.mean(), acc.mass
-
-
 def job_delay_exact(s: np.ndarray, k: int, d: int, prune: float = PRUNE,
                     one_minus_lam: float | None = None) -> tuple[float, float]:
     """(E[T], captured mass) of a batch-filling job at the tail ``s``: the exact integral over

@@ -34,6 +34,12 @@ import numpy as np
 from scipy import special
 
 from sim.core.settings import RunSettings
+from sim.dispatch.policies import only
+from sim.dispatch.policies import policy as policy_record
+
+#: the policy whose limit this module carries: each task joins the shortest of its own k*d
+#: sampled queues (power-of-(kd) per task)
+_PER_TASK = only(k_task=True, batch=False)
 
 __all__ = ["log_wait_tail", "queueing_ratio", "asymptotic_form", "batch_little_bound", "check_task",
            "run_task"]
@@ -184,13 +190,14 @@ def batch_little_bound(k, d, one_minus_lam, policy: str = "batch_sampling") -> d
     (lam H_k) - 1``; ``E[Q]_lower ~ ln(1 / (1 - lam)) / ln(d or d + 1)`` grows without bound as
     lam -> 1 with d fixed. Returns ``{"queue_lower", "bound", "h_k"}``."""
     k, d, eps = _check(k, d, one_minus_lam)
-    if policy not in ("batch_sampling", "batch_filling"):
+    pol = policy_record(policy)
+    if not pol.batch:
         raise ValueError(f"policy={policy!r} is not batch_sampling or batch_filling")
     ln_eps = math.log(eps)
     total = 0.0
     i = 1
     while True:
-        if policy == "batch_sampling":
+        if not pol.fills:  # one task a queue
             ln_g = math.log(i) if d == 1.0 else (i * math.log(d) + math.log1p(-d ** -i) - math.log(d - 1.0))
         else:
             ln_g = (i - 1) * math.log(d + 1.0)
@@ -222,7 +229,6 @@ def run_task(task: dict) -> dict:
     """The ``heavy_traffic`` engine's pod_per_task row (:data:`sim.core.results.RESULT_KEYS`):
     the exact mean field of :func:`queueing_ratio` at ``k``, ``d_real``, ``one_minus_lam``."""
     from sim.core.results import exact_row
-    from sim.dispatch.policies import messages_per_job
 
     k, d, eps = _task_point(task)
     res = queueing_ratio(k, d, eps)
@@ -237,7 +243,7 @@ def run_task(task: dict) -> dict:
         mean_queue=res["mean_queue"], tail=tail, queueing_ratio=res["queueing_ratio"], drop_prob=0.0,
         # every task of a job within position h: (1 - W_h)^k
         frac_within_h=1.0 - _one_minus_pow(lw_h, k),
-        messages_per_job=messages_per_job("pod_per_task", 0, k, d),
+        messages_per_job=_PER_TASK.messages(0, k, d),
         ci_method=("per-task power-of-(kd) mean field, closed form in logs (exact at any 1 - lam; "
                    f"{res['levels']} positions reached)"),
     )

@@ -41,7 +41,7 @@ from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
 from sim.core.settings import RunSettings
 from sim.dispatch.meanfield._common import CI_METHOD, _check_d, _check_lam, _check_level
-from sim.dispatch.policies import messages_per_job
+from sim.dispatch.policies import policy as policy_record
 
 __all__ = [
     "PodOdeSolution",
@@ -205,10 +205,10 @@ def initial_tail(lam: float, policy: str, d: int, eps: float = 1e-17,
     """
     if lam <= 0.0:
         return np.zeros(0)
-    if policy == "jsq":
+    pol = policy_record(policy)
+    if pol.probes_all:
         return np.array([lam])
-    if policy == "random":
-        d = 1
+    d = pol.probe_d(d)
     log_lam = math.log(lam)
     out = []
     expo = 1.0  # (d**i - 1) / (d - 1), via expo_{i+1} = d * expo_i + 1
@@ -393,12 +393,11 @@ def _pod_mixture(lam: float, d: int, eps: float = 1e-17):
 def response_law(policy: str, lam: float, d: int = 1):
     """Mean-field response-time law of ``random``, ``jsq`` (position 1: Exp(1), zero queueing)
     or ``pod`` (:func:`_pod_mixture`)."""
-    if policy == "jsq":
+    pol = policy_record(policy)
+    if pol.probes_all:
         _check_lam(lam)
         return Mixture.of_positions([1.0])
-    if policy in ("pod", "random"):
-        return _pod_mixture(lam, 1 if policy == "random" else d)
-    raise ValueError(f"policy={policy!r} has no mean-field response law here")
+    return _pod_mixture(lam, pol.probe_d(d))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,28 +411,28 @@ def run_task(task: dict) -> dict:
     ``random`` (``d = 1`` whatever the task says), ``s_1 = lam`` for ``jsq``.  Standard errors
     are ``None`` (nothing is estimated).  ``sim.run`` adds ``wall_time``.
     """
-    policy = task["policy"]
+    pol = policy_record(task["policy"])
     lam = _check_lam(task["lam"])
     settings = RunSettings.from_task(task)
     max_level, h = settings.max_level, settings.h
     n_servers = int(task["n_servers"])
     d_eff = 1
-    if policy in ("pod", "random"):
-        d = 1 if policy == "random" else _check_d(task["d"])
+    if pol.k_task:
+        raise ValueError(f"policy={pol.name!r} has no mean-field limit here")
+    if not pol.probes_all:
+        d = _check_d(task["d"]) if pol.samples else 1
         d_eff = d
         mean_response = pod_mean_response(lam, d)
         mean_queue = pod_mean_queue(lam, d)
         prob_wait = lam**d  # all d sampled servers busy: s_1**d
         tail = fixed_point(lam, d, max_level)
-        messages = messages_per_job(policy, n_servers, 1, d)
-    elif policy == "jsq":
+        messages = pol.messages(n_servers, 1, d)
+    else:
         mean_response = jsq_mean_response(lam)
         mean_queue = lam
         prob_wait = 0.0
         tail = jsq_fixed_point_tail(lam, max_level)
-        messages = messages_per_job("jsq", n_servers, 1, 1)
-    else:
-        raise ValueError(f"policy={policy!r} has no mean-field limit here")
+        messages = pol.messages(n_servers, 1, 1)
 
     def tail_at(i: int) -> float:
         return float(fixed_point(lam, d_eff, i)[i - 1])
@@ -445,10 +444,10 @@ def run_task(task: dict) -> dict:
         # single-task jobs: H_1 = 1, no buffer; a job lands at position <= h unless the
         # server it joins has >= h tasks: all d sampled (pod), the one drawn (random), never (jsq)
         queueing_ratio=float(mean_response) - 1.0, drop_prob=0.0,
-        frac_within_h=1.0 - (0.0 if policy == "jsq" else tail_at(h) ** d_eff),
+        frac_within_h=1.0 - (0.0 if pol.probes_all else tail_at(h) ** d_eff),
         messages_per_job=messages, ci_method=CI_METHOD,
     )
     if task.get("responses"):  # docs/responses.md: the exact law at N = infinity
-        out.update(exact_response_columns(response_law(policy, lam, d_eff)))
+        out.update(exact_response_columns(response_law(pol, lam, d_eff)))
         out["ci_method"] += "; response law exact (mean field)"
     return out

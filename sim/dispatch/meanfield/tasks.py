@@ -55,7 +55,7 @@ from sim.core.results import exact_row
 from sim.core.settings import RunSettings
 from sim.dispatch.meanfield import large_sampling, pod
 from sim.dispatch.meanfield._common import CI_METHOD, _check_lam
-from sim.dispatch.policies import messages_per_job
+from sim.dispatch.policies import policy as policy_record
 
 __all__ = ["ExactLaw", "MaxOfIid", "BatchSamplingLaw", "ppt_response_law", "bs_fixed_point",
            "bs_drift", "bs_fixed_point_ode", "bs_signature_law", "bs_signature_mixture",
@@ -447,11 +447,12 @@ def _bs_row(lam, k, d, max_level, h):
 # --------------------------------------------------------------------------------------------
 def response_law(policy: str, lam: float, k: int, d: int) -> ExactLaw:
     """The mean-field job response law of ``pod_per_task`` or ``batch_sampling``."""
-    if policy == "pod_per_task":
+    pol = policy_record(policy)
+    if pol.k_task and not pol.batch:  # each task its own sample of k*d queues
         return ppt_response_law(lam, k, d)
-    if policy == "batch_sampling":
+    if pol.batch and not pol.fills:  # the k shortest of one sample
         return bs_response_mixture(lam, k, d)
-    raise ValueError(f"policy={policy!r} is not pod_per_task or batch_sampling")
+    raise ValueError(f"policy={pol.name!r} is not pod_per_task or batch_sampling")
 
 
 def run_task(task: dict) -> dict:
@@ -464,22 +465,20 @@ def run_task(task: dict) -> dict:
     excess / H_k``; ``law.mean()`` otherwise."""
     from sim.core.jobdelay import harmonic
 
-    policy = task["policy"]
+    pol = policy_record(task["policy"])
     lam, k, d = _check(task["lam"], task.get("k") or 1, task.get("d") or 1)
     if task.get("b") is not None:
         raise ValueError("b: the mean field here has no finite buffer")
     settings = RunSettings.from_task(task)
     h, max_level = settings.h, settings.max_level
-    if policy == "pod_per_task":
-        vals = _ppt_row(lam, k, d, max_level, h)
-    elif policy == "random":  # each task to a uniform server: k independent M/M/1 responses
-        vals = _max_of_tasks_row(lam, k, 1, max_level, h)
-    elif policy == "jsq":
+    if pol.fills or pol.single_task:
+        raise ValueError(f"policy={pol.name!r} has no mean-field limit in this module")
+    if pol.probes_all:
         vals = _jsq_row(lam, k, max_level)
-    elif policy == "batch_sampling":
+    elif pol.batch:
         vals = _bs_row(lam, k, d, max_level, h)
-    else:
-        raise ValueError(f"policy={policy!r} has no mean-field limit in this module")
+    else:  # each task the shortest of its own sample (1 queue: random, k independent M/M/1)
+        vals = _max_of_tasks_row(lam, k, pol.sample_size(k, d), max_level, h)
     law = vals["law"]
     hk = float(harmonic(k))
     if vals.get("excess") is not None:
@@ -491,7 +490,7 @@ def run_task(task: dict) -> dict:
         mean_response=mean_t, mean_wait=vals["mean_wait"], prob_wait=vals["prob_wait"],
         mean_queue=vals["mean_queue"], tail=vals["tail"], queueing_ratio=ratio,
         drop_prob=0.0, frac_within_h=vals["frac_within_h"],
-        messages_per_job=messages_per_job(policy, int(task["n_servers"]), k, d),
+        messages_per_job=pol.messages(int(task["n_servers"]), k, d),
         ci_method=CI_METHOD,
     )
     if task.get("responses"):
