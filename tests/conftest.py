@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-import tests.helpers
-from tests.helpers import CONF, REPO  # noqa: F401  (re-exported for fixtures)
+from pipeline.worker import configure_numba
+
+# numba's disk cache of the whole session in the workers' folder (~/.cache/lbsweep/numba/<digest
+# of sim/>, or NUMBA_CACHE_DIR), set before anything imports numba: every kernel, the closures
+# that a test builds after a serial-backend run has called configure_numba too, is then cached in
+# one folder that the xdist workers and the warm-up share, keyed by the code of sim/
+configure_numba(1)
+
+import tests.helpers  # noqa: E402
+from tests.helpers import CONF, REPO  # noqa: E402, F401  (re-exported for fixtures)
 
 
 def _tree(root: Path) -> set[str]:
@@ -19,6 +27,31 @@ def _tree(root: Path) -> set[str]:
         rel = os.path.relpath(folder, root)
         found.update(os.path.normpath(os.path.join(rel, n)) for n in dirs + files)
     return found
+
+
+def pytest_sessionstart(session):
+    """Before xdist starts its workers (its own hook runs last), compile the shipped models'
+    kernels into the disk cache, one :mod:`tests.warm_numba` process per worker, so that no two
+    workers compile the same kernel. Only in the controller of a run on several workers; a
+    failed warm-up is reported and the tests run (they then compile, and show the failure)."""
+    config = session.config
+    workers = config.getoption("numprocesses", None) if hasattr(config.option, "numprocesses") else None
+    if hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2:
+        return
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.warm_numba", str(i), str(workers)], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(workers)]
+    outs = [(p.communicate()[0], p.returncode) for p in procs]
+    failed = [out[-2000:] for out, code in outs if code != 0]
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"numba kernels warmed in {time.monotonic() - t0:.0f} s ({workers} processes)"
+                            + (": a warm-up process failed:\n" + "\n".join(failed) if failed else ""))
 
 
 @pytest.fixture(scope="session", autouse=True)
