@@ -406,6 +406,13 @@ def _start_tracking(conf: dict, plan: Plan, run_id: str, out_dir: Path, project_
             from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
             tracker.set_tags({MLFLOW_PARENT_RUN_ID: group.parent_for(tracker)})
+    from pipeline.mlflow_log import code_commits_tag
+
+    # every code that computed rows (a resume with --allow-code-change appends its own), on the
+    # parent as in git.json and the rows' code_commit
+    commits = code_commits_tag(state.get("code"))
+    if commits:
+        tracker.set_tags({"code_commits": commits})
     state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
     return tracker
 

@@ -239,6 +239,37 @@ def test_a_run_folder_that_records_no_code_is_other_code(tmp_path, caplog):
     assert [c["commit"] for c in run_state.read(out)["code"]][0] is None
 
 
+def test_a_resume_with_other_code_records_every_commit_on_the_mlflow_parent(tmp_path, monkeypatch):
+    """With MLflow on: the parent run's ``code_commits`` tag names the code the run started
+    with, and after a resume with --allow-code-change both codes, in order, as git.json and
+    the rows' ``code_commit`` do."""
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.archive import code_label, code_state
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "run"
+    tracked = [o for o in SMALL if not o.startswith("mlflow.")] + [f"mlflow.tracking_uri={uri}"]
+    first = run_sweep(to_plain(compose([*tracked, "axes.n_servers=[20]", "axes.d=[2]", f"output_dir={out}"])),
+                      quiet=True)
+    here = code_label(code_state(PROJECT_ROOT)) or "unknown"
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_run(first["mlflow_run_id"]).data.tags["code_commits"] == here
+    files = sorted((out / "results").glob("*.parquet"))  # a kill lost every row
+    for f in files:
+        f.unlink()
+    state = run_state.read(out)
+    state["status"] = "running"
+    run_state.write(out, state)
+
+    other = _other_code(tmp_path, monkeypatch, "be11ed" * 6 + "be11")
+    assert resume([str(out), "--backend", "serial", "--no-progress", "--allow-code-change"]) == 0
+    parent = client.get_run(first["mlflow_run_id"])  # the resume continues the run's own parent
+    assert parent.data.tags["code_commits"] == f"{here}, {other['commit']}"
+    assert [c["commit"] for c in run_state.read(out)["code"]][-1] == other["commit"]
+    assert set(read_results(out / "results")["code_commit"]) == {other["commit"]}
+
+
 # ------------------------------------------------------------------- merging: one row per task
 
 def test_merging_rows_never_keeps_two_rows_of_one_task(tmp_path, caplog):
