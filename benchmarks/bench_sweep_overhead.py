@@ -21,6 +21,10 @@ It prints the CPU first (figures move between machines and with the load of a sh
 With ``--baseline DIR`` (another checkout of the project, e.g. a ``git worktree`` of an earlier
 commit) every sweep is also run with that checkout's code, right before the same sweep with this
 one (so both see the same load), and the ratio of wall times (this / baseline) is printed.
+``--repeat R`` runs the whole set R times (on a loaded machine one pair's ratio moves by tens of
+percent):
+
+    nice -n 15 python benchmarks/bench_sweep_overhead.py --sizes 10 --mlflow on --repeat 4 --baseline ../base
 
     nice -n 15 python benchmarks/bench_sweep_overhead.py --sizes 1000 10000 --mlflow both
     nice -n 15 python benchmarks/bench_sweep_overhead.py --sizes 100000 --mlflow off   # about 20 min here
@@ -88,6 +92,7 @@ def main() -> None:
     ap.add_argument("--mlflow", choices=["off", "on", "both"], default="both")
     ap.add_argument("--cpus", type=int, default=os.cpu_count(), help="CPUs of the local Ray cluster")
     ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep the runs")
+    ap.add_argument("--repeat", type=int, default=1, help="run the whole set this many times")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another checkout: each sweep also run with its code, just before this one's")
     args = ap.parse_args()
@@ -101,14 +106,14 @@ def main() -> None:
     print(f"{'tasks':>7} {'mlflow':>6} {'wall s':>8} {'wall/task':>10} {'sim med':>8} {'ovh/task':>9} "
           f"{'marg/task':>9} {'drv cpu/task':>12} {'files':>6} {'results/':>8} {'archive':>9}")
     try:
-        for mlflow in modes:
+        for rep, mlflow in [(r, m) for r in range(args.repeat) for m in modes]:
             previous = None
             for n in args.sizes:
                 if args.baseline:
-                    b = run_one(n, args.events, mlflow, args.cpus, work, args.baseline.resolve(), "-base")
+                    b = run_one(n, args.events, mlflow, args.cpus, work, args.baseline.resolve(), f"-{rep}-base")
                     print(f"{n:>7} {'on' if mlflow else 'off':>6} {b['wall']:>8.1f} base: median task "
                           f"{b['sim_median'] * 1e3:.2f} ms, driver CPU {b['driver_cpu']:.1f} s", flush=True)
-                r = run_one(n, args.events, mlflow, args.cpus, work)
+                r = run_one(n, args.events, mlflow, args.cpus, work, tag=f"-{rep}")
                 if args.baseline:
                     print(f"{n:>7} {'on' if mlflow else 'off':>6} {r['wall']:>8.1f} this: median task "
                           f"{r['sim_median'] * 1e3:.2f} ms, driver CPU {r['driver_cpu']:.1f} s; wall this/base "
