@@ -304,3 +304,28 @@ def test_when_ray_fails_to_start_the_store_started_meanwhile_leaves_nothing(tmp_
     made[0]._thread.join()
     assert list(tmp_path.iterdir()) == []
     assert made[0]._tmp is None or not Path(made[0]._tmp).exists()
+
+
+def test_child_runs_send_their_metrics_in_batches_within_mlflows_limits(two_sweeps, tmp_path, monkeypatch):
+    """A child run of 2500 points x 3 metrics costs ceil(7500 / 1000) metric calls, each within
+    MLflow's limits, and no call per value; its history keeps every point."""
+    from mlflow.utils.validation import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH
+
+    from pipeline import tracking
+
+    assert (tracking.BATCH_METRICS, tracking.BATCH_PARAMS_TAGS) == (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH)
+    tr = tracking.SweepTracker(two_sweeps[1], "child_batches", tmp_path)
+    tr.start("p", {"sweep": "p"}, {"sweep": "p"})
+    sizes = []
+    real = tr.client.log_batch
+    monkeypatch.setattr(tr.client, "log_batch", lambda run_id, metrics=(), params=(), tags=(), **k: (
+        sizes.append((len(metrics), len(params), len(tags))), real(run_id, metrics=metrics, params=params, tags=tags, **k))[1])
+    monkeypatch.setattr(tr.client, "log_metric", lambda *a, **k: pytest.fail("a metric logged alone"))
+    metrics = [(key, float(n), n) for n in range(20, 2520) for key in ("mean_response", "mean_wait", "prob_wait")]
+    params = {f"p{i}": i for i in range(150)}
+    (cid,) = tr.log_children([{"name": "arm", "params": params, "tags": {"arm": "x"}, "metrics": metrics}])
+    metric_calls = [m for m, _, _ in sizes if m]
+    assert metric_calls == [1000] * 7 + [500]
+    assert all(m <= 1000 and p <= 100 and t <= 100 for m, p, t in sizes)
+    assert sum(p for _, p, _ in sizes) == 150
+    assert len(tr.client.get_metric_history(cid, "mean_wait")) == 2500
