@@ -18,6 +18,13 @@ field; the grid is ``n_servers`` x ``lam`` (``n / 10`` values of N from 20 up, 1
 - the files written in the run folder and the archive's size.
 
 It prints the CPU first (figures move between machines and with the load of a shared one).
+With ``--baseline DIR`` (another checkout of the project, e.g. a ``git worktree`` of an earlier
+commit) every sweep is also run with that checkout's code, right before the same sweep with this
+one (so both see the same load), and the ratio of wall times (this / baseline) is printed.
+``--repeat R`` runs the whole set R times (on a loaded machine one pair's ratio moves by tens of
+percent):
+
+    nice -n 15 python benchmarks/bench_sweep_overhead.py --sizes 10 --mlflow on --repeat 4 --baseline ../base
 
     nice -n 15 python benchmarks/bench_sweep_overhead.py --sizes 1000 10000 --mlflow both
     nice -n 15 python benchmarks/bench_sweep_overhead.py --sizes 100000 --mlflow off   # about 20 min here
@@ -53,10 +60,11 @@ def overrides(n_tasks: int, events: int, out: Path, mlflow_uri: str | None, cpus
               ["mlflow.enabled=false"])]
 
 
-def run_one(n_tasks: int, events: int, mlflow: bool, cpus: int, work: Path) -> dict:
-    out = work / f"run-{n_tasks}-{'mlflow' if mlflow else 'plain'}"
-    uri = f"sqlite:///{work / f'mlflow-{n_tasks}.db'}" if mlflow else None
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def run_one(n_tasks: int, events: int, mlflow: bool, cpus: int, work: Path, root: Path = ROOT,
+            tag: str = "") -> dict:
+    out = work / f"run-{n_tasks}-{'mlflow' if mlflow else 'plain'}{tag}"
+    uri = f"sqlite:///{work / f'mlflow-{n_tasks}{tag}.db'}" if mlflow else None  # a new store each
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     t0 = time.perf_counter()
     with open(work / f"{out.name}.log", "w") as logf:
         proc = subprocess.Popen([sys.executable, "-m", "pipeline", *overrides(n_tasks, events, out, uri, cpus)],
@@ -84,19 +92,32 @@ def main() -> None:
     ap.add_argument("--mlflow", choices=["off", "on", "both"], default="both")
     ap.add_argument("--cpus", type=int, default=os.cpu_count(), help="CPUs of the local Ray cluster")
     ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep the runs")
+    ap.add_argument("--repeat", type=int, default=1, help="run the whole set this many times")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout: each sweep also run with its code, just before this one's")
     args = ap.parse_args()
     print(f"CPU: {cpu_model()}; Ray cluster of {args.cpus} CPU(s); {args.events} events per task")
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.mlflow]
     work_ctx = tempfile.TemporaryDirectory(prefix="bench-sweep-") if args.keep is None else None
     work = Path(work_ctx.name) if work_ctx else args.keep
     work.mkdir(parents=True, exist_ok=True)
+    if args.baseline:
+        print(f"baseline: {args.baseline.resolve()} (rows 'base'), this checkout: {ROOT} (rows 'this')")
     print(f"{'tasks':>7} {'mlflow':>6} {'wall s':>8} {'wall/task':>10} {'sim med':>8} {'ovh/task':>9} "
           f"{'marg/task':>9} {'drv cpu/task':>12} {'files':>6} {'results/':>8} {'archive':>9}")
     try:
-        for mlflow in modes:
+        for rep, mlflow in [(r, m) for r in range(args.repeat) for m in modes]:
             previous = None
             for n in args.sizes:
-                r = run_one(n, args.events, mlflow, args.cpus, work)
+                if args.baseline:
+                    b = run_one(n, args.events, mlflow, args.cpus, work, args.baseline.resolve(), f"-{rep}-base")
+                    print(f"{n:>7} {'on' if mlflow else 'off':>6} {b['wall']:>8.1f} base: median task "
+                          f"{b['sim_median'] * 1e3:.2f} ms, driver CPU {b['driver_cpu']:.1f} s", flush=True)
+                r = run_one(n, args.events, mlflow, args.cpus, work, tag=f"-{rep}")
+                if args.baseline:
+                    print(f"{n:>7} {'on' if mlflow else 'off':>6} {r['wall']:>8.1f} this: median task "
+                          f"{r['sim_median'] * 1e3:.2f} ms, driver CPU {r['driver_cpu']:.1f} s; wall this/base "
+                          f"{r['wall'] / b['wall']:.2f}, difference {r['wall'] - b['wall']:+.1f} s", flush=True)
                 overhead = (r["wall"] - r["sim_sum"] / args.cpus) / n
                 marginal = ("" if previous is None else
                             f"{(r['wall'] - previous['wall']) / (n - previous['n']) * 1e3:.2f} ms")

@@ -14,7 +14,10 @@ sweeps, not only within one:
   command line's overrides, when run by ``python -m pipeline``).
 - *Tags*: ``sweep``, ``run_id`` (the output folder's run id), ``mlflow.user``,
   ``mlflow.source.name``/``type``, ``mlflow.source.git.commit`` and ``git_dirty`` (from
-  :func:`pipeline.archive.git_state`, so also right under ``ray job submit``), ``overrides`` and
+  :func:`pipeline.archive.git_state`, so also right under ``ray job submit``; the commit the run
+  started with), ``code_commits`` (every code that computed rows of the run folder, in order,
+  comma-separated: one entry, or more after resumes with ``--allow-code-change``; the labels of
+  the rows' ``code_commit``, :func:`code_commits_tag`), ``overrides`` and
   ``command``, and ``mlflow.note.content``: the sweep's description while it runs, then its
   report (the model's own analyses first, then the generic mean-field report; cut at MLflow's
   8000 characters, the full text is in the artefacts).
@@ -148,6 +151,18 @@ def sweep_tags(conf: dict, plan: Plan, run_id: str, project_root: Path,
         tags["overrides"] = " ".join(overrides)
         tags["command"] = " ".join(["python -m pipeline", *overrides])
     return tags
+
+
+def code_commits_tag(history: list[dict] | None) -> str | None:
+    """The parent's ``code_commits`` tag: each code of run.json's ``code`` (every code that
+    computed rows of the folder) as the rows' ``code_commit`` names it, in order, comma-separated;
+    ``unknown`` where its commit is (outside a git checkout, or a folder that predates the
+    record). None without a history."""
+    from pipeline.archive import code_label
+
+    if not isinstance(history, list) or not history:
+        return None
+    return ", ".join(code_label(c) or "unknown" for c in history)
 
 
 def start_sweep(tracker: SweepTracker, conf: dict, plan: Plan, run_id: str, out_dir: Path,

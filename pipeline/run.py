@@ -170,7 +170,7 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
     from pipeline.archive import code_state
 
     code = code_state(project_root)  # the code this process computes with (run.json, rows)
-    lock = None
+    lock = started = None
     try:
         if resume:
             if out_dir is None:
@@ -187,6 +187,11 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
         shipped = py_modules(conf)  # out-of-tree models (pipeline/models.py)
         if conf["mlflow"]["enabled"]:  # a store that cannot be used: one line, exit 4, before Ray
             _check_tracking(conf["mlflow"], project_root)
+            from pipeline.tracking import StoreStart
+
+            # MLflow's start-up (import, a new SQLite store) in a thread while Ray starts;
+            # nothing of it is written where the run writes before Ray is up
+            started = StoreStart(conf["mlflow"]["tracking_uri"], project_root)
         session = (group.connect(conf["execution"], shipped) if group is not None
                    else connect(conf["execution"], shipped))
         try:
@@ -201,7 +206,7 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
                 conf["output_dir"] = str(out_dir)  # config.yaml names the folder (resume, reproduce)
             attach_log(out_dir)
             return _run(conf, plan, out_dir, out_dir / "results", session, project_root, quiet,
-                        state if resume else None, retry_failed, group, code)
+                        state if resume else None, retry_failed, group, code, started)
         except (Interrupted, ConfigError):
             raise
         except Exception as exc:  # a full disk (or a failing one): one line, exit 5
@@ -215,12 +220,15 @@ def run_sweep(cfg: DictConfig | dict, project_root: Path = PROJECT_ROOT, quiet: 
             if group is None:  # a multirun's session serves its next sweep (Group.close ends it)
                 session.close()
     finally:
+        if started is not None:  # its temporary store, unless installed (a refusal, Ray failed)
+            started.discard()
         if lock is not None:  # after the session: the folder is written until here
             lock.release()
 
 
 def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, project_root: Path,
-         quiet: bool, state: dict | None, retry_failed: bool, group=None, code: dict | None = None) -> dict:
+         quiet: bool, state: dict | None, retry_failed: bool, group=None, code: dict | None = None,
+         started=None) -> dict:
     t0 = time.perf_counter()
     resuming = state is not None
     if resuming:
@@ -269,7 +277,8 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
     guard = TrackingGuard(on_lost=lost)
     state["tracking"] = "ok" if conf["mlflow"]["enabled"] else "off"
     if conf["mlflow"]["enabled"]:
-        tracker = guard(_start_tracking, conf, plan, run_id, out_dir, project_root, state, resuming, group)
+        tracker = guard(_start_tracking, conf, plan, run_id, out_dir, project_root, state, resuming, group,
+                        started)
         if tracker is not None:
             _write_state(out_dir, state)
     status = "FAILED"
@@ -391,11 +400,13 @@ def _check_tracking(mlflow_cfg: dict, project_root: Path) -> None:
 
 
 def _start_tracking(conf: dict, plan: Plan, run_id: str, out_dir: Path, project_root: Path,
-                    state: dict, resuming: bool, group):
-    """The sweep's tracker with its parent run (new, or the resumed run's own)."""
+                    state: dict, resuming: bool, group, started=None):
+    """The sweep's tracker with its parent run (new, or the resumed run's own); ``started``:
+    the store's start-up begun while Ray started (:class:`pipeline.tracking.StoreStart`)."""
     from pipeline.tracking import SweepTracker
 
-    tracker = SweepTracker(conf["mlflow"]["tracking_uri"], conf["mlflow"]["experiment"], project_root)
+    tracker = SweepTracker(conf["mlflow"]["tracking_uri"], conf["mlflow"]["experiment"], project_root,
+                           started=started)
     reopened = resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"])
     if not reopened:  # a new sweep, or its run is gone from the store: a new parent run
         from pipeline.mlflow_log import start_sweep
@@ -406,6 +417,13 @@ def _start_tracking(conf: dict, plan: Plan, run_id: str, out_dir: Path, project_
             from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
             tracker.set_tags({MLFLOW_PARENT_RUN_ID: group.parent_for(tracker)})
+    from pipeline.mlflow_log import code_commits_tag
+
+    # every code that computed rows (a resume with --allow-code-change appends its own), on the
+    # parent as in git.json and the rows' code_commit
+    commits = code_commits_tag(state.get("code"))
+    if commits:
+        tracker.set_tags({"code_commits": commits})
     state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
     return tracker
 

@@ -198,18 +198,26 @@ def read_results(results_dir: Path) -> pl.DataFrame:
 
 
 def one_row_per_task(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with at most one row per ``task_id``: of several rows of one task (written by two
-    writers of one folder, which the folder's lock now prevents, by a copy, or by a resume killed
-    while ``--retry-failed`` rewrote a chunk, :func:`set_aside_failed`), the first in the frame's
-    order (files by name: chunks in the order written) is kept, and a warning counts the rows
-    dropped."""
+    """``frame`` with at most one row per ``task_id``. Of several rows of one task (written by two
+    writers of one folder, which the folder's lock now prevents, by a copy, or by a resume
+    killed while ``--retry-failed`` rewrote a chunk, :func:`set_aside_failed`), a result is
+    kept over an error row (``status == "error"``: a failed attempt, which a later attempt
+    replaces, whatever the order of the files), and of equals the first in the frame's order
+    (files by name: chunks in the order written); a warning counts the rows dropped. The kept
+    rows stay in the frame's order."""
     if "task_id" not in frame.columns or frame["task_id"].n_unique() == frame.height:
         return frame
-    kept = frame.unique(subset="task_id", keep="first", maintain_order=True)
+    failed = (pl.col("status") == "error").fill_null(False) if "status" in frame.columns else pl.lit(False)
+    ranked = frame.with_row_index("_row").with_columns(failed.alias("_failed"))
+    kept = (ranked.sort(["_failed", "_row"]).unique(subset="task_id", keep="first", maintain_order=True)
+            .sort("_row"))
     dup = frame.filter(pl.col("task_id").is_duplicated())["task_id"].unique().sort()
-    log.warning("%d rows dropped: tasks with more than one row (%d tasks, first %s); one row per "
-                "task kept", frame.height - kept.height, dup.len(), dup[0])
-    return kept
+    with_result = kept.filter(~pl.col("_failed"))["task_id"]
+    errors = ranked.filter(pl.col("_failed") & pl.col("task_id").is_in(with_result.implode())).height
+    log.warning("%d rows dropped: tasks with more than one row (%d tasks, first %s; %d of the dropped "
+                "rows were errors of a task that has a result); one row per task kept",
+                frame.height - kept.height, dup.len(), dup[0], errors)
+    return kept.drop("_row", "_failed")
 
 
 def done_task_ids(results_dir: Path) -> set[str]:

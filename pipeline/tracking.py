@@ -51,6 +51,9 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_TRAINING_KIND = "custom_model_development"
 #: MLflow limits (mlflow.utils.validation): key length, param and tag value lengths
 MAX_KEY, MAX_PARAM, MAX_TAG = 250, 6000, 8000
+#: MLflow's limits on one ``log_batch`` call (mlflow.utils.validation: MAX_METRICS_PER_BATCH,
+#: MAX_PARAMS_TAGS_PER_BATCH); every batch below is cut to them
+BATCH_METRICS, BATCH_PARAMS_TAGS = 1000, 100
 #: live task metrics are sent at most this often (and when the buffer holds this many)
 FLUSH_SECONDS, FLUSH_ITEMS = 5.0, 900
 
@@ -101,10 +104,128 @@ def user_name() -> str:
         return "unknown"
 
 
+def _sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for other stores and in-memory ones)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):].split("?", 1)[0]  # SQLAlchemy's query options aside
+    return None if path in ("", ":memory:") else Path(path).resolve()
+
+
+class StoreStart:
+    """MLflow's fixed start-up work, done in a thread while Ray starts; :meth:`install` (after
+    Ray is up, before the first MLflow call) waits for it and puts its result in place.
+
+    Measured on a loaded 2-core AMD EPYC: importing MLflow takes 3-5 s, and MLflow creating a
+    new SQLite store (its tables and some 60 schema migrations) 7-10 s; an existing store's
+    first opening 2.5 s (the migration scripts read to check its schema version, SQLAlchemy's
+    mappers configured). Ray's own start takes about 9 s. The thread does all of this but write
+    where the run will: a new store is built as a private file in a temporary folder and
+    :meth:`install` copies it beside the store's path and hard-links it there (``os.link``
+    never replaces a file, so a store another process made meanwhile is kept and used). A run
+    refused or stopped before :meth:`install` (Ray fails: exit 3, nothing written) leaves
+    nothing: :meth:`discard` removes the temporary folder. Whatever fails in the thread only
+    leaves MLflow to do the same work itself in :class:`SweepTracker`, as without this class.
+    """
+
+    def __init__(self, tracking_uri: str | None, project_root: Path):
+        import threading
+
+        self.uri, self.artifacts = resolve_uri(tracking_uri, project_root)
+        self.db = _sqlite_path(self.uri)
+        self.error: str | None = None
+        self.built: Path | None = None  # a new store, built in self._tmp
+        self._tmp: str | None = None
+        self._cancelled = self._done = False
+        self._lock = threading.Lock()
+        self.seconds = {"thread": 0.0, "wait": 0.0, "install": 0.0}
+        self._thread = threading.Thread(target=self._work, name="mlflow-store-start", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        import tempfile
+
+        t0 = time.perf_counter()
+        try:
+            logging.getLogger("alembic").setLevel(logging.WARNING)
+            import mlflow  # noqa: F401
+            from mlflow.tracking import MlflowClient  # noqa: F401
+
+            if self.db is not None and not self.db.exists():
+                # the function MLflow registers for sqlite URIs: the same store class and
+                # default artifact root (hence the same Default experiment) as at the real path
+                from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
+
+                self._tmp = tempfile.mkdtemp(prefix="lbsweep-mlflow-")
+                built = Path(self._tmp) / "mlflow.db"
+                store = _get_sqlalchemy_store(f"sqlite:///{built}", None)
+                store.engine.dispose()
+                if not self._cancelled:
+                    self.built = built
+            elif self.db is not None:  # an existing store: what its first opening reads once
+                import sqlalchemy.orm
+                from mlflow.store.db.utils import _get_latest_schema_revision
+                from mlflow.store.tracking import sqlalchemy_store  # noqa: F401
+
+                _get_latest_schema_revision()
+                sqlalchemy.orm.configure_mappers()
+        except Exception as exc:  # noqa: BLE001  (MLflow then does it itself, in SweepTracker)
+            self.error = _one_line(exc)
+        finally:
+            self.seconds["thread"] = time.perf_counter() - t0
+            with self._lock:
+                self._done = True
+                if self._cancelled:
+                    self._remove_tmp()
+
+    def _remove_tmp(self) -> None:
+        import shutil
+
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def install(self) -> None:
+        """Wait for the thread, then put a new store in place (if none appeared meanwhile)."""
+        import shutil
+        import uuid
+
+        t0 = time.perf_counter()
+        self._thread.join()
+        t1 = time.perf_counter()
+        try:
+            if self.built is not None and not self.db.exists():
+                part = self.db.parent / f".{self.db.name}.{uuid.uuid4().hex}.part"
+                try:
+                    shutil.copyfile(self.built, part)
+                    os.link(part, self.db)
+                except FileExistsError:  # another process made the store meanwhile: use it
+                    pass
+                except OSError as exc:  # no hard links here (some network filesystems)
+                    self.error = _one_line(exc)
+                finally:
+                    part.unlink(missing_ok=True)
+        finally:
+            self._remove_tmp()
+            self.seconds.update(wait=t1 - t0, install=time.perf_counter() - t1)
+        log.info("MLflow start-up: %.1f s in a thread while Ray started, %.1f s waited for after%s",
+                 self.seconds["thread"], self.seconds["wait"] + self.seconds["install"],
+                 f" (the thread failed, MLflow does it itself: {self.error})" if self.error else "")
+
+    def discard(self) -> None:
+        """The run will not track: leave nothing (the thread removes what it is still building)."""
+        with self._lock:
+            self._cancelled = True
+            if self._done:
+                self._remove_tmp()
+
+
 class SweepTracker:
     """One parent run for the sweep; ``log_children`` adds its child runs."""
 
-    def __init__(self, tracking_uri: str | None, experiment: str, project_root: Path):
+    def __init__(self, tracking_uri: str | None, experiment: str, project_root: Path,
+                 started: StoreStart | None = None):
+        if started is not None:  # the store prepared while Ray started (StoreStart)
+            started.install()
         import mlflow
         from mlflow.tracking import MlflowClient
 
@@ -170,15 +291,15 @@ class SweepTracker:
         from mlflow.entities import RunTag
 
         items = [RunTag(str(k)[:MAX_KEY], clip(v, MAX_TAG)) for k, v in tags.items() if v is not None]
-        for i in range(0, len(items), 100):
-            self.client.log_batch(run_id or self.parent_id, tags=items[i:i + 100])
+        for i in range(0, len(items), BATCH_PARAMS_TAGS):
+            self.client.log_batch(run_id or self.parent_id, tags=items[i:i + BATCH_PARAMS_TAGS])
 
     def _params(self, run_id: str, params: dict) -> None:
         from mlflow.entities import Param
 
         items = [Param(str(k)[:MAX_KEY], clip(v, MAX_PARAM)) for k, v in params.items() if v is not None]
-        for i in range(0, len(items), 100):
-            self.client.log_batch(run_id, params=items[i:i + 100])
+        for i in range(0, len(items), BATCH_PARAMS_TAGS):
+            self.client.log_batch(run_id, params=items[i:i + BATCH_PARAMS_TAGS])
 
     @staticmethod
     def _metric_items(metrics: list[tuple[str, float, int]]) -> list:
@@ -196,8 +317,8 @@ class SweepTracker:
 
     def _metrics(self, run_id: str, metrics: list[tuple[str, float, int]]) -> None:
         items = self._metric_items(metrics)
-        for i in range(0, len(items), 1000):
-            self.client.log_batch(run_id, metrics=items[i:i + 1000])
+        for i in range(0, len(items), BATCH_METRICS):
+            self.client.log_batch(run_id, metrics=items[i:i + BATCH_METRICS])
 
     def log_metrics(self, metrics: list[tuple[str, float, int]]) -> None:
         self.flush()
@@ -249,8 +370,8 @@ class SweepTracker:
         self._last_flush = time.monotonic()
         if not items or self.parent_id is None:
             return
-        for i in range(0, len(items), 1000):
-            self.client.log_batch(self.parent_id, metrics=items[i:i + 1000])
+        for i in range(0, len(items), BATCH_METRICS):
+            self.client.log_batch(self.parent_id, metrics=items[i:i + BATCH_METRICS])
 
     # ---- artefacts and the end
     def log_text(self, text: str, name: str) -> None:

@@ -366,15 +366,23 @@ def _module_text(decl: Population, src: str) -> str | None:
 
 
 def _cached_kernels(decl: Population, src: str):
-    """The kernels of ``decl`` from a generated module in a cache folder, so that numba keeps
-    their machine code on disk (a declaration then compiles once a machine, not once a
-    process: 10-30 s for JIQ's five families). The module's name is a digest of its text, of
-    the files of the rate functions' modules and of every file of ``sim/`` (numba keys a
-    cached function on its own file's time stamp only, so a changed helper elsewhere must give
-    a new module). None where the rate functions cannot be imported by name."""
+    """The kernels of ``decl`` from a generated module in a cache folder (:func:`cached_module`).
+    None where the rate functions cannot be imported by name."""
     text = _module_text(decl, src)
     if text is None:
         return None
+    m = cached_module(decl, text)
+    return None if m is None else (m.kernel, m.fill_rates)
+
+
+def cached_module(decl: Population, text: str):
+    """The module of generated source ``text`` (kernels of ``decl`` marked ``cache=True``)
+    written to a cache folder and imported from there, so that numba keeps their machine code on
+    disk (a declaration then compiles once a machine, not once a process: 10-30 s for JIQ's
+    five families). The module's name is a digest of its text, of the files of the rate
+    functions' modules and of every file of ``sim/`` (numba keys a cached function on its own
+    file's time stamp only, so a changed helper elsewhere must give a new module). None where
+    a rate function's module has no file."""
     h = hashlib.sha256(text.encode())
     for mod in sorted({t.rate.py_func.__module__ for t in decl.transitions}):
         path = getattr(sys.modules[mod], "__file__", None)
@@ -384,8 +392,7 @@ def _cached_kernels(decl: Population, src: str):
     h.update(_sim_digest().encode())
     name = f"_lbsweep_population_{h.hexdigest()[:20]}"
     if name in sys.modules:
-        m = sys.modules[name]
-        return m.kernel, m.fill_rates
+        return sys.modules[name]
     folder = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(
         os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lbsweep" / "numba") / "population"
     folder.mkdir(parents=True, exist_ok=True)
@@ -402,7 +409,7 @@ def _cached_kernels(decl: Population, src: str):
     except BaseException:
         del sys.modules[name]
         raise
-    return m.kernel, m.fill_rates
+    return m
 
 
 _SIM_DIGEST: list[str] = []

@@ -143,21 +143,55 @@ def _path_source(decl: Population) -> str:
 
 
 def path_kernel(decl: Population):
-    """The compiled path kernel of ``decl``, generated on first use (kept on the declaration)."""
+    """The compiled path kernel of ``decl``, generated on first use (kept on the declaration).
+
+    Like the stationary kernels (:func:`sim.core.population_engine.cached_module`) it is
+    compiled from a generated module in a cache folder, so that numba keeps its machine code on
+    disk: compiled in memory instead, every new worker process compiled it again (46-65 s on a
+    loaded 2-core machine, benchmarks/bench_worker_start.py). The module holds the stationary
+    module's text (its ``fill_rates``, which the path kernel calls; its ``kernel`` is compiled
+    only if called) and the path kernel, all from the same generated source as in memory. Where
+    the rate functions cannot be imported by name (a declaration made at run time) or the cache
+    cannot be written, the kernel is compiled in memory as before."""
     cached = decl._cache.get("path_kernel")
     if cached is not None:
         return cached
+    src = _path_source(decl)
+    out = None
+    try:
+        out = _cached_path_kernel(decl, src)
+    except Exception:  # noqa: BLE001 -- a cache that cannot be written or read: compile here
+        out = None
+    if out is None:
+        out = _exec_path_kernel(decl, src)
+    decl._cache["path_kernel"] = out
+    decl._cache["path_source"] = src
+    return out
+
+
+def _cached_path_kernel(decl: Population, src: str):
+    """The path kernel from a generated module on disk (:func:`path_kernel`); None where the
+    rate functions cannot be imported by name."""
+    from sim.core.population_engine import _module_text, _source, cached_module
+
+    text = _module_text(decl, decl._cache.get("source") or _source(decl))
+    if text is None:
+        return None
+    text = ("from sim.core.population_paths import _record\n" + text + "\n\n"
+            + src.replace("def path_kernel(", "@njit(cache=True)\ndef path_kernel(", 1))
+    m = cached_module(decl, text)
+    return None if m is None else m.path_kernel
+
+
+def _exec_path_kernel(decl: Population, src: str):
+    """The path kernel compiled from ``src`` in memory (no disk cache)."""
     _, filler = kernels(decl)
     namespace = {"np": np, "next_raw": next_raw, "u01": u01, "_pick": _pick, "_record": _record,
                  "fill_rates": filler}
     for g, t in enumerate(decl.transitions):
         namespace[f"beta{g}"] = njit(inline="always")(t.rate.py_func)
-    src = _path_source(decl)
     exec(compile(src, f"<population path kernel of {decl.name}>", "exec"), namespace)  # noqa: S102
-    out = njit(namespace["path_kernel"])
-    decl._cache["path_kernel"] = out
-    decl._cache["path_source"] = src
-    return out
+    return njit(namespace["path_kernel"])
 
 
 def _start(decl: Population, p: np.ndarray, lay, init: str, init_tail) -> np.ndarray:

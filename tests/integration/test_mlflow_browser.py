@@ -10,10 +10,16 @@ child runs nested under them, a child run's parameters and metrics, the parent's
 sweep's report, figures included) and artefacts, and the chart of ``mean_response`` against
 step = N with both sweeps overlaid (then with a log x-axis).
 
+A third sweep, of 1200 tiny points (N = 20..419 at three loads, agent engine, 2000 events a task,
+in its own experiment of the store), shows a sweep of many points as MLflow keeps it comparable
+(issue 45): the experiment lists its parent and three child runs (one per arm), not 1200 runs,
+and a child's metric page offers every one of its 400 points (``Download data``, checked
+against the store's history), while MLflow's charts draw a sample of them (320 a run).
+
 Screenshots go to ``<tmp>/shots`` and are copied to ``/tmp/browser_shots/``. Selectors are by
 text and role; where MLflow's UI gives a control no accessible name (the row's expand button,
-the chart view's radio), the nearest text or attribute is used and said so. 50-85 s here on a busy
-2-core machine, most of it the server's start and the two sweeps.
+the chart view's radio), the nearest text or attribute is used and said so. About 135 s here on a
+busy 2-core machine (81 s of it the three sweeps and the server's start).
 
 Without ``/usr/bin/chromium`` (``apt-get install chromium`` as root; only ``.ci/run`` installs it)
 the test is skipped and the run's last lines say so (tests/conftest.py); with
@@ -33,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import smoke_sweeps_in_one_store
+from tests.helpers import run_sweep_as_the_app, smoke_sweeps_in_one_store
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: the flags this machine's Chromium needs (the machine's notes): no sandbox as root, no GPU, and
@@ -47,6 +53,13 @@ NS = (20, 50, 200)
 EXPERIMENT = "lbsweep"
 #: one UI action or check; generous, the machine may be busy
 TIMEOUT_MS = 60_000
+#: the sweep of many points: N = 20 .. 419 at three loads, 1200 tiny tasks (2000 events each);
+#: its arms (one per load) are three child runs of 400 points each, more than the 320 points
+#: MLflow 3.17's charts draw of one run's metric (they sample the history; docs/mlflow.md)
+MANY_NS = tuple(range(20, 420))
+MANY_LAMS = (0.7, 0.8, 0.9)
+MANY_EVENTS = 2000
+MANY_EXPERIMENT = "lbsweep_many"
 
 #: set to 1 (``.ci/run`` does) to make a missing Chromium a failure instead of a skip
 REQUIRE_ENV = "LBSWEEP_REQUIRE_BROWSER"
@@ -77,7 +90,14 @@ def store(tmp_path_factory):
         "replications=2", f"axes.n_servers=[{','.join(map(str, NS))}]", "axes.d=[2]",
         "engines=[agent,meanfield]", f"mlflow.experiment={EXPERIMENT}"])
     assert all(out["errors"] == 0 for out in outs.values())
-    return {"outs": outs, "uri": uri, "tmp": tmp}
+    # a sweep of many tiny points (serial, one replication), in its own experiment of the store
+    many = run_sweep_as_the_app([
+        "name=many_points", "policies=[pod]", "engines=[agent]", "replications=1", "params.d=2",
+        f"+axes.n_servers=[{','.join(map(str, MANY_NS))}]", f"+axes.lam=[{','.join(map(str, MANY_LAMS))}]",
+        f"params.events={MANY_EVENTS}", "execution.backend=serial", "execution.progress=false",
+        f"mlflow.tracking_uri={uri}", f"mlflow.experiment={MANY_EXPERIMENT}", f"output_dir={tmp / 'out_many'}"])
+    assert many["errors"] == 0 and many["frame"].height == len(MANY_NS) * len(MANY_LAMS)
+    return {"outs": outs, "uri": uri, "tmp": tmp, "many": many}
 
 
 def _free_port() -> int:
@@ -338,3 +358,102 @@ def test_browser_mlflow_ui_shows_sweeps_nested_with_note_artifacts_and_overlay(s
             shutil.copy2(f, SHOTS_COPY / f.name)
     assert len(list(shots.glob("*.png"))) == 10
 
+
+
+def _metric_page(experiment_id: str, run_id: str, key: str) -> str:
+    """The UI's page of one metric of one run (the route MLflow's UI builds itself,
+    ``Routes.getMetricPageRoute``: full history, a ``Download data`` button), points shown."""
+    import json
+    from urllib.parse import quote
+
+    return (f"#/metric?runs={json.dumps([run_id])}&metric={quote(json.dumps(key))}"
+            f"&experiments={json.dumps([experiment_id])}&plot_metric_keys={quote(json.dumps([key]))}"
+            "&plot_layout={}&x_axis=step&y_axis_scale=linear&line_smoothness=1&show_point=true"
+            "&deselected_curves=[]&last_linear_y_axis_range=[]")
+
+
+def test_browser_a_sweep_of_many_points_is_a_handful_of_child_runs_with_every_point(store, server, tmp_path):
+    """A sweep of 1200 tiny points shows in the UI as its parent and three child runs (one per
+    arm, here per load), not as 1200 runs; a child's metric page holds all of its 400 points (its
+    ``Download data`` file, the full history), while its charts draw a sample of them."""
+    import csv
+
+    from mlflow.tracking import MlflowClient
+    from playwright.sync_api import expect, sync_playwright
+
+    client = MlflowClient(tracking_uri=store["uri"])
+    parent = client.get_run(store["many"]["mlflow_run_id"])
+    exp_id = parent.info.experiment_id
+    assert client.get_experiment(exp_id).name == MANY_EXPERIMENT
+    runs = client.search_runs([exp_id], max_results=5000)
+    kids = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert len(runs) == 1 + len(MANY_LAMS) and len(kids) == len(MANY_LAMS)  # a handful, not 1200
+    assert sorted(float(k.data.params["lam"]) for k in kids.values()) == list(MANY_LAMS)
+    name, kid = sorted(kids.items())[0]
+    history = sorted((m.step, m.value) for m in client.get_metric_history(kid.info.run_id, "mean_response"))
+    assert [s for s, _ in history] == list(MANY_NS)  # step = N, every point of the arm
+
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    notes: list[str] = []
+    expect.set_options(timeout=TIMEOUT_MS)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
+            try:
+                page = browser.new_context(viewport={"width": 1600, "height": 1000}, accept_downloads=True).new_page()
+                page.set_default_timeout(TIMEOUT_MS)
+
+                # 1. the experiment's runs, in the model-training view: the parent and its children
+                page.goto(f"{server}#/experiments/{exp_id}/runs?workflowType=machine_learning",
+                          wait_until="domcontentloaded")
+                expect(page.get_by_text(f"{1 + len(MANY_LAMS)} matching runs")).to_be_visible()
+                close = page.get_by_role("button", name="Close", exact=True)
+                if page.get_by_text("MLflow Assistant").first.is_visible() and close.count():
+                    close.first.click()
+                link = page.get_by_role("link", name=parent.info.run_name, exact=True)
+                expect(link).to_be_visible()
+                if not page.get_by_role("link", name=name, exact=True).count():
+                    page.get_by_role("row").filter(has=link).get_by_role("button").first.click()
+                for kid_name in kids:
+                    expect(page.get_by_role("link", name=kid_name, exact=True)).to_be_visible()
+                page.screenshot(path=str(shots / "11_many_points_runs.png"))
+
+                # 2. a child run's charts (Model metrics): mean_response against step = N
+                page.get_by_role("link", name=name, exact=True).click()
+                expect(page.get_by_role("heading", name=name, exact=True)).to_be_visible()
+                page.get_by_role("tab", name="Model metrics").click()
+                heading = page.get_by_role("heading", name="mean_response", exact=True)
+                expect(heading).to_be_visible()
+                card = heading.locator("xpath=ancestor::*[contains(., 'Step')][1]")  # drawn: axis title
+                expect(card.locator("path.js-line").first).to_be_attached()  # plotly's line of the trace
+                page.screenshot(path=str(shots / "12_many_points_child_charts.png"))
+
+                # 3. the child's metric page: the chart with its points, and the full history
+                page.goto(server + _metric_page(exp_id, kid.info.run_id, "mean_response"))
+                expect(page.get_by_role("button", name=re.compile("Download data"))).to_be_visible()
+                points = page.locator(".point")
+                expect(points.first).to_be_attached()
+                drawn = points.count()
+                assert 0 < drawn <= len(MANY_NS)
+                notes.append(f"metric page of {name}: the chart draws {drawn} of the {len(MANY_NS)} points "
+                             "(MLflow's charts sample a run's history)")
+                page.screenshot(path=str(shots / "13_many_points_metric_page.png"))
+                with page.expect_download() as download:
+                    page.get_by_role("button", name=re.compile("Download data")).click()
+                with open(download.value.path(), newline="") as f:
+                    rows = [r for r in csv.DictReader(f) if r["key"] == "mean_response"]
+                got = sorted((int(r["step"]), float(r["value"])) for r in rows)
+                assert got == history, (len(got), len(history))  # every point, as the store has it
+                notes.append(f"its Download data file: {len(got)} points, steps {got[0][0]}..{got[-1][0]}")
+            except Exception:
+                page.screenshot(path=str(shots / "zz_many_failure.png"))
+                raise
+            finally:
+                browser.close()
+    finally:
+        (shots / "notes_many.txt").write_text("\n".join(notes) + "\n")
+        SHOTS_COPY.mkdir(parents=True, exist_ok=True)
+        for f in shots.iterdir():
+            shutil.copy2(f, SHOTS_COPY / f.name)
+    assert len(list(shots.glob("*.png"))) == 3

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -205,3 +206,126 @@ def test_extra_analysis_metrics_land_on_their_own_child_runs(sweep, tmp_path):
     for name, _, step, route in out["metrics"]:
         hits = [c["name"] for c in children if _matches(c, route)]
         assert len(hits) == 1 and route["engine"] in hits[0], (name, step, route, hits)
+
+
+# ---- MLflow's start-up in a thread while Ray starts (pipeline.tracking.StoreStart)
+
+def _schema(db) -> dict:
+    """What makes a SQLite store MLflow's: its tables and indexes, its schema version, and the
+    experiments (their times aside). A statement's lines are compared as a set: MLflow's own
+    migrations (Alembic's batch mode on SQLite) write a table's constraints in an order that
+    changes from one process to the next."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        master = [(kind, name, table, sorted(line.strip().rstrip(",") for line in (sql or "").splitlines()))
+                  for kind, name, table, sql in
+                  con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name")]
+        return {"master": master,
+                "version": con.execute("SELECT version_num FROM alembic_version").fetchall(),
+                "experiments": con.execute("SELECT experiment_id, name, artifact_location, lifecycle_stage "
+                                           "FROM experiments ORDER BY experiment_id").fetchall()}
+    finally:
+        con.close()
+
+
+def test_a_store_started_in_a_thread_is_the_store_mlflow_makes_and_lands_only_when_installed(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.tracking import StoreStart, SweepTracker
+
+    own = tmp_path / "own" / "mlflow.db"
+    own.parent.mkdir()
+    MlflowClient(tracking_uri=f"sqlite:///{own}").search_experiments()  # MLflow makes it itself
+    db = tmp_path / "mlflow.db"
+    started = StoreStart(f"sqlite:///{db}", tmp_path)
+    started._thread.join()
+    assert started.error is None and started.built is not None
+    assert not db.exists() and list(tmp_path.iterdir()) == [own.parent]  # nothing where the run writes
+    built_in = Path(started._tmp)
+    tracker = SweepTracker(f"sqlite:///{db}", "thread", tmp_path, started=started)
+    assert db.is_file() and not built_in.exists()
+    assert not list(tmp_path.glob(".mlflow.db.*"))
+    assert _schema(db) == {**_schema(own), "experiments": _schema(own)["experiments"] + [
+        (int(tracker.experiment_id), "thread", (tmp_path / "mlartifacts").resolve().as_uri(), "active")]}
+    tracker.start("t", {"a": 1}, {"b": "2"})
+    tracker.end()
+
+
+def test_a_discarded_store_start_leaves_nothing(tmp_path):
+    from pipeline.tracking import StoreStart
+
+    started = StoreStart(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
+    started.discard()  # while the thread builds (its import alone takes seconds)
+    started._thread.join()
+    assert list(tmp_path.iterdir()) == []
+    assert started._tmp is None or not Path(started._tmp).exists()
+
+
+def test_a_store_made_meanwhile_is_used_not_replaced(two_sweeps, tmp_path):
+    import shutil
+
+    from pipeline.tracking import StoreStart, SweepTracker
+
+    db = tmp_path / "mlflow.db"
+    started = StoreStart(f"sqlite:///{db}", tmp_path)
+    started._thread.join()
+    shutil.copyfile(two_sweeps[1][len("sqlite:///"):], db)  # another sweep made the store meanwhile
+    inode = db.stat().st_ino
+    tracker = SweepTracker(f"sqlite:///{db}", "lbsweep", tmp_path, started=started)
+    assert db.stat().st_ino == inode and not list(tmp_path.glob(".mlflow.db.*"))
+    assert len(tracker.client.search_runs([tracker.experiment_id])) > 0  # the sweeps' runs are there
+
+
+def test_when_ray_fails_to_start_the_store_started_meanwhile_leaves_nothing(tmp_path, monkeypatch):
+    import pipeline.run
+    import pipeline.tracking
+    from pipeline.run import run_sweep
+
+    made = []
+
+    class Recorded(pipeline.tracking.StoreStart):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    def no_ray(*a, **k):
+        time.sleep(0.5)
+        raise RuntimeError("Ray did not start")
+
+    monkeypatch.setattr(pipeline.tracking, "StoreStart", Recorded)
+    monkeypatch.setattr(pipeline.run, "connect", no_ray)
+    cfg = to_plain(compose(["+sweep=smoke", f"output_dir={tmp_path / 'out'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                            "execution.progress=false"]))
+    with pytest.raises(RuntimeError, match="Ray did not start"):
+        run_sweep(cfg, quiet=True)
+    assert len(made) == 1
+    made[0]._thread.join()
+    assert list(tmp_path.iterdir()) == []
+    assert made[0]._tmp is None or not Path(made[0]._tmp).exists()
+
+
+def test_child_runs_send_their_metrics_in_batches_within_mlflows_limits(two_sweeps, tmp_path, monkeypatch):
+    """A child run of 2500 points x 3 metrics costs ceil(7500 / 1000) metric calls, each within
+    MLflow's limits, and no call per value; its history keeps every point."""
+    from mlflow.utils.validation import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH
+
+    from pipeline import tracking
+
+    assert (tracking.BATCH_METRICS, tracking.BATCH_PARAMS_TAGS) == (MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH)
+    tr = tracking.SweepTracker(two_sweeps[1], "child_batches", tmp_path)
+    tr.start("p", {"sweep": "p"}, {"sweep": "p"})
+    sizes = []
+    real = tr.client.log_batch
+    monkeypatch.setattr(tr.client, "log_batch", lambda run_id, metrics=(), params=(), tags=(), **k: (
+        sizes.append((len(metrics), len(params), len(tags))), real(run_id, metrics=metrics, params=params, tags=tags, **k))[1])
+    monkeypatch.setattr(tr.client, "log_metric", lambda *a, **k: pytest.fail("a metric logged alone"))
+    metrics = [(key, float(n), n) for n in range(20, 2520) for key in ("mean_response", "mean_wait", "prob_wait")]
+    params = {f"p{i}": i for i in range(150)}
+    (cid,) = tr.log_children([{"name": "arm", "params": params, "tags": {"arm": "x"}, "metrics": metrics}])
+    metric_calls = [m for m, _, _ in sizes if m]
+    assert metric_calls == [1000] * 7 + [500]
+    assert all(m <= 1000 and p <= 100 and t <= 100 for m, p, t in sizes)
+    assert sum(p for _, p, _ in sizes) == 150
+    assert len(tr.client.get_metric_history(cid, "mean_wait")) == 2500

@@ -239,6 +239,37 @@ def test_a_run_folder_that_records_no_code_is_other_code(tmp_path, caplog):
     assert [c["commit"] for c in run_state.read(out)["code"]][0] is None
 
 
+def test_a_resume_with_other_code_records_every_commit_on_the_mlflow_parent(tmp_path, monkeypatch):
+    """With MLflow on: the parent run's ``code_commits`` tag names the code the run started
+    with, and after a resume with --allow-code-change both codes, in order, as git.json and
+    the rows' ``code_commit`` do."""
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.archive import code_label, code_state
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "run"
+    tracked = [o for o in SMALL if not o.startswith("mlflow.")] + [f"mlflow.tracking_uri={uri}"]
+    first = run_sweep(to_plain(compose([*tracked, "axes.n_servers=[20]", "axes.d=[2]", f"output_dir={out}"])),
+                      quiet=True)
+    here = code_label(code_state(PROJECT_ROOT)) or "unknown"
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_run(first["mlflow_run_id"]).data.tags["code_commits"] == here
+    files = sorted((out / "results").glob("*.parquet"))  # a kill lost every row
+    for f in files:
+        f.unlink()
+    state = run_state.read(out)
+    state["status"] = "running"
+    run_state.write(out, state)
+
+    other = _other_code(tmp_path, monkeypatch, "be11ed" * 6 + "be11")
+    assert resume([str(out), "--backend", "serial", "--no-progress", "--allow-code-change"]) == 0
+    parent = client.get_run(first["mlflow_run_id"])  # the resume continues the run's own parent
+    assert parent.data.tags["code_commits"] == f"{here}, {other['commit']}"
+    assert [c["commit"] for c in run_state.read(out)["code"]][-1] == other["commit"]
+    assert set(read_results(out / "results")["code_commit"]) == {other["commit"]}
+
+
 # ------------------------------------------------------------------- merging: one row per task
 
 def test_merging_rows_never_keeps_two_rows_of_one_task(tmp_path, caplog):
@@ -254,6 +285,132 @@ def test_merging_rows_never_keeps_two_rows_of_one_task(tmp_path, caplog):
     assert frame["task_id"].to_list() == ["p0-agent-r000", "p1-agent-r000"]
     assert frame.equals(again)  # the same row kept every time
     assert any("2 rows dropped" in r.getMessage() for r in caplog.records)
+
+
+def test_an_error_row_is_never_kept_beside_a_result_of_its_task(tmp_path, caplog):
+    """A failed attempt's row and a result of the same task: the result is kept, whichever file
+    comes first (chunks sort by write time; files of runs made before chunks, named by task
+    id, sort after them)."""
+    schema = schema_for({"n_servers": int})
+    base = {"sweep": "s", "run_id": "r", "point_id": 0, "replication": 0, "engine": "agent",
+            "policy": "pod", "n_servers": 10}
+    failed = {**base, "task_id": "p00000-agent-r000", "status": "error", "error": "boom"}
+    good = {**base, "task_id": "p00000-agent-r000", "status": "ok", "mean_response": 1.5}
+    other = {**base, "task_id": "p00001-agent-r000", "point_id": 1, "status": "ok", "mean_response": 2.0}
+    cases = {"error first": [[failed, other], [good]], "result first": [[good, other], [failed]]}
+    for name, chunks in cases.items():
+        folder = tmp_path / name
+        for rows in chunks:
+            write_chunk(folder, rows_frame(rows, schema))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="pipeline"):
+            frame = read_results(folder)
+        assert frame["task_id"].to_list() == ["p00000-agent-r000", "p00001-agent-r000"], name
+        assert frame["status"].to_list() == ["ok", "ok"] and frame["mean_response"][0] == 1.5, name
+        assert any("1 rows dropped" in r.getMessage() for r in caplog.records), name
+    # the error in a chunk, the result in a file of the old layout (named by task id: after it)
+    folder = tmp_path / "old layout"
+    write_chunk(folder, rows_frame([failed, other], schema))
+    rows_frame([good], schema).write_parquet(folder / "p00000-agent-r000-0123456789ab.parquet")
+    assert read_results(folder)["status"].to_list() == ["ok", "ok"]
+
+
+class Killed(BaseException):
+    """A SIGKILL of the driver at a chosen point: nothing after it runs (not an Exception, so no
+    handler of the pipeline takes it for a failure of its own)."""
+
+
+#: the tasks that fail in the first run (both replications of one agent point)
+FAILING = ("p00002-agent-r000", "p00002-agent-r001")
+
+
+def _on_disk(out: Path) -> pl.DataFrame:
+    """Every row in ``results/`` (not ``results/failed/``), duplicates and all."""
+    files = sorted((out / "results").glob("*.parquet"))
+    return pl.concat([pl.read_parquet(f).select("task_id", "status") for f in files])
+
+
+def _no_error_beside_a_result(out: Path) -> None:
+    rows = _on_disk(out)
+    with_result = set(rows.filter(pl.col("status") != "error")["task_id"].to_list())
+    errors = set(rows.filter(pl.col("status") == "error")["task_id"].to_list())
+    assert not (errors & with_result), f"error rows beside a result: {sorted(errors & with_result)}"
+
+
+@pytest.mark.parametrize("kill", ["after setting aside", "before removing the rewritten chunk",
+                                  "while retrying"])
+def test_a_retry_of_failed_tasks_killed_part_way_leaves_one_row_per_task(tmp_path, monkeypatch, kill):
+    """Two tasks fail; ``--retry-failed`` is killed (i) after their rows moved to results/failed/
+    and before the chunk that held them is rewritten, (ii) after it is rewritten and before the
+    old one is removed (every other row of that chunk on disk twice), or (iii) after the first
+    retried task's result is written. At no point does a task's error row sit beside a result of
+    that task; a plain resume then a ``--retry-failed`` resume end with the rows of a run where
+    nothing failed."""
+    import pipeline.store
+    import sim
+
+    # rows in chunks of many (a failed task's row beside others), the first run's in one
+    small = [*SMALL, "execution.chunk_seconds=600"]
+    reference = run_sweep(to_plain(compose([*small, f"output_dir={tmp_path / 'ref'}"])), quiet=True)["frame"]
+    seeds = {r["seed"] for r in reference.iter_rows(named=True) if r["task_id"] in FAILING}
+    real_run = sim.run
+
+    def failing(task):
+        if task.get("seed") in seeds:
+            raise RuntimeError("boom")
+        return real_run(task)
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(sim, "run", failing)
+    first = run_sweep(to_plain(compose([*small, f"output_dir={out}"])), quiet=True)
+    assert sorted(first["frame"].filter(pl.col("status") == "error")["task_id"]) == list(FAILING)
+    monkeypatch.setattr(sim, "run", real_run)
+
+    real_write = pipeline.store.write_chunk
+    if kill == "while retrying":
+        retried = []
+
+        def run_then_kill(task):
+            if task.get("seed") in seeds:
+                retried.append(task["seed"])
+                if len(retried) == 2:
+                    raise Killed
+            return real_run(task)
+
+        monkeypatch.setattr(sim, "run", run_then_kill)
+    else:
+        def write_then_kill(folder, frame):
+            path = real_write(folder, frame)
+            if (Path(folder).name == "failed") == (kill == "after setting aside"):
+                raise Killed
+            return path
+
+        monkeypatch.setattr(pipeline.store, "write_chunk", write_then_kill)
+    with pytest.raises(Killed):
+        resume([str(out), "--backend", "serial", "--no-mlflow", "--no-progress", "--retry-failed"])
+    monkeypatch.setattr(sim, "run", real_run)
+    monkeypatch.setattr(pipeline.store, "write_chunk", real_write)
+    _no_error_beside_a_result(out)
+    if kill == "while retrying":  # the first retried task's row was written (the run's end
+        assert len(retried) == 2  # writes what waits; a SIGKILL's loss is a resume's to rerun)
+        assert set(_on_disk(out)["task_id"]) == set(reference["task_id"]) - {FAILING[1]}
+    if kill == "before removing the rewritten chunk":
+        assert _on_disk(out)["task_id"].n_unique() < _on_disk(out).height  # rows there twice
+
+    # a plain resume runs the tasks without a row: the failed ones too where the kill came after
+    # their rows had left results/ (exit 0), else their error rows stay (exit 1: tasks failed)
+    code = resume([str(out), "--backend", "serial", "--no-mlflow", "--no-progress"])
+    assert code == (0 if kill == "while retrying" else 1)
+    _no_error_beside_a_result(out)
+    rows = read_results(out / "results")
+    assert rows["task_id"].to_list() == reference["task_id"].to_list()  # one row per task
+    assert resume([str(out), "--backend", "serial", "--no-mlflow", "--no-progress", "--retry-failed"]) == 0
+    _no_error_beside_a_result(out)
+    rows = read_results(out / "results")
+    assert (rows["status"] == "ok").all()
+    volatile = [*RUN_COLUMNS, "run_id"]  # two runs: the reference's run id is its own
+    assert rows.drop(volatile).equals(reference.drop(volatile))
+    assert pl.read_parquet(out / "results.parquet").drop(volatile).equals(reference.drop(volatile))
 
 
 # --------------------------------------------------------------- sweep files: no interpolation
