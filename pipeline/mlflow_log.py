@@ -166,13 +166,14 @@ def code_commits_tag(history: list[dict] | None) -> str | None:
 
 
 def start_sweep(tracker: SweepTracker, conf: dict, plan: Plan, run_id: str, out_dir: Path,
-                project_root: Path) -> str:
-    """Create the parent run of a new sweep; record the command line's overrides (a parameter,
-    two tags and the artefact ``overrides.txt``). Returns the parent run's id."""
+                project_root: Path, extra_tags: dict | None = None) -> str:
+    """Create the parent run of a new sweep (with ``extra_tags`` beside :func:`sweep_tags`);
+    record the command line's overrides (a parameter, two tags and the artefact
+    ``overrides.txt``). Returns the parent run's id."""
     overrides = command_line_overrides()
     parent = tracker.start(run_name=f"{plan.sweep}-{run_id[:6]}",
                            params=sweep_params(conf, plan, out_dir, overrides),
-                           tags=sweep_tags(conf, plan, run_id, project_root, overrides))
+                           tags={**sweep_tags(conf, plan, run_id, project_root, overrides), **(extra_tags or {})})
     if overrides is not None:
         tracker.log_text("\n".join(overrides) + "\n", "overrides.txt")
     return parent

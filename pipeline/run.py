@@ -407,24 +407,25 @@ def _start_tracking(conf: dict, plan: Plan, run_id: str, out_dir: Path, project_
 
     tracker = SweepTracker(conf["mlflow"]["tracking_uri"], conf["mlflow"]["experiment"], project_root,
                            started=started)
+    from pipeline.mlflow_log import code_commits_tag
+
+    # every code that computed rows (a resume with --allow-code-change appends its own), on the
+    # parent as in git.json and the rows' code_commit
+    label = code_commits_tag(state.get("code"))
+    commits = {"code_commits": label} if label else {}
     reopened = resuming and state.get("mlflow_run_id") and tracker.reopen(state["mlflow_run_id"])
     if not reopened:  # a new sweep, or its run is gone from the store: a new parent run
         from pipeline.mlflow_log import start_sweep
 
         # flat params, tags (git commit, user, overrides, note); see pipeline/mlflow_log.py
-        start_sweep(tracker, conf, plan, run_id, out_dir, project_root)
+        start_sweep(tracker, conf, plan, run_id, out_dir, project_root, extra_tags=commits)
         if group is not None:  # nested under the multirun's parent run
             from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
             tracker.set_tags({MLFLOW_PARENT_RUN_ID: group.parent_for(tracker)})
-    from pipeline.mlflow_log import code_commits_tag
-
-    # every code that computed rows (a resume with --allow-code-change appends its own), on the
-    # parent as in git.json and the rows' code_commit
-    commits = code_commits_tag(state.get("code"))
-    if commits:
-        tracker.set_tags({"code_commits": commits})
     state["mlflow_run_id"], state["tracking_uri"] = tracker.parent_id, tracker.uri
+    if reopened and commits:  # after the run id is recorded: a store failing here loses tracking only
+        tracker.set_tags(commits)
     return tracker
 
 
