@@ -316,19 +316,27 @@ def _recompute(decl: Population, t) -> tuple[dict, dict, set, dict]:
 def kernels(decl: Population):
     """``(kernel, fill_rates)`` of ``decl``, generated and compiled on first use (kept on the
     declaration)."""
-    cached = decl._cache.get("kernels")
+    return compiled_once(decl, "kernels", "source", _source, _cached_kernels, _exec_kernels)
+
+
+def compiled_once(decl: Population, key: str, source_key: str, source, from_disk, in_memory):
+    """What ``decl._cache[key]`` holds, else: the generated source ``source(decl)``, compiled by
+    ``from_disk(decl, src)`` (a generated module numba caches on disk; None where it cannot be
+    imported by name), else by ``in_memory(decl, src)``; kept on the declaration with its
+    source under ``source_key``."""
+    cached = decl._cache.get(key)
     if cached is not None:
         return cached
-    src = _source(decl)
+    src = source(decl)
     out = None
     try:
-        out = _cached_kernels(decl, src)
+        out = from_disk(decl, src)
     except Exception:  # noqa: BLE001 -- a cache that cannot be written or read: compile here
         out = None
     if out is None:
-        out = _exec_kernels(decl, src)
-    decl._cache["kernels"] = out
-    decl._cache["source"] = src
+        out = in_memory(decl, src)
+    decl._cache[key] = out
+    decl._cache[source_key] = src
     return out
 
 

@@ -38,7 +38,7 @@ from numba import njit
 
 from sim.core import trajectory as paths
 from sim.core.population import Population
-from sim.core.population_engine import _jump_lines, _pick, _raise, _select_lines, _tables, _update_lines, kernels
+from sim.core.population_engine import _jump_lines, _pick, _raise, _select_lines, _tables, _update_lines, compiled_once, kernels
 from sim.core.results import is_int
 from sim.core.rng import next_raw, seed_state, u01
 
@@ -153,20 +153,7 @@ def path_kernel(decl: Population):
     only if called) and the path kernel, all from the same generated source as in memory. Where
     the rate functions cannot be imported by name (a declaration made at run time) or the cache
     cannot be written, the kernel is compiled in memory as before."""
-    cached = decl._cache.get("path_kernel")
-    if cached is not None:
-        return cached
-    src = _path_source(decl)
-    out = None
-    try:
-        out = _cached_path_kernel(decl, src)
-    except Exception:  # noqa: BLE001 -- a cache that cannot be written or read: compile here
-        out = None
-    if out is None:
-        out = _exec_path_kernel(decl, src)
-    decl._cache["path_kernel"] = out
-    decl._cache["path_source"] = src
-    return out
+    return compiled_once(decl, "path_kernel", "path_source", _path_source, _cached_path_kernel, _exec_path_kernel)
 
 
 def _cached_path_kernel(decl: Population, src: str):
