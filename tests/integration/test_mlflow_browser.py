@@ -48,6 +48,14 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 #: where the screenshots are copied for a reviewer
 SHOTS_COPY = Path("/tmp/browser_shots")
+
+
+def _keep_shots(shots: Path, notes: list[str], name: str) -> None:
+    """Write a test's notes beside its screenshots and copy them all to :data:`SHOTS_COPY`."""
+    (shots / name).write_text("\n".join(notes) + "\n")
+    SHOTS_COPY.mkdir(parents=True, exist_ok=True)
+    for f in shots.iterdir():
+        shutil.copy2(f, SHOTS_COPY / f.name)
 LAMS = (0.8, 0.9)
 NS = (20, 50, 200)
 EXPERIMENT = "lbsweep"
@@ -352,10 +360,7 @@ def test_browser_mlflow_ui_shows_sweeps_nested_with_note_artifacts_and_overlay(s
             finally:
                 browser.close()
     finally:
-        (shots / "notes.txt").write_text("\n".join(notes) + "\n")
-        SHOTS_COPY.mkdir(parents=True, exist_ok=True)
-        for f in shots.iterdir():
-            shutil.copy2(f, SHOTS_COPY / f.name)
+        _keep_shots(shots, notes, "notes.txt")
     assert len(list(shots.glob("*.png"))) == 10
 
 
@@ -452,8 +457,5 @@ def test_browser_a_sweep_of_many_points_is_a_handful_of_child_runs_with_every_po
             finally:
                 browser.close()
     finally:
-        (shots / "notes_many.txt").write_text("\n".join(notes) + "\n")
-        SHOTS_COPY.mkdir(parents=True, exist_ok=True)
-        for f in shots.iterdir():
-            shutil.copy2(f, SHOTS_COPY / f.name)
+        _keep_shots(shots, notes, "notes_many.txt")
     assert len(list(shots.glob("*.png"))) == 3
