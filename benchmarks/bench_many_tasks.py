@@ -20,10 +20,10 @@ It prints the CPU first (times move with the machine and its load; the counts do
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -44,21 +44,18 @@ def rows_on_disk(out: Path) -> int:
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver, then every process it had started (by PID), and wait for them."""
+    """SIGKILL the driver and every process it had started (by PID), and wait for them."""
     import psutil
 
-    try:
-        kids = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        kids = []
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    for p in kids:
-        try:
+    tree = []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        tree.append(psutil.Process(proc.pid))
+        tree += tree[0].children(recursive=True)
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(kids, timeout=30)
+    proc.wait(timeout=60)
+    psutil.wait_procs(tree, timeout=30)
 
 
 def main() -> None:
