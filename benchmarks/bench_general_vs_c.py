@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -35,16 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.bench_agent_vs_c import build_c  # noqa: E402
 from benchmarks.common import cpu_model  # noqa: E402
 from sim.dispatch import agent, general  # noqa: E402
-
-
-def build_c(source: Path, binary: Path) -> Path:
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        raise SystemExit("no C compiler (gcc/cc) on PATH")
-    subprocess.run([cc, "-O3", "-march=native", "-o", str(binary), str(source), "-lm"], check=True)
-    return binary
 
 
 def run_c(binary: Path, n: int, lam: float, d: int, jobs: int, seed: int) -> dict:
