@@ -11,7 +11,7 @@ import polars as pl
 from analysis.aggregate import METRICS, aggregate, check_params, compare_to_meanfield
 from analysis.fit import arm_columns, fit_gap_rate
 from analysis.plots import make_plots
-from analysis.refined import refined_fits, refined_points, report_lines
+from analysis.refined import REFINED_ENGINE, refined_fits, refined_points, report_lines
 from analysis.report import count_tasks, write_report
 
 __all__ = ["summarize", "analyze"]
@@ -57,7 +57,8 @@ def analyze(
         {"summary": Path, "report": Path, "fits_json": Path, "plots": [Path, ...],
          "fits": [dict, ...],          # one plain dict per arm (fit_gap_rate rows; NaN -> None)
          "n_tasks": int, "n_failed": int, "counts": dict (count_tasks),
-         "arm_params": [str, ...], "notes": [str, ...]}
+         "arm_params": [str, ...], "notes": [str, ...],
+         "limit_fits": {engine: [dict, ...]}}  # N * gap against an N-dependent limit's 1/N term
     """
     if isinstance(df, pl.LazyFrame):
         df = df.collect()
@@ -126,5 +127,6 @@ def analyze(
         "counts": counts,
         "arm_params": arm_params,
         "notes": notes,
-        "refined": [{k: _plain(v) for k, v in f.items()} for f in rfits],
+        # the fits of N * gap against the N-dependent limit's 1/N term, by that limit's engine
+        "limit_fits": {REFINED_ENGINE: [{k: _plain(v) for k, v in f.items()} for f in rfits]},
     }

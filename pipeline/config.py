@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -27,6 +27,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from pipeline.errors import ConfigError
+from sim import registry
 from sim.core.settings import DEFAULTS as RUN_DEFAULTS
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -116,11 +117,13 @@ class MlflowConfig:
 
 
 @dataclass
-class HeavyTrafficPathConfig:
-    #: null: none; else the ``heavy_traffic`` engine (dispatch's batch policies as 1 - lam -> 0,
-    #: docs/analysis.md) along the sweep's path from ``n_servers_min`` to this N (<= 1e300), at
-    #: N = 10^x for x every ``every_decades`` decades; the formulas are evaluated in high
-    #: precision there (docs/sweeps.md)
+class PrecisePathConfig:
+    """A section ``limit_path.<engine>``: the limit engine of a model's precise path
+    (:class:`sim.core.declare.PrecisePath`, which carries the path past the float range)."""
+
+    #: null: none; else the engine along the sweep's path from ``n_servers_min`` to this N (at
+    #: most the path's declared largest N), at N = 10^x for x every ``every_decades`` decades;
+    #: the formulas are evaluated in high precision there (docs/sweeps.md)
     n_servers_max: Optional[float] = None
     #: where it starts (overlapping the exact mean field, which it must match there)
     n_servers_min: float = 1e10
@@ -129,17 +132,25 @@ class HeavyTrafficPathConfig:
 
 
 @dataclass
-class LimitPathConfig:
+class _LimitPath:
     #: null: no path; else the limit ``engine`` is also evaluated along the sweep's path (its
     #: formulas of N) at every simulated N and beyond, in steps of 1/``per_decade`` decade, up
     #: to this N (docs/sweeps.md)
     n_servers_max: Optional[float] = None
-    #: a limit engine of the sweep's model (``meanfield``, ``refined``)
-    engine: str = "meanfield"
+    #: a limit engine of the sweep's model (the default is conf/config.yaml's)
+    engine: Optional[str] = None
     #: points of the path per decade beyond the largest simulated N
     per_decade: int = 2
-    #: the path past the float range in the heavy-traffic limit (dispatch's batch policies)
-    heavy_traffic: HeavyTrafficPathConfig = field(default_factory=HeavyTrafficPathConfig)
+
+
+#: the ``limit_path`` section: the fields above, then one :class:`PrecisePathConfig` section per
+#: precise path the shipped models declare, named after its engine (the path past the float
+#: range; ``limit_path.heavy_traffic``, the dispatch model's), so that the schema names no engine
+LimitPathConfig = make_dataclass(
+    "LimitPathConfig",
+    [(engine, PrecisePathConfig, field(default_factory=PrecisePathConfig))
+     for engine in registry.precise_paths()],
+    bases=(_LimitPath,))
 
 
 @dataclass
@@ -154,8 +165,9 @@ class Config:
     model: Optional[str] = None
     #: out-of-tree models to load (module paths on sys.path; docs/extending.md)
     models: List[str] = field(default_factory=list)
-    policies: List[str] = field(default_factory=lambda: ["pod"])
-    engines: List[str] = field(default_factory=lambda: ["agent", "meanfield"])
+    #: the policies and engines of the sweep (the defaults are conf/config.yaml's)
+    policies: List[str] = field(default_factory=list)
+    engines: List[str] = field(default_factory=list)
     #: runs per point of each stochastic engine: an integer, or a formula of the point's
     #: parameters (e.g. more runs where lam is near 1; docs/sweeps.md)
     replications: Any = 2

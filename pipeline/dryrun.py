@@ -230,13 +230,13 @@ def describe(plan: Plan, conf: dict, cluster_cpus: int, measure: bool = True) ->
     lines.append("tasks by engine: " + ", ".join(f"{e} {n}" for e, n in sorted(by_engine.items())))
     lp = conf.get("limit_path") or {}
     if lp.get("n_servers_max") is not None:
-        path_n = sorted({t["n_servers"] for t in plan.tasks if t["engine"] == lp.get("engine", "meanfield")})
-        lines.append(f"limit path: engine {lp.get('engine', 'meanfield')} at {len(path_n)} values of N, "
+        path_n = sorted({t["n_servers"] for t in plan.tasks if t["engine"] == lp.get("engine")})
+        lines.append(f"limit path: engine {lp.get('engine')} at {len(path_n)} values of N, "
                      f"{path_n[0]:g} to {float(path_n[-1]):.3g}" if path_n else "limit path: no arm has a limit")
-        heavy = sorted({t["log10_n"] for t in plan.tasks if t["engine"] == "heavy_traffic"})
-        if heavy:
-            lines.append(f"  and past it: engine heavy_traffic at {len(heavy)} values of N, 10^{heavy[0]:g} "
-                         f"to 10^{heavy[-1]:g}")
+        for engine, xs in plan.precise.items():  # past the float range (a model's precise path)
+            if xs:
+                lines.append(f"  and past it: engine {engine} at {len(xs)} values of N, 10^{xs[0]:g} "
+                             f"to 10^{xs[-1]:g}")
         lines.extend(f"  not on the path: {why}" for why in plan.path_skipped)
     lines.append("varying: " + (", ".join(plan.varying) or "(nothing)"))
     if plan.memory.get("task"):

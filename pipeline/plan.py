@@ -22,7 +22,9 @@ from pipeline.formulas import brief, evaluate, evaluate_precise, evaluation_orde
 from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
+from sim.core.declare import PrecisePath
 from sim.core.settings import SETTING_KEYS, RunSettings
+from sim.engines import AUTO_CHOICE
 from sim.registry import ENGINE_POLICIES, PARAMS, PATH_ENGINES, POLICIES, STOCHASTIC_ENGINES
 
 #: model parameters and their kinds: :data:`sim.registry.PARAMS`, which an out-of-tree model
@@ -76,6 +78,8 @@ class Plan:
     param_types: dict[str, type] = field(default_factory=dict)
     #: arms the limit path leaves out, and why (``limit_path``; docs/sweeps.md)
     path_skipped: list[str] = field(default_factory=list)
+    #: engine -> the exponents x of the points N = 10^x its precise path reached (``limit_path.<engine>``)
+    precise: dict = field(default_factory=dict)
     #: the largest task's memory estimate and the share it was checked against
     #: (:func:`pipeline.memory.check_memory`; ``plan=true`` prints it)
     memory: dict = field(default_factory=dict)
@@ -226,7 +230,7 @@ def check_top_level(cfg: dict) -> None:
     for e in engines:
         if e not in ENGINE_POLICIES and e != AUTO:
             raise ConfigError(f"engines: {e!r} is unknown; valid engines: {', '.join(sim.ENGINES)}, "
-                              f"{AUTO} (agent or occupancy by N, docs/sweeps.md)")
+                              f"{AUTO} ({' or '.join(AUTO_ENGINES)} by N, docs/sweeps.md)")
     if AUTO in engines and set(engines) & set(AUTO_ENGINES):
         raise ConfigError(f"engines={engines!r}: {AUTO} chooses between {' and '.join(AUTO_ENGINES)} "
                           "per point; name it or them, not both")
@@ -241,7 +245,7 @@ def check_top_level(cfg: dict) -> None:
             raise ConfigError(f"policies: {p!r} is unknown; valid policies: {', '.join(POLICIES)}")
     for p in policies:
         if AUTO in engines and not _auto_candidates(cfg, p):
-            raise ConfigError(f"engines: {AUTO}: policy {p!r} has neither an agent nor an occupancy "
+            raise ConfigError(f"engines: {AUTO}: policy {p!r} has neither an {' nor an '.join(AUTO_ENGINES)} "
                               "engine to choose from")
     for e in engines:
         if e == AUTO:
@@ -307,9 +311,6 @@ def check_top_level(cfg: dict) -> None:
 
 #: the largest N a limit path may reach (n_servers is an int64 column)
 PATH_N_MAX = 1e18
-#: the engine of ``limit_path.heavy_traffic`` and the largest N it reaches (floats end at 1.8e308)
-HEAVY_ENGINE = "heavy_traffic"
-HEAVY_N_MAX = 1e300
 
 
 def _check_limit_path(cfg: dict) -> None:
@@ -320,7 +321,7 @@ def _check_limit_path(cfg: dict) -> None:
         return
     if not (_is_number(top) and 1 < top <= PATH_N_MAX):
         raise ConfigError(f"limit_path.n_servers_max={top!r} must be null or a number in (1, {PATH_N_MAX:g}]")
-    engine = lp.get("engine", "meanfield")
+    engine = lp.get("engine")
     if engine not in ENGINE_POLICIES or engine in STOCHASTIC_ENGINES:
         limits = [e for e in ENGINE_POLICIES if e not in STOCHASTIC_ENGINES]
         raise ConfigError(f"limit_path.engine={engine!r} is not a limit engine; valid: {', '.join(limits)}")
@@ -330,29 +331,36 @@ def _check_limit_path(cfg: dict) -> None:
     served = [p for p in cfg.get("policies") or [] if _serves(cfg, engine, p)]
     if not served:
         raise ConfigError(f"limit_path.engine={engine!r} serves none of policies={list(cfg.get('policies') or [])}")
-    ht = lp.get("heavy_traffic") or {}
-    if ht.get("n_servers_max") is None:
+    for path in registry.precise_paths().values():
+        _check_precise_path(cfg, path)
+
+
+def _check_precise_path(cfg: dict, path: PrecisePath) -> None:
+    """Checks of a precise path's section ``limit_path.<engine>`` (docs/sweeps.md)."""
+    key = f"limit_path.{path.engine}"
+    section = (cfg.get("limit_path") or {}).get(path.engine) or {}
+    if section.get("n_servers_max") is None:
         return
-    lo, hi, every = ht.get("n_servers_min", 1e10), ht["n_servers_max"], ht.get("every_decades", 5.0)
-    if not (_is_number(hi) and 1 < hi <= HEAVY_N_MAX):
-        raise ConfigError(f"limit_path.heavy_traffic.n_servers_max={hi!r} must be null or a number in "
-                          f"(1, {HEAVY_N_MAX:g}]")
+    lo, hi, every = section.get("n_servers_min", 1e10), section["n_servers_max"], section.get("every_decades", 5.0)
+    if not (_is_number(hi) and 1 < hi <= path.n_servers_max):
+        raise ConfigError(f"{key}.n_servers_max={hi!r} must be null or a number in "
+                          f"(1, {path.n_servers_max:g}]")
     if not (_is_number(lo) and 1 < lo <= hi):
-        raise ConfigError(f"limit_path.heavy_traffic.n_servers_min={lo!r} must be a number in "
-                          f"(1, n_servers_max={hi!r}]")
+        raise ConfigError(f"{key}.n_servers_min={lo!r} must be a number in (1, n_servers_max={hi!r}]")
     if not (_is_number(every) and 0.1 <= every <= 100):
-        raise ConfigError(f"limit_path.heavy_traffic.every_decades={every!r} must be a number in [0.1, 100]")
-    if not any(_serves(cfg, HEAVY_ENGINE, p) for p in cfg.get("policies") or []):
-        raise ConfigError(f"limit_path.heavy_traffic: engine {HEAVY_ENGINE} serves none of "
+        raise ConfigError(f"{key}.every_decades={every!r} must be a number in [0.1, 100]")
+    if not any(_serves(cfg, path.engine, p) for p in cfg.get("policies") or []):
+        raise ConfigError(f"{key}: engine {path.engine} serves none of "
                           f"policies={list(cfg.get('policies') or [])}")
 
 
-#: the engine name that lets the plan choose agent or occupancy per point (a fixed rule of N
-#: and the policy, never a timing: seeds hash the engine, so the tasks are the same everywhere)
+#: the engine name that lets the plan choose, per point, between the engines of
+#: :data:`sim.engines.AUTO_CHOICE` (a fixed rule of N and the policy, never a timing: seeds
+#: hash the engine, so the tasks are the same everywhere)
 AUTO = "auto"
-AUTO_ENGINES = ("agent", "occupancy")
-#: ``run.auto_occupancy_n``'s default: from this N on, ``auto`` picks the occupancy engine.
-#: Measured (power-of-2, lam = 0.9, marginal CPU per job, AMD EPYC, 2 shared cores): agent 26,
+AUTO_ENGINES = AUTO_CHOICE
+#: ``run.auto_occupancy_n``'s default: from this N on, ``auto`` picks the second engine of
+#: :data:`AUTO_ENGINES` (the occupancy engine). Measured (power-of-2, lam = 0.9, marginal CPU per job, AMD EPYC, 2 shared cores): agent 26,
 #: 58, 252 ns at N = 10^4, 10^5, 10^6; occupancy 47-48 ns at each (docs/sweeps.md)
 AUTO_OCCUPANCY_N = 100_000
 
@@ -371,19 +379,20 @@ def _concrete(cfg: dict, engines: list[str], policy: str) -> list[str]:
 
 
 def auto_engine(cfg: dict, policy: str, values: dict) -> str:
-    """The engine ``auto`` runs at a point: the occupancy engine when N >=
-    ``run.auto_occupancy_n`` and it takes every parameter the point sets that the agent engine
-    takes (heterogeneous ``service_rates``, for one, it does not), else the agent engine; the
-    one of them that serves the policy if only one does."""
+    """The engine ``auto`` runs at a point: the second of :data:`AUTO_ENGINES` (the occupancy
+    engine) when N >= ``run.auto_occupancy_n`` and it takes every parameter the point sets that
+    the first (the agent engine) takes (heterogeneous ``service_rates``, for one, it does not),
+    else the first; the one of them that serves the policy if only one does."""
     cands = _auto_candidates(cfg, policy)
     if len(cands) == 1:
         return cands[0]
     threshold = (cfg.get("run") or {}).get("auto_occupancy_n", AUTO_OCCUPANCY_N)
+    small, large = AUTO_ENGINES
     if values.get("n_servers") is None or values["n_servers"] < threshold:
-        return "agent"
-    agent, occ = (set(_entry(cfg, e, policy).params) for e in AUTO_ENGINES)
+        return small
+    takes_small, takes_large = (set(_entry(cfg, e, policy).params) for e in AUTO_ENGINES)
     set_here = {k for k, v in values.items() if v is not None and k in MODEL_PARAMS}
-    return "occupancy" if not (set_here & agent) - occ else "agent"
+    return large if not (set_here & takes_small) - takes_large else small
 
 
 def _serves(cfg: dict, engine: str, policy: str) -> bool:
@@ -408,8 +417,9 @@ def path_values(axis: list, top: float, per_decade: int) -> list[int]:
     return list(axis) + extra
 
 
-def heavy_exponents(lo: float, hi: float, every: float) -> list[float]:
-    """The exponents x of ``limit_path.heavy_traffic``'s points N = 10^x: from log10(lo) up to
+def precise_exponents(lo: float, hi: float, every: float) -> list[float]:
+    """The exponents x of a precise path's points N = 10^x (``limit_path.<engine>``,
+    :class:`~sim.core.declare.PrecisePath`): from log10(lo) up to
     log10(hi) in steps of ``every`` decades (rounded to 1e-9, so that 10, 15, ... are exact)."""
     x0, x1 = math.log10(lo), math.log10(hi)
     out, j = [], 0
@@ -419,12 +429,14 @@ def heavy_exponents(lo: float, hi: float, every: float) -> list[float]:
     return out
 
 
-def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
+def _precise_values(path: PrecisePath, spec: _Spec, x: float, others: dict, where: str) -> dict:
     """The point values at N = 10^x of one variant's formulas, in high precision
     (:func:`pipeline.formulas.evaluate_precise`, 30 digits more than the 10^x of N holds):
-    numbers as floats, integers as ints, plus ``log10_n``, ``one_minus_lam`` (1 - lam in that
-    precision: the float lam is 1.0 past N ~ 10^53) and ``d_real``; ``n_servers`` and ``d`` are
-    None where they pass the Int64 columns."""
+    numbers as floats, integers as ints, ``n_servers`` None where it passes the Int64 column,
+    and the precise path's coordinates (:attr:`PrecisePath.coordinates`, computed in that
+    precision). An integer beyond the Int64 column is None where the coordinates stand for it
+    and a float otherwise (a buffer b of 10^19, which the checks then refuse, never a null: no
+    buffer)."""
     import mpmath
 
     digits = 30 + int(math.ceil(x))
@@ -438,7 +450,6 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
             scope = dict(exact)
             scope["N"] = scope["n_servers"]
             exact[key] = evaluate_precise(f"params.{key}", spec.formulas[key], scope, digits)
-        lam = exact.get("lam")
         values = {}
         for name, v in exact.items():
             if name == "n_servers":
@@ -446,36 +457,33 @@ def _heavy_values(spec: _Spec, x: float, others: dict, where: str) -> dict:
             if isinstance(v, mpmath.mpf):
                 v = float(v)
             if _kind(name) == "int" and isinstance(v, (int, float)) and abs(v) >= INT_MAX:
-                # beyond the Int64 column: d_real carries d; any other (a buffer b of 10^19)
-                # stays a float, which the checks below refuse, never a null (no buffer)
-                v = None if name == "d" else float(v)
+                v = None if name in path.stands_for else float(v)
             elif v is not None and not isinstance(v, str):
                 v = _coerce(name, v, where)  # an auxiliary variable (d_cap) as a float
             values[name] = v
-        # N itself where it is an integer of the Int64 column (10^10, 10^15), else log10_n alone
+        # N itself where it is an integer of the Int64 column (10^10, 10^15), else the coordinates alone
         values["n_servers"] = n_int if n_int is not None and n_int < INT_MAX else None
-        values["log10_n"] = float(x)
-        values["one_minus_lam"] = float(1 - lam) if lam is not None else None
-        d = exact.get("d")
-        values["d_real"] = float(d) if d is not None else None
+        values.update(path.coordinates(exact, float(x)))
     return values
 
 
-def _heavy_traffic_points(cfg: dict, specs: dict, xs: list[float], names: list[str], named: bool,
-                          pid: int, skipped: list[str], settings) -> list[tuple]:
-    """``(Point, task)`` of ``limit_path.heavy_traffic`` (docs/sweeps.md): every policy the
-    engine serves, every variant and combination of the other axes, at N = 10^x for the
-    exponents ``xs`` (:func:`heavy_exponents`), with the values of :func:`_heavy_values`; point ids
-    from ``pid`` on. A point where the form does not apply (what :func:`sim.check_task` refuses,
-    or a parameter the simulations model that it does not, a buffer) is left out, and each arm
-    with such points is named in ``skipped`` once: how many, from where, and the first reason.
-    ``settings``: the sweep's run settings (:func:`run_settings`), as every task carries them."""
+def _precise_points(cfg: dict, path: PrecisePath, specs: dict, xs: list[float], names: list[str],
+                    named: bool, pid: int, skipped: list[str], settings) -> list[tuple]:
+    """``(x, Point, task)`` of a precise path (``limit_path.<engine>``, docs/sweeps.md): every
+    policy its engine serves, every variant and combination of the other axes, at N = 10^x for
+    the exponents ``xs`` (:func:`precise_exponents`), with the values of
+    :func:`_precise_values`; point ids from ``pid`` on. A point where the limit does not apply
+    (what :func:`sim.check_task` refuses, or a parameter the simulations model that it does
+    not, a buffer) is left out, and each arm with such points is named in ``skipped`` once: how
+    many, from where, and the first reason. ``settings``: the sweep's run settings
+    (:func:`run_settings`), as every task carries them."""
     out = []
+    engine = path.engine
     for policy in cfg["policies"]:
-        if not _serves(cfg, HEAVY_ENGINE, policy):
-            skipped.append(f"policy {policy}: engine {HEAVY_ENGINE} does not serve it")
+        if not _serves(cfg, engine, policy):
+            skipped.append(f"policy {policy}: engine {engine} does not serve it")
             continue
-        ent = _entry(cfg, HEAVY_ENGINE, policy)
+        ent = _entry(cfg, engine, policy)
         for variant, spec in specs.items():
             others = {a: v for a, v in spec.axes.items() if a != "n_servers"}
             for combo in itertools.product(*others.values()):
@@ -485,19 +493,19 @@ def _heavy_traffic_points(cfg: dict, specs: dict, xs: list[float], names: list[s
                 left_out: list[tuple[float, str]] = []
                 for x in xs:
                     where = f"point log10_n={x:g}{fixed}" + (f" (variant {variant})" if variant is not None else "")
-                    raw = _heavy_values(spec, x, dict(zip(others, combo)), where)
+                    raw = _precise_values(path, spec, x, dict(zip(others, combo)), where)
                     # what the simulations model besides N, the load and d (a buffer b)
                     extra = [n for n in raw if n in MODEL_PARAMS and raw[n] is not None
-                             and n not in ent.params and n not in _HEAVY_STANDS_FOR
+                             and n not in ent.params and n not in path.stands_for
                              and n not in _NOT_IN_LIMIT and _NEUTRAL.get(n, object()) != raw[n]]
-                    task = {"model": ent.model, "engine": HEAVY_ENGINE, "policy": policy,
+                    task = {"model": ent.model, "engine": engine, "policy": policy,
                             **{k: raw[k] for k in ent.params if raw.get(k) is not None},
                             "seed": 0, "init": settings.init, "n_batches": settings.n_batches,
                             "max_level": settings.max_level, "h": settings.h}
                     try:
                         if extra:
                             raise ValueError(f"{extra[0]}={_fmt(raw[extra[0]])} is simulated but engine="
-                                             f"{HEAVY_ENGINE} has no model of it")
+                                             f"{engine} has no model of it")
                         sim.check_task(task)
                     except ValueError as exc:  # the limit does not apply to this arm here
                         left_out.append((x, str(exc)))
@@ -507,15 +515,15 @@ def _heavy_traffic_points(cfg: dict, specs: dict, xs: list[float], names: list[s
                         values = {"variant": variant, **values}
                     row_params = {n: (v if n not in MODEL_PARAMS or n in ent.params else None)
                                   for n, v in values.items()}
-                    task["_meta"] = {"task_id": f"p{pid:05d}-{HEAVY_ENGINE}-r000", "point_id": pid,
+                    task["_meta"] = {"task_id": f"p{pid:05d}-{engine}-r000", "point_id": pid,
                                      "replication": 0, "params": row_params}
-                    out.append((Point(pid, policy, values), task))
+                    out.append((x, Point(pid, policy, values), task))
                     pid += 1
                 if left_out:
                     at = (f"from N = 10^{left_out[0][0]:g} on" if len(left_out) == len(xs)
                           else f"at {len(left_out)} of its {len(xs)} N (10^{left_out[0][0]:g} to "
                                f"10^{left_out[-1][0]:g})")
-                    skipped.append(f"{arm} {at}: {HEAVY_ENGINE}: {left_out[0][1]}")
+                    skipped.append(f"{arm} {at}: {engine}: {left_out[0][1]}")
     return out
 
 
@@ -664,9 +672,6 @@ def _variants(cfg: dict) -> dict:
 #: a value equal to the model without the parameter
 _NOT_IN_LIMIT = ("events", "time", "init_tail")
 _NEUTRAL = {"k": 1}
-#: what the heavy-traffic limit takes in other coordinates: N as log10_n, lam as one_minus_lam,
-#: d as d_real
-_HEAVY_STANDS_FOR = ("n_servers", "lam", "d")
 
 
 def _entry(cfg: dict, engine: str, policy: str):
@@ -779,19 +784,59 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
     """
     check_top_level(cfg)
     variants = _variants(cfg)
+    specs = _specs(cfg, variants)
+    _check_variables(cfg, specs, variants)
+    policies, engines = list(cfg["policies"]), list(cfg["engines"])
+    settings = run_settings(cfg["run"])  # the run settings every task carries (sim.core.settings)
+    _check_required(cfg, specs, policies, engines)
+    _check_unused(cfg, specs, variants, policies, engines, unused)
+    path = _limit_path(cfg, specs)
+    _check_size(cfg, specs, path)
+    names, named = _param_columns(specs), None not in variants
+    points, tasks, skipped = _grid(cfg, specs, path, names, named, settings)
+    # past the float range: each precise path's points after every other point, so that the
+    # simulations' point ids and seeds stay as they are
+    reached: dict[str, list[float]] = {}
+    for precise, xs in path.precise:
+        names += [n for n in precise.columns if n not in names]
+        made = _precise_points(cfg, precise, specs, xs, names, named, len(points), skipped, settings)
+        for x, point, task in made:
+            points.append(point)
+            tasks.append(task)
+        reached[precise.engine] = sorted({x for x, _, _ in made})
+    # before any compute (and before plan=true's timing runs): docs/sweeps.md, memory
+    memory = check_memory(tasks, cfg.get("execution") or {})
+    return Plan(
+        sweep=cfg["name"],
+        root_seed=int(cfg["seed"]),
+        points=points,
+        tasks=tasks,
+        param_columns=names,
+        varying=[n for n in names if len({_hashable(pt.values.get(n)) for pt in points}) > 1],
+        param_types={n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names},
+        path_skipped=list(dict.fromkeys(skipped)),
+        memory=memory,
+        precise=reached,
+    )
+
+
+def _specs(cfg: dict, variants: dict) -> dict:
+    """Variant -> its :class:`_Spec`: ``params`` with the variant's overrides."""
     base = cfg.get("params") or {}
     if not isinstance(base, dict):
         raise ConfigError(f"params={base!r} must be a mapping of name -> value or formula")
-    specs = {v: _spec(cfg, {**base, **over}, "params" if v is None else f"variants.{v}")
-             for v, over in variants.items()}
+    return {v: _spec(cfg, {**base, **over}, "params" if v is None else f"variants.{v}")
+            for v, over in variants.items()}
 
-    # an auxiliary variable (not a model parameter) must be used by a formula of some variant
-    # (or by the replications formula),
-    # so that a misspelt parameter (``lamda``) is refused rather than silently ignored
+
+def _check_variables(cfg: dict, specs: dict, variants: dict) -> None:
+    """An auxiliary variable (not a model parameter) must be used by a formula of some variant
+    (or by the replications formula), so that a misspelt parameter (``lamda``) is refused
+    rather than silently ignored; the replications formula's strings must name the sweep's
+    policies and variants, and no variable of the sweep may hide those names."""
     used = set().union(*(sp.used for sp in specs.values()))
     if isinstance(cfg["replications"], str):  # the replications formula uses names too
         used |= {"n_servers" if n == "N" else n for n in parse("replications", cfg["replications"])}
-    if isinstance(cfg["replications"], str):
         _check_named_strings(cfg["replications"], {"policy": list(cfg["policies"]),
                                                    "variant": [v for v in variants if v is not None]})
     # a sweep's own variable may not hide the names the replications formula gets from the point
@@ -809,14 +854,10 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
                     f"model parameters: {', '.join(MODEL_PARAMS)}"
                 )
 
-    policies: list[str] = list(cfg["policies"])
-    engines: list[str] = list(cfg["engines"])
-    replications = cfg["replications"]
-    root_seed = int(cfg["seed"])
-    run = cfg["run"]
-    settings = run_settings(run)  # the run settings every task carries (sim.core.settings)
 
-    # every parameter some (engine, policy) of the sweep requires (sim.registry.ENTRIES)
+def _check_required(cfg: dict, specs: dict, policies: list[str], engines: list[str]) -> None:
+    """Every parameter some (engine, policy) of the sweep requires (:data:`sim.registry.ENTRIES`)
+    is given in every variant."""
     needed: set[str] = set()
     for policy in policies:
         for engine in _concrete(cfg, engines, policy):
@@ -827,34 +868,53 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
         for name in sorted(needed - defined):
             where = "params" if v is None else f"params (variant {v!r})"
             raise ConfigError(f"{where}.{name} is required (policies={policies}, engines={engines}) but not given")
-    _check_unused(cfg, specs, variants, policies, engines, unused)
 
-    # the limit path (docs/sweeps.md): the limit engine at every simulated N and beyond
+
+@dataclass
+class _Path:
+    """A sweep's limit path (docs/sweeps.md): its engine (None: no path), each variant's axes
+    with N continued along the path, and the precise paths past the float range that the
+    sweep asks for, each with the exponents x of its points N = 10^x."""
+    engine: str | None = None
+    axes: dict = field(default_factory=dict)
+    precise: list[tuple[PrecisePath, list[float]]] = field(default_factory=list)
+
+
+def _limit_path(cfg: dict, specs: dict) -> _Path:
+    """The limit path of the sweep: the limit engine at every simulated N and beyond, and the
+    precise paths (``limit_path.<engine>``) its models declare and the sweep sets."""
     lp = cfg.get("limit_path") or {}
-    path_engine = lp.get("engine", "meanfield") if lp.get("n_servers_max") is not None else None
-    path_axes: dict = {}
-    if path_engine is not None:
-        for v, spec in specs.items():
-            if "n_servers" not in spec.axes:
-                where = "axes" if v is None else f"axes (variant {v!r})"
-                raise ConfigError(f"limit_path.n_servers_max={lp['n_servers_max']!r}: the path follows the "
-                                  f"n_servers axis, and {where} has none")
-            path_axes[v] = {**spec.axes, "n_servers": path_values(
-                spec.axes["n_servers"], float(lp["n_servers_max"]), int(lp.get("per_decade", 2)))}
+    if lp.get("n_servers_max") is None:
+        return _Path()
+    path = _Path(engine=lp.get("engine"))
+    for v, spec in specs.items():
+        if "n_servers" not in spec.axes:
+            where = "axes" if v is None else f"axes (variant {v!r})"
+            raise ConfigError(f"limit_path.n_servers_max={lp['n_servers_max']!r}: the path follows the "
+                              f"n_servers axis, and {where} has none")
+        path.axes[v] = {**spec.axes, "n_servers": path_values(
+            spec.axes["n_servers"], float(lp["n_servers_max"]), int(lp.get("per_decade", 2)))}
+    for precise in registry.precise_paths().values():
+        section = lp.get(precise.engine) or {}
+        if section.get("n_servers_max") is not None:
+            path.precise.append((precise, precise_exponents(
+                float(section.get("n_servers_min", 1e10)), float(section["n_servers_max"]),
+                float(section.get("every_decades", 5.0)))))
+    return path
 
-    # the size of the grid before expanding it (a product of long axes would exhaust memory)
-    # (a formula's replications are known per point: counted as 1 here, the tasks checked below)
+
+def _check_size(cfg: dict, specs: dict, path: _Path) -> None:
+    """The size of the grid before expanding it (a product of long axes would exhaust memory);
+    a formula's replications are known per point: counted as 1 here, the tasks checked as
+    they are made (:func:`_grid`)."""
+    policies, replications = cfg["policies"], cfg["replications"]
     per_point = sum((1 if isinstance(replications, str) else int(replications)) if e in STOCHASTIC_ENGINES
-                    else 1 for e in engines)
+                    else 1 for e in cfg["engines"])
     n_points = len(policies) * sum(math.prod(len(a) for a in sp.axes.values()) for sp in specs.values())
-    n_path = len(policies) * sum(math.prod(len(a) for a in ax.values()) for ax in path_axes.values())
-    ht = lp.get("heavy_traffic") or {}
-    heavy_xs = []  # the exponents of the heavy-traffic points, N = 10^x
-    if path_engine is not None and ht.get("n_servers_max") is not None:
-        heavy_xs = heavy_exponents(float(ht.get("n_servers_min", 1e10)), float(ht["n_servers_max"]),
-                                   float(ht.get("every_decades", 5.0)))
-        n_path += len(policies) * len(heavy_xs) * sum(math.prod(len(v) for a, v in sp.axes.items() if a != "n_servers")
-                                            for sp in specs.values())
+    n_path = len(policies) * sum(math.prod(len(a) for a in ax.values()) for ax in path.axes.values())
+    for _, xs in path.precise:
+        n_path += len(policies) * len(xs) * sum(math.prod(len(v) for a, v in sp.axes.items() if a != "n_servers")
+                                                for sp in specs.values())
     if n_points * per_point + n_path > MAX_TASKS:
         shape = " x ".join(f"{a}[{len(v)}]" for a, v in next(iter(specs.values())).axes.items())
         raise ConfigError(
@@ -863,124 +923,138 @@ def make_plan(cfg: dict, unused: str = "refuse") -> Plan:
             f"{n_points * per_point:,} tasks; a sweep may have at most {MAX_TASKS:,} tasks "
             f"(points x engines x replications): split it or use fewer values")
 
-    named = None not in variants
+
+def _param_columns(specs: dict) -> list[str]:
+    """Every parameter column, model parameters first (``variant`` among the others when the
+    sweep names variants)."""
+    named = None not in specs
     names = (["variant"] if named else []) + list(dict.fromkeys(n for sp in specs.values() for n in sp.names))
-    names = [n for n in names if n in MODEL_PARAMS] + [n for n in names if n not in MODEL_PARAMS]
+    return [n for n in names if n in MODEL_PARAMS] + [n for n in names if n not in MODEL_PARAMS]
+
+
+def _grid(cfg: dict, specs: dict, path: _Path, names: list[str], named: bool,
+          settings: RunSettings) -> tuple[list[Point], list[dict], list[str]]:
+    """The points of policies x variants x the axes (N continued along the limit path where
+    the policy has one) with their tasks, point ids in that order, and why the path leaves
+    arms out."""
     points: list[Point] = []
     tasks: list[dict] = []
-    path_skipped: list[str] = []
-    pid = 0
-    for policy in policies:
-        on_path = path_engine is not None and _serves(cfg, path_engine, policy)
-        if path_engine is not None and not on_path:
-            path_skipped.append(f"policy {policy}: engine {path_engine} does not serve it")
+    skipped: list[str] = []
+    for policy in cfg["policies"]:
+        on_path = path.engine is not None and _serves(cfg, path.engine, policy)
+        if path.engine is not None and not on_path:
+            skipped.append(f"policy {policy}: engine {path.engine} does not serve it")
         for variant, spec in specs.items():
-            axes = path_axes[variant] if on_path else spec.axes
+            axes = path.axes[variant] if on_path else spec.axes
             simulated_n = set(spec.axes.get("n_servers", ()))
             axis_names = list(axes)
             combos = list(itertools.product(*(axes[a] for a in axis_names))) if axis_names else [()]
             for combo in combos:
-                values: dict = dict(spec.constants)
-                values.update(dict(zip(axis_names, combo)))
-                where = ", ".join(f"{a}={_fmt(v)}" for a, v in zip(axis_names, combo))
-                where = ("point " + where) if where else "params"
-                if variant is not None:
-                    where += f" (variant {variant})"
-                for key in spec.order:
-                    scope = dict(values)
-                    if "n_servers" in scope:
-                        scope["N"] = scope["n_servers"]
-                    values[key] = evaluate(f"params.{key}", spec.formulas[key], scope)
-                values = {n: (_coerce(n, values[n], where) if n in values else None)
-                          for n in names if n != "variant"}
-                if named:
-                    values = {"variant": variant, **values}
-                point_engines = [auto_engine(cfg, policy, values) if e == AUTO else e for e in engines]
+                values, where = _point_values(spec, dict(zip(axis_names, combo)), variant, names, named)
+                engines = [auto_engine(cfg, policy, values) if e == AUTO else e for e in cfg["engines"]]
                 if on_path:
-                    why = _limit_mismatch(cfg, policy, point_engines, path_engine, values)
-                    path_only = values["n_servers"] not in simulated_n
-                    if why is not None:  # the arm has no limit on the path
-                        if path_only:
-                            continue
-                        path_skipped.append(f"{policy}{f' ({variant})' if variant else ''}: {why}")
-                    elif path_only:
-                        point_engines = [path_engine]
-                    elif path_engine not in point_engines:
-                        point_engines.append(path_engine)
-                point = Point(pid, policy, values)
+                    engines = _path_engines(cfg, policy, variant, engines, path.engine, values,
+                                            simulated_n, skipped)
+                    if engines is None:
+                        continue
+                point = Point(len(points), policy, values)
                 points.append(point)
-                _check_limit_models(cfg, policy, point_engines, values, where)
-                for engine in point_engines:
-                    ent = _entry(cfg, engine, policy)
-                    used = ent.params
-                    # a model parameter the task does not use is null in its row
-                    row_params = {n: (v if n not in MODEL_PARAMS or n in used else None)
-                                  for n, v in values.items()}
-                    reps = _replications_at(replications, values, where, policy) if engine in STOCHASTIC_ENGINES else 1
-                    for rep in range(reps):
-                        task = {
-                            "model": ent.model,
-                            "engine": engine,
-                            "policy": policy,
-                            **{k: values[k] for k in used if values.get(k) is not None},
-                            "seed": seed_for(root_seed, pid, engine, rep) if engine in STOCHASTIC_ENGINES else 0,
-                            "init": settings.init,
-                            "n_batches": settings.n_batches,
-                            "max_level": settings.max_level,
-                            "h": settings.h,
-                        }
-                        if engine in STOCHASTIC_ENGINES:
-                            task["se_method"] = settings.se_method
-                        if engine in STOCHASTIC_ENGINES and settings.precision is not None:
-                            task["precision"] = float(settings.precision)
-                            task["precision_cap"] = float(settings.precision_cap)
-                            if settings.precision_estimate is not None:
-                                task["precision_estimate"] = settings.precision_estimate
-                        if settings.responses and engine in registry.model(ent.model).responses:
-                            # the engines that record, and the exact limits (docs/responses.md)
-                            task["responses"] = True
-                        if engine in PATH_ENGINES:  # the trajectory engines, docs/transients.md
-                            task["grid"] = settings.grid
-                        try:
-                            if task.get("time") is not None:  # run length in simulated time
-                                task["events"] = sim.events_for_time(task)
-                            sim.check_task(task)
-                        except ValueError as exc:
-                            raise ConfigError(f"{where} (policy={policy}, engine={engine}): {exc}") from None
-                        params_row = dict(row_params)
-                        if "events" in params_row and task.get("events") is not None:
-                            params_row["events"] = task["events"]  # the events the run has
-                        task["_meta"] = {
-                            "task_id": f"p{pid:05d}-{engine}-r{rep:03d}",
-                            "point_id": pid,
-                            "replication": rep,
-                            "params": params_row,
-                        }
-                        tasks.append(task)
-                pid += 1
+                _check_limit_models(cfg, policy, engines, values, where)
+                for engine in engines:
+                    tasks += _tasks(cfg, point, engine, settings, where)
                 if len(tasks) > MAX_TASKS:
-                    raise ConfigError(f"replications={replications!r}: more than {MAX_TASKS:,} tasks; a sweep may "
-                                      "have at most that many (points x engines x replications)")
-    # past the float range: the heavy-traffic limit along the same path (docs/sweeps.md), its
-    # points after every other point so that the simulations' point ids and seeds stay as they are
-    if heavy_xs:
-        names += [n for n in ("log10_n", "one_minus_lam", "d_real") if n not in names]
-        for point, task in _heavy_traffic_points(cfg, specs, heavy_xs, names, named, pid, path_skipped,
-                                                 settings):
-            points.append(point)
-            tasks.append(task)
-        pid = len(points)
-    types = {n: (str if n == "variant" else KIND_TYPES[_kind(n)]) for n in names}
-    # before any compute (and before plan=true's timing runs): docs/sweeps.md, memory
-    memory = check_memory(tasks, cfg.get("execution") or {})
-    return Plan(
-        sweep=cfg["name"],
-        root_seed=root_seed,
-        points=points,
-        tasks=tasks,
-        param_columns=names,
-        varying=[n for n in names if len({_hashable(pt.values.get(n)) for pt in points}) > 1],
-        param_types=types,
-        path_skipped=list(dict.fromkeys(path_skipped)),
-        memory=memory,
-    )
+                    raise ConfigError(f"replications={cfg['replications']!r}: more than {MAX_TASKS:,} tasks; "
+                                      "a sweep may have at most that many (points x engines x replications)")
+    return points, tasks, skipped
+
+
+def _point_values(spec: _Spec, at: dict, variant, names: list[str], named: bool) -> tuple[dict, str]:
+    """The values of the point at axis values ``at`` (the constants, the axes, the formulas in
+    their order), each coerced to its parameter's kind, and the point in words for messages."""
+    values: dict = dict(spec.constants)
+    values.update(at)
+    where = ", ".join(f"{a}={_fmt(v)}" for a, v in at.items())
+    where = ("point " + where) if where else "params"
+    if variant is not None:
+        where += f" (variant {variant})"
+    for key in spec.order:
+        scope = dict(values)
+        if "n_servers" in scope:
+            scope["N"] = scope["n_servers"]
+        values[key] = evaluate(f"params.{key}", spec.formulas[key], scope)
+    values = {n: (_coerce(n, values[n], where) if n in values else None) for n in names if n != "variant"}
+    if named:
+        values = {"variant": variant, **values}
+    return values, where
+
+
+def _path_engines(cfg: dict, policy: str, variant, engines: list[str], path_engine: str, values: dict,
+                  simulated_n: set, skipped: list[str]) -> list[str] | None:
+    """The engines of a point of an arm on the limit path: the path's engine beside the
+    simulations at a simulated N, alone beyond; where the arm has no limit on the path
+    (:func:`_limit_mismatch`), the simulations alone and the reason in ``skipped``, and None
+    (no point) beyond them."""
+    why = _limit_mismatch(cfg, policy, engines, path_engine, values)
+    path_only = values["n_servers"] not in simulated_n
+    if why is not None:
+        if path_only:
+            return None
+        skipped.append(f"{policy}{f' ({variant})' if variant else ''}: {why}")
+        return engines
+    if path_only:
+        return [path_engine]
+    return engines if path_engine in engines else [*engines, path_engine]
+
+
+def _tasks(cfg: dict, point: Point, engine: str, settings: RunSettings, where: str) -> list[dict]:
+    """The tasks of one point on one engine, one per replication (one for a limit engine): its
+    parameters, seed and run settings, the run length in events, checked by
+    :func:`sim.check_task`, with the row's parameters (those the engine does not use null)."""
+    policy, values, pid = point.policy, point.values, point.point_id
+    ent = _entry(cfg, engine, policy)
+    used = ent.params
+    stochastic = engine in STOCHASTIC_ENGINES
+    row_params = {n: (v if n not in MODEL_PARAMS or n in used else None) for n, v in values.items()}
+    reps = _replications_at(cfg["replications"], values, where, policy) if stochastic else 1
+    out = []
+    for rep in range(reps):
+        task = {
+            "model": ent.model,
+            "engine": engine,
+            "policy": policy,
+            **{k: values[k] for k in used if values.get(k) is not None},
+            "seed": seed_for(int(cfg["seed"]), pid, engine, rep) if stochastic else 0,
+            "init": settings.init,
+            "n_batches": settings.n_batches,
+            "max_level": settings.max_level,
+            "h": settings.h,
+        }
+        if stochastic:
+            task["se_method"] = settings.se_method
+        if stochastic and settings.precision is not None:
+            task["precision"] = float(settings.precision)
+            task["precision_cap"] = float(settings.precision_cap)
+            if settings.precision_estimate is not None:
+                task["precision_estimate"] = settings.precision_estimate
+        if settings.responses and engine in registry.model(ent.model).responses:
+            # the engines that record, and the exact limits (docs/responses.md)
+            task["responses"] = True
+        if engine in PATH_ENGINES:  # the trajectory engines, docs/transients.md
+            task["grid"] = settings.grid
+        try:
+            if task.get("time") is not None:  # run length in simulated time
+                task["events"] = sim.events_for_time(task)
+            sim.check_task(task)
+        except ValueError as exc:
+            raise ConfigError(f"{where} (policy={policy}, engine={engine}): {exc}") from None
+        params_row = dict(row_params)
+        if "events" in params_row and task.get("events") is not None:
+            params_row["events"] = task["events"]  # the events the run has
+        task["_meta"] = {
+            "task_id": f"p{pid:05d}-{engine}-r{rep:03d}",
+            "point_id": pid,
+            "replication": rep,
+            "params": params_row,
+        }
+        out.append(task)
+    return out

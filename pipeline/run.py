@@ -33,6 +33,7 @@ from pipeline.execute import PROJECT_ROOT, connect, execute
 from pipeline.plan import Plan, make_plan
 from pipeline.runfolder import OUTPUTS, attach_log, check_new, check_not_link, create_exclusive, lock_folder, new_run_folder, stamp
 from pipeline.store import ChunkWriter, done_task_ids, read_results, schema_for, set_aside_failed, write_frame
+from sim.engines import MEANFIELD
 from sim.registry import STOCHASTIC_ENGINES
 
 log = logging.getLogger("pipeline")
@@ -518,14 +519,16 @@ def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None,
     if summary.height == 0:
         print("no successful results")
         return None
-    if "mean_response_mf" in summary.columns and (summary["engine"] != "meanfield").any():
-        summary = summary.filter(pl.col("engine") != "meanfield")  # shown as a column instead
+    # the shared mean-field engine's rows (sim.engines.MEANFIELD) are shown as a column instead
+    mean_field = MEANFIELD.name
+    if "mean_response_mf" in summary.columns and (summary["engine"] != mean_field).any():
+        summary = summary.filter(pl.col("engine") != mean_field)
     shown = [p for p in analysis["params"] if p in plan.varying] or [
         p for p in analysis["params"] if p not in RUN_LENGTH]
     cols = ["policy", *shown, "engine", "n_rep", "mean_response", "mean_response_hw"]
     cols += [c for c in ("mean_response_mf", "mean_response_gap", "prob_wait", "mean_queue") if c in summary.columns]
     table = summary.select([c for c in cols if c in summary.columns]).rename(
-        {"mean_response_hw": "ci95_halfwidth", "mean_response_mf": "meanfield", "mean_response_gap": "gap"},
+        {"mean_response_hw": "ci95_halfwidth", "mean_response_mf": mean_field, "mean_response_gap": "gap"},
         strict=False,
     )
     # adapt to the sweep: no column that is empty throughout (e.g. no mean field), and parameter
@@ -554,10 +557,11 @@ def print_summary(analysis: dict, plan: Plan, table_file: Path | None = None,
     screen = [line for _, extra in extras for line in extra.get("console_lines") or []]
     own = [(name, line) for name, extra in extras if not extra.get("console_lines")
            for line in extra.get("verdict_lines", [])]
-    for f in analysis.get("refined") or []:
-        arm = " ".join(f"{p}={_param_text(f[p])}" for p in analysis.get("arm_params", [])
-                       if p in f and f[p] is not None and p not in ("policy", "engine"))
-        own.append(("refined", f"{f['policy']} [{f['engine']}] {arm}: N * gap of {metric_of(analysis)} "
+    for limit, limit_fits in (analysis.get("limit_fits") or {}).items():
+        for f in limit_fits:
+            arm = " ".join(f"{p}={_param_text(f[p])}" for p in analysis.get("arm_params", [])
+                           if p in f and f[p] is not None and p not in ("policy", "engine"))
+            own.append((limit, f"{f['policy']} [{f['engine']}] {arm}: N * gap of {metric_of(analysis)} "
                                f"against the refined mean field's V: {f['verdict']}"
                                + (f" ({f['note']})" if f.get("note") else "")))
     if screen:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from sim.core.declare import Engine, Param
 
 __all__ = ["AGENT", "OCCUPANCY", "TRAJECTORY", "MEANFIELD", "REFINED", "POPULATION",
-           "POPULATION_MEANFIELD", "POPULATION_REFINED", "POPULATION_TRAJECTORY", "PROBES"]
+           "POPULATION_MEANFIELD", "POPULATION_REFINED", "POPULATION_TRAJECTORY", "PROBES",
+           "AUTO_CHOICE"]
 
 AGENT = Engine("agent", "stochastic", "agent simulation", per_server=True)
 OCCUPANCY = Engine("occupancy", "stochastic", "occupancy simulation")
@@ -29,3 +30,8 @@ POPULATION_TRAJECTORY = Engine("population_trajectory", "stochastic",
 #: ``d``: queues probed per job or per task (dispatch, jiq, led)
 PROBES = Param("int", "queues probed per job (pod) or per task (batch policies)",
                label="d (servers probed per task)", symbol="d")
+
+#: the engines a sweep's ``engines: [auto]`` chooses between per point (pipeline.plan.auto_engine;
+#: docs/sweeps.md): the per-server engine below ``run.auto_occupancy_n`` and the engine of
+#: counts, whose cost per event does not grow with N, from it on
+AUTO_CHOICE = (AGENT.name, OCCUPANCY.name)

@@ -226,6 +226,16 @@ def model(name: str) -> Model:
     return load_model(name)
 
 
+def precise_paths() -> dict:
+    """Engine -> the precise path (:class:`~sim.core.declare.PrecisePath`: a limit engine that
+    carries a sweep's path of N past the float range) a registered model declares on it."""
+    out: dict = {}
+    for decl in MODELS.values():
+        if decl.precise_path is not None:
+            out.setdefault(decl.precise_path.engine, decl.precise_path)
+    return out
+
+
 def models_serving(engine: str, policy: str) -> list[str]:
     """The registered models that declare (engine, policy)."""
     return [m for (m, e, p) in _BY_KEY if e == engine and p == policy]

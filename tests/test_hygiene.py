@@ -261,3 +261,52 @@ def test_the_model_import_scan(tmp_path):
     f.write_text("import sim.core.rng\nfrom sim.dispatch.population import x\n"
                  "def g():\n    import sim.jiq\n    from . import y\n")
     assert imported_sim_models(f, ["dispatch", "jiq", "led"]) == {"dispatch", "jiq"}
+
+
+def string_literals(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, text) of every string literal of ``source`` equal to one of ``names``; docstrings
+    (the first statement of a module, class or function) are prose and left out, as comments
+    are (the parser drops them)."""
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return sorted((node.lineno, node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and node.value in names and id(node) not in docstrings)
+
+
+def test_pipeline_names_no_engine_and_no_model():
+    """pipeline/ orchestrates whatever the models declare: no string literal in it is the name
+    of a registered engine or model (defaults are conf/config.yaml's, the path past the float
+    range is a model's PrecisePath, auto's engines are sim.engines.AUTO_CHOICE)."""
+    from sim.registry import DECLARED_ENGINES, MODELS
+
+    names = set(DECLARED_ENGINES) | set(MODELS)
+    assert {"agent", "meanfield", "heavy_traffic", "dispatch", "led"} <= names
+    hits = [f"{f.relative_to(REPO)}:{line}: {text!r}"
+            for f in sorted((REPO / "pipeline").rglob("*.py")) if "__pycache__" not in f.parts
+            for line, text in string_literals(f.read_text(), names)]
+    assert not hits, "engine or model names in pipeline/:\n" + "\n".join(hits)
+
+
+def test_the_string_literal_scan():
+    src = ('"""agent: a docstring"""\nx = "agent"  # meanfield\ny = f"{x} meanfield"\n'
+           'def f():\n    """meanfield"""\n    return {"dispatch": 1}.get("agents")\n')
+    assert string_literals(src, {"agent", "meanfield", "dispatch"}) == [(2, "agent"), (6, "dispatch")]
+
+
+#: make_plan reads as a short story of named steps, each a function of its own
+MAKE_PLAN_MAX_LINES = 80
+
+
+def test_make_plan_is_short():
+    tree = ast.parse((REPO / "pipeline" / "plan.py").read_text())
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "make_plan"]
+    assert len(found) == 1
+    lines = found[0].end_lineno - found[0].lineno + 1
+    print(f"make_plan: {lines} lines")
+    assert lines < MAKE_PLAN_MAX_LINES, f"make_plan has {lines} lines"

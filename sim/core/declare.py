@@ -189,6 +189,32 @@ def record_of(table: dict, name, model: str):
     return found
 
 
+@dataclass(frozen=True)
+class PrecisePath:
+    """A limit engine that carries a sweep's path of N past the float range, where N, the load
+    or another parameter no longer fits a float or an Int64 column (a sweep's
+    ``limit_path.<engine>`` section, docs/sweeps.md). The plan evaluates the sweep's formulas at
+    N = 10^x in high precision and asks :attr:`coordinates` for the engine's own parameters,
+    which take the place of those in :attr:`stands_for`."""
+
+    #: the limit engine whose tasks the path's points are (one of the model's entries' engines)
+    engine: str
+    #: the largest N the engine takes
+    n_servers_max: float
+    #: the parameters the engine takes in other coordinates: their columns are null where
+    #: their values pass the Int64 range
+    stands_for: tuple[str, ...]
+    #: the parameter columns :attr:`coordinates` fills, in order
+    columns: tuple[str, ...]
+    #: ``coordinates(exact, log10_n) -> {column: float or None}``: the engine's coordinates of
+    #: a point from its values in high precision (``exact``: every parameter as the evaluator
+    #: gives it, N included; called while that precision is in force)
+    coordinates: Callable[[dict, float], dict]
+
+
+__all__ += ["PrecisePath"]
+
+
 def _unit_cost(task: dict) -> float:
     return 1.0
 
@@ -270,6 +296,9 @@ class Model:
     engine_decls: tuple[Engine, ...] = ()
     #: the model's policy records (:class:`Policy` subclasses), one per policy its entries name
     policy_decls: tuple[Policy, ...] = ()
+    #: the limit engine that carries the sweep's path past the float range, where the model
+    #: has one (:class:`PrecisePath`)
+    precise_path: PrecisePath | None = None
 
     def __post_init__(self):
         if not self.entries:
@@ -290,6 +319,9 @@ class Model:
         for name, ref in {**self.analyses, **self.theory}.items():
             if not (isinstance(ref, str) and ref.count(":") == 1 and all(ref.split(":"))):
                 raise ValueError(f"model {self.name!r}: {name!r} -> {ref!r} must be 'module:function'")
+        if self.precise_path is not None and self.precise_path.engine not in {e.engine for e in fixed}:
+            raise ValueError(f"model {self.name!r}: its precise path's engine "
+                             f"{self.precise_path.engine!r} runs none of its entries")
         if self.policy_decls:
             names = {p.name for p in self.policy_decls}
             if names != {e.policy for e in fixed}:

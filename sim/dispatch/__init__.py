@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Engine, Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model, Param, PrecisePath
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 from sim.dispatch.policies import POLICIES, policy_of
@@ -322,6 +322,16 @@ def _entry(engine: str, pol) -> Entry:
                  example_allowance=allowance)
 
 
+def heavy_traffic_coordinates(exact: dict, log10_n: float) -> dict:
+    """The ``heavy_traffic`` engine's coordinates of a point of the sweep's path from its values
+    in high precision: ``log10_n``, ``one_minus_lam`` (1 - lam in that precision: the float lam
+    is 1.0 past N ~ 10^53) and ``d_real`` (d as a float: it passes the Int64 column, reaching
+    10^89 at N = 10^300)."""
+    lam, d = exact.get("lam"), exact.get("d")
+    return {"log10_n": float(log10_n), "one_minus_lam": float(1 - lam) if lam is not None else None,
+            "d_real": float(d) if d is not None else None}
+
+
 MODEL = Model(
     name="dispatch",
     title="N FIFO servers, Poisson jobs of k tasks, one dispatching policy",
@@ -369,4 +379,10 @@ MODEL = Model(
         Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
     ),
     policy_decls=tuple(POLICIES.values()),
+    # past the float range along the sweep's path (limit_path.heavy_traffic, docs/sweeps.md):
+    # N, the load and d in the heavy-traffic engine's coordinates, to the N = 10^300 its
+    # check_task takes (log10_n <= 300)
+    precise_path=PrecisePath("heavy_traffic", 1e300, stands_for=("n_servers", "lam", "d"),
+                             columns=("log10_n", "one_minus_lam", "d_real"),
+                             coordinates=heavy_traffic_coordinates),
 )
