@@ -382,7 +382,8 @@ def _run(conf: dict, plan: Plan, out_dir: Path, results_dir: Path, session, proj
         report = own_reports[0] if own_reports else analysis.get("report")
         # results.parquet and archive.tar.gz are there too (README.md, "What a run writes")
         table_text = f"table {table.name}, " if table is not None else ""
-        print(f"run folder {out_dir}: {table_text}report {_in(report, out_dir)}")
+        # relative to the working folder where it lies inside it, so that the line fits 120 columns
+        print(f"run folder {_in(out_dir, Path.cwd())}: {table_text}report {_in(report, out_dir)}")
     return {"output_dir": out_dir, "frame": frame, "analysis": analysis, "archive": archive,
             "errors": errors, "run_id": run_id, "plan": plan, "ran": len(todo),
             "mlflow_run_id": tracker.parent_id if tracker else None, "tracking": state["tracking"]}
