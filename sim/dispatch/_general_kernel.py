@@ -84,7 +84,34 @@ def _cal_remove(n, cal_head, nxt, prv, calb):
 
 
 @njit(cache=True, inline="always")
-def _pop_done(n, t, ring, head, q, mask):
+def apply_departures(t, jcur, jt, mask, bmask, ring, head, q, perm, pos, start, cal_head, nxt,
+                     prv, calb, inv_delta):
+    """Apply every departure due by ``t`` from the calendar buckets ``jcur..jt`` (at most one
+    year of them): each server met whose head completion is ``<= t`` drops its completions
+    ``<= t`` (moving down the JSQ buckets one level per task) and is filed again under its new
+    head completion if it still has tasks; servers of later years stay where they are."""
+    nb = min(jt - jcur + 1, cal_head.size)
+    for jj in range(nb):
+        m = cal_head[(jcur + jj) & bmask]
+        while m >= 0:
+            after = nxt[m]
+            if ring[m, head[m]] <= t:
+                h = head[m]
+                lvl = q[m]
+                while lvl > 0 and ring[m, h] <= t:
+                    h = (h + 1) & mask
+                    bucket_down(perm, pos, start, m, lvl)
+                    lvl -= 1
+                head[m] = h
+                q[m] = lvl
+                _cal_remove(m, cal_head, nxt, prv, calb)
+                if lvl > 0:
+                    _cal_insert(m, ring[m, h], inv_delta, bmask, cal_head, nxt, prv, calb)
+            m = after
+
+
+@njit(cache=True, inline="always")
+def pop_done(n, t, ring, head, q, mask):
     """Drop from server ``n``'s ring the completions ``<= t`` (lazy read); its queue at ``t``."""
     h = head[n]
     lvl = q[n]
@@ -115,7 +142,6 @@ def make_loop(policy: int, use_fy: bool):
         c = ring.shape[1]
         mask = c - 1
         bmask = cal_head.size - 1
-        n_buckets = cal_head.size
         max_level = w_tail.shape[1]
         shift = window_shift(bounds)
         end = bounds[bounds.size - 1]
@@ -132,25 +158,8 @@ def make_loop(policy: int, use_fy: bool):
             w_time[w] += gap
             if calendar:  # apply the departures due by t, bucket by bucket
                 jt = np.int64(t * inv_delta)
-                nb = min(jt - jcur + 1, n_buckets)
-                for jj in range(nb):
-                    m = cal_head[(jcur + jj) & bmask]
-                    while m >= 0:
-                        after = nxt[m]
-                        if ring[m, head[m]] <= t:
-                            h = head[m]
-                            lvl = q[m]
-                            while lvl > 0 and ring[m, h] <= t:
-                                h = (h + 1) & mask
-                                bucket_down(perm, pos, start, m, lvl)
-                                lvl -= 1
-                            head[m] = h
-                            q[m] = lvl
-                            _cal_remove(m, cal_head, nxt, prv, calb)
-                            if lvl > 0:
-                                _cal_insert(m, ring[m, h], inv_delta, bmask, cal_head, nxt,
-                                            prv, calb)
-                        m = after
+                apply_departures(t, jcur, jt, mask, bmask, ring, head, q, perm, pos, start,
+                                 cal_head, nxt, prv, calb, inv_delta)
                 jcur = jt
             # ---- the server
             if policy == RANDOM:
@@ -182,10 +191,10 @@ def make_loop(policy: int, use_fy: bool):
                         samp[j] = cand
                 n = samp[0]
                 if policy == SQD:
-                    best = _pop_done(n, t, ring, head, q, mask)
+                    best = pop_done(n, t, ring, head, q, mask)
                     for j in range(1, d):
                         m = samp[j]
-                        lm = _pop_done(m, t, ring, head, q, mask)
+                        lm = pop_done(m, t, ring, head, q, mask)
                         if lm < best:
                             n = m
                             best = lm
@@ -201,7 +210,7 @@ def make_loop(policy: int, use_fy: bool):
             if calendar:
                 lvl = q[n]
             else:
-                lvl = _pop_done(n, t, ring, head, q, mask)
+                lvl = pop_done(n, t, ring, head, q, mask)
             size, s0, s1, s2, s3 = draw_size(law, law_params, s0, s1, s2, s3)
             wait = max(clast[n] - t, 0.0)
             own = t + wait + size
