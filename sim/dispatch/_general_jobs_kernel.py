@@ -36,7 +36,6 @@ doubles the rings.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 from numba import njit
@@ -44,7 +43,7 @@ from numba import njit
 from sim.core.buckets import bucket_up, pick_lowest
 from sim.core.rng import below, next_raw
 from sim.core.sampling import first_min
-from sim.core.service import draw_size, open_unit
+from sim.core.service import draw_size, exp_draw
 from sim.core.windows import window_shift
 from sim.dispatch._agent_jobs_kernel import UNBOUNDED, _draw_sample, _fill_plan, _sampling_plan
 from sim.dispatch._general_kernel import _cal_insert, apply_departures, pop_done
@@ -105,8 +104,8 @@ def make_jobs_loop(policy: int):
         done = True
         while a < end:
             w = a >> shift
-            u, s0, s1, s2, s3 = open_unit(s0, s1, s2, s3)
-            gap = -math.log(u) / rate
+            e, s0, s1, s2, s3 = exp_draw(s0, s1, s2, s3)
+            gap = e / rate
             t += gap
             w_time[w] += gap
             if calendar:
