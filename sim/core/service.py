@@ -36,7 +36,10 @@ Random numbers come from the kernels' xoshiro256+ (:mod:`sim.core.rng`), four st
 four out, as every kernel draws. A draw that needs resolution near 0 of a uniform (``-log U``
 and the other inverse transforms of unbounded or heavy tails) takes :func:`open_unit`, a
 uniform on ``(0, 1]`` whose values below ``2**-33`` get 53 more bits from a second draw (one
-arrival in 2**33), so that ``-log U`` reaches 73 rather than 36.7.
+arrival in 2**33), so that ``-log U`` reaches 73 rather than 36.7. Exponential draws (the
+exponential law, the phases of the erlang and hyperexponential, and the engines' inter-arrival
+gaps) take :func:`exp_draw`, a 256-layer ziggurat with no logarithm on its fast path, whose
+tail beyond ``r = 7.697`` is ``r - log U`` with ``U`` from :func:`open_unit`.
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ from sim.core.rng import next_raw, u01
 
 __all__ = ["ServiceLaw", "Exponential", "Deterministic", "Erlang", "Hyperexponential", "Lognormal",
            "BoundedPareto", "LAWS", "LAW_KEYS", "service_law", "expected_max", "open_unit",
-           "draw_size", "sample", "mg1_wait", "EXPONENTIAL", "DETERMINISTIC", "ERLANG", "HYPEREXPONENTIAL",
+           "draw_size", "exp_draw", "sample", "mg1_wait", "EXPONENTIAL", "DETERMINISTIC", "ERLANG", "HYPEREXPONENTIAL",
            "LOGNORMAL", "BOUNDED_PARETO"]
 
 #: law codes of the compiled sampler (:func:`draw_size`)
@@ -63,7 +66,7 @@ EXPONENTIAL, DETERMINISTIC, ERLANG, HYPEREXPONENTIAL, LOGNORMAL, BOUNDED_PARETO 
 LAW_KEYS = {"scv": "service_scv", "phases": "service_phases", "alpha": "service_alpha",
             "upper": "service_upper"}
 
-#: most phases of an erlang law: the sampler sums ``phases`` logarithms per draw
+#: most phases of an erlang law: the sampler sums ``phases`` exponential draws per size
 MAX_PHASES = 1000
 #: largest SCV of the lognormal: beyond it the draws that make E[S^3] need normals beyond the
 #: sampler's reach (docs/service.md, "Lognormal")
@@ -460,6 +463,49 @@ def mg1_wait(law: ServiceLaw, lam: float) -> tuple[float, float]:
 # ----------------------------------------------------------------------------------------------
 # the compiled sampler
 # ----------------------------------------------------------------------------------------------
+#: layers of the exponential ziggurat
+ZIG_LAYERS = 256
+
+
+def _ziggurat_exp_tables(layers: int = ZIG_LAYERS):
+    """Marsaglia and Tsang's (2000) ziggurat for the Exp(1) density ``f(x) = exp(-x)``: the
+    layer bounds ``x[0..layers]`` and ``f(x[i])``.
+
+    Layer 0 is the base: the rectangle ``[0, r] x [0, f(r)]`` and the tail beyond ``r``, of
+    area ``v = f(r) (r + 1)``; it is given the width ``x[0] = v / f(r)`` so that a uniform
+    ``x`` on ``[0, x[0])`` falls below ``r`` with the rectangle's share of ``v``. Layer
+    ``i >= 1`` is the rectangle ``[0, x[i]] x [f(x[i]), f(x[i + 1])]``, of area ``v``:
+    ``x[i + 1] = -log(f(x[i]) + v / x[i])``, and ``x[layers] = 0`` closes the top layer at
+    ``f = 1``. ``r`` is the root of that closure, solved by ``brentq`` (7.697117470131... for
+    256 layers), so that all layers have the same area to rounding."""
+    def top(r):  # f(x[layers - 1]) + v / x[layers - 1] - 1: zero when the top layer closes
+        v = math.exp(-r) * (r + 1.0)
+        x = r
+        for _ in range(layers - 2):
+            y = math.exp(-x) + v / x
+            if y >= 1.0:  # a layer reached f = 1 too early: v too large, r too small
+                return 1.0
+            x = -math.log(y)
+        return math.exp(-x) + v / x - 1.0
+
+    r = optimize.brentq(top, 6.0, 9.0, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+    v = math.exp(-r) * (r + 1.0)
+    x = np.zeros(layers + 1)
+    x[0] = v / math.exp(-r)
+    x[1] = r
+    for i in range(1, layers - 1):
+        x[i + 1] = -math.log(math.exp(-x[i]) + v / x[i])
+    x[layers] = 0.0
+    return x, np.exp(-x)
+
+
+_ZIG_X, _ZIG_F = _ziggurat_exp_tables()
+#: ``x[i] 2**-53``: a 53-bit integer times it is uniform on ``[0, x[i])``
+_ZIG_XS = _ZIG_X * 2.0**-53
+_ZIG_R = float(_ZIG_X[1])
+_U56 = np.uint64(56)
+_U3 = np.uint64(3)
+_MASK53 = np.uint64(2**53 - 1)
 _TWO53 = np.int64(2**53)
 _REFINE = np.int64(2**20)
 _TWO_M53 = 2.0**-53
@@ -483,27 +529,50 @@ def open_unit(s0, s1, s2, s3):
 
 
 @njit(cache=True, inline="always")
+def exp_draw(s0, s1, s2, s3):
+    """An Exp(1) draw by the ziggurat (:func:`_ziggurat_exp_tables`): one raw draw picks the
+    layer (its top 8 bits) and a 53-bit uniform ``j`` (bits 3..55; the weak lowest bits of
+    xoshiro256+ are not used), ``x = j x[i] 2**-53``. Below ``x[i + 1]`` (98.9% of draws) ``x``
+    is returned; else layer 0 returns ``r - log U`` (the tail, memoryless; ``U`` by
+    :func:`open_unit`, so it reaches ``r + 73``), and a layer ``i >= 1`` keeps ``x`` when a
+    uniform height in ``[f(x[i]), f(x[i + 1])]`` falls below ``exp(-x)``, else starts over.
+    Exact in law up to the 53-bit grid of ``x`` in each layer; no logarithm on the fast path.
+    Returns ``(x, s0, s1, s2, s3)``."""
+    while True:
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        i = np.int64(r >> _U56)
+        x = np.int64((r >> _U3) & _MASK53) * _ZIG_XS[i]
+        if x < _ZIG_X[i + 1]:
+            return x, s0, s1, s2, s3
+        if i == 0:
+            u, s0, s1, s2, s3 = open_unit(s0, s1, s2, s3)
+            return _ZIG_R - math.log(u), s0, s1, s2, s3
+        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+        if _ZIG_F[i] + u01(r) * (_ZIG_F[i + 1] - _ZIG_F[i]) < math.exp(-x):
+            return x, s0, s1, s2, s3
+
+
+@njit(cache=True, inline="always")
 def draw_size(code, params, s0, s1, s2, s3):
     """One size of the law ``code`` with parameters ``params`` (:meth:`ServiceLaw.params`):
     returns ``(size, s0, s1, s2, s3)``. With ``code`` a compile-time constant (a kernel's
     closure variable) the untaken branches compile away."""
     if code == EXPONENTIAL:
-        u, s0, s1, s2, s3 = open_unit(s0, s1, s2, s3)
-        return -math.log(u), s0, s1, s2, s3
+        return exp_draw(s0, s1, s2, s3)
     if code == DETERMINISTIC:
         return 1.0, s0, s1, s2, s3
     if code == ERLANG:
         k = np.int64(params[0])
         acc = 0.0
         for _ in range(k):
-            u, s0, s1, s2, s3 = open_unit(s0, s1, s2, s3)
-            acc -= math.log(u)
+            e, s0, s1, s2, s3 = exp_draw(s0, s1, s2, s3)
+            acc += e
         return acc / k, s0, s1, s2, s3
     if code == HYPEREXPONENTIAL:  # params: p1, mu1, mu2
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
         rate = params[1] if u01(r) < params[0] else params[2]
-        u, s0, s1, s2, s3 = open_unit(s0, s1, s2, s3)
-        return -math.log(u) / rate, s0, s1, s2, s3
+        e, s0, s1, s2, s3 = exp_draw(s0, s1, s2, s3)
+        return e / rate, s0, s1, s2, s3
     if code == LOGNORMAL:  # params: m, sigma; Box-Muller, one normal of the pair
         u, s0, s1, s2, s3 = open_unit(s0, s1, s2, s3)
         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)

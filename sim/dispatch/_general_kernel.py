@@ -50,7 +50,7 @@ from numba import njit
 from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
 from sim.core.rng import below, next_raw
 from sim.core.sampling import sample_fy
-from sim.core.service import draw_size, open_unit
+from sim.core.service import draw_size, exp_draw
 from sim.core.windows import window_shift
 
 #: policy codes of this engine
@@ -84,7 +84,34 @@ def _cal_remove(n, cal_head, nxt, prv, calb):
 
 
 @njit(cache=True, inline="always")
-def _pop_done(n, t, ring, head, q, mask):
+def apply_departures(t, jcur, jt, mask, bmask, ring, head, q, perm, pos, start, cal_head, nxt,
+                     prv, calb, inv_delta):
+    """Apply every departure due by ``t`` from the calendar buckets ``jcur..jt`` (at most one
+    year of them): each server met whose head completion is ``<= t`` drops its completions
+    ``<= t`` (moving down the JSQ buckets one level per task) and is filed again under its new
+    head completion if it still has tasks; servers of later years stay where they are."""
+    nb = min(jt - jcur + 1, cal_head.size)
+    for jj in range(nb):
+        m = cal_head[(jcur + jj) & bmask]
+        while m >= 0:
+            after = nxt[m]
+            if ring[m, head[m]] <= t:
+                h = head[m]
+                lvl = q[m]
+                while lvl > 0 and ring[m, h] <= t:
+                    h = (h + 1) & mask
+                    bucket_down(perm, pos, start, m, lvl)
+                    lvl -= 1
+                head[m] = h
+                q[m] = lvl
+                _cal_remove(m, cal_head, nxt, prv, calb)
+                if lvl > 0:
+                    _cal_insert(m, ring[m, h], inv_delta, bmask, cal_head, nxt, prv, calb)
+            m = after
+
+
+@njit(cache=True, inline="always")
+def pop_done(n, t, ring, head, q, mask):
     """Drop from server ``n``'s ring the completions ``<= t`` (lazy read); its queue at ``t``."""
     h = head[n]
     lvl = q[n]
@@ -115,7 +142,6 @@ def make_loop(policy: int, use_fy: bool):
         c = ring.shape[1]
         mask = c - 1
         bmask = cal_head.size - 1
-        n_buckets = cal_head.size
         max_level = w_tail.shape[1]
         shift = window_shift(bounds)
         end = bounds[bounds.size - 1]
@@ -124,33 +150,32 @@ def make_loop(policy: int, use_fy: bool):
         jcur = istate[1]
         t = fstate[0]
         done = True
+        # the window's sums are kept in locals (registers) and added to the arrays when the
+        # window changes or the loop stops
+        w = a >> shift
+        x_time = x_wait = x_wait2 = x_resp = x_resp2 = 0.0
+        x_n = x_waited = np.int64(0)
         while a < end:
-            w = a >> shift
-            u, s0, s1, s2, s3 = open_unit(s0, s1, s2, s3)
-            gap = -math.log(u) / rate
+            wa = a >> shift
+            if wa != w:
+                w_time[w] += x_time
+                w_n[w] += x_n
+                w_waited[w] += x_waited
+                w_wait[w] += x_wait
+                w_wait2[w] += x_wait2
+                w_resp[w] += x_resp
+                w_resp2[w] += x_resp2
+                x_time = x_wait = x_wait2 = x_resp = x_resp2 = 0.0
+                x_n = x_waited = np.int64(0)
+                w = wa
+            e, s0, s1, s2, s3 = exp_draw(s0, s1, s2, s3)
+            gap = e / rate
             t += gap
-            w_time[w] += gap
+            x_time += gap
             if calendar:  # apply the departures due by t, bucket by bucket
                 jt = np.int64(t * inv_delta)
-                nb = min(jt - jcur + 1, n_buckets)
-                for jj in range(nb):
-                    m = cal_head[(jcur + jj) & bmask]
-                    while m >= 0:
-                        after = nxt[m]
-                        if ring[m, head[m]] <= t:
-                            h = head[m]
-                            lvl = q[m]
-                            while lvl > 0 and ring[m, h] <= t:
-                                h = (h + 1) & mask
-                                bucket_down(perm, pos, start, m, lvl)
-                                lvl -= 1
-                            head[m] = h
-                            q[m] = lvl
-                            _cal_remove(m, cal_head, nxt, prv, calb)
-                            if lvl > 0:
-                                _cal_insert(m, ring[m, h], inv_delta, bmask, cal_head, nxt,
-                                            prv, calb)
-                        m = after
+                apply_departures(t, jcur, jt, mask, bmask, ring, head, q, perm, pos, start,
+                                 cal_head, nxt, prv, calb, inv_delta)
                 jcur = jt
             # ---- the server
             if policy == RANDOM:
@@ -182,10 +207,10 @@ def make_loop(policy: int, use_fy: bool):
                         samp[j] = cand
                 n = samp[0]
                 if policy == SQD:
-                    best = _pop_done(n, t, ring, head, q, mask)
+                    best = pop_done(n, t, ring, head, q, mask)
                     for j in range(1, d):
                         m = samp[j]
-                        lm = _pop_done(m, t, ring, head, q, mask)
+                        lm = pop_done(m, t, ring, head, q, mask)
                         if lm < best:
                             n = m
                             best = lm
@@ -197,11 +222,13 @@ def make_loop(policy: int, use_fy: bool):
                         if wm < bw:
                             n = m
                             bw = wm
-            # ---- the task joins server n
+            # ---- the task joins server n (SQ(d) read its queue when it compared)
             if calendar:
                 lvl = q[n]
+            elif policy == SQD:
+                lvl = best
             else:
-                lvl = _pop_done(n, t, ring, head, q, mask)
+                lvl = pop_done(n, t, ring, head, q, mask)
             size, s0, s1, s2, s3 = draw_size(law, law_params, s0, s1, s2, s3)
             wait = max(clast[n] - t, 0.0)
             own = t + wait + size
@@ -222,18 +249,26 @@ def make_loop(policy: int, use_fy: bool):
                 if lvl == 0:
                     _cal_insert(n, own, inv_delta, bmask, cal_head, nxt, prv, calb)
             resp = wait + size
-            w_n[w] += 1
-            w_wait[w] += wait
-            w_wait2[w] += wait * wait
-            w_resp[w] += resp
-            w_resp2[w] += resp * resp
+            x_n += 1
+            x_wait += wait
+            x_wait2 += wait * wait
+            x_resp += resp
+            x_resp2 += resp * resp
             if lvl > 0:
-                w_waited[w] += 1
+                x_waited += 1
             a += 1
             if lvl + 1 == c:  # ring full: stop so that the driver can grow it
                 done = a >= end
                 if not done:
                     break
+        if x_n > 0:
+            w_time[w] += x_time
+            w_n[w] += x_n
+            w_waited[w] += x_waited
+            w_wait[w] += x_wait
+            w_wait2[w] += x_wait2
+            w_resp[w] += x_resp
+            w_resp2[w] += x_resp2
         state[0] = s0
         state[1] = s1
         state[2] = s2

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy import integrate, linalg, stats
 
-from sim.core.service import BoundedPareto, mg1_wait, open_unit, sample, service_law
+from sim.core.service import _ZIG_F, _ZIG_X, ZIG_LAYERS, BoundedPareto, mg1_wait, open_unit, sample, service_law
+from tests.checks import assert_distribution
 from tests.helpers import ALPHA, assert_within_se
 
 LAWS = {
@@ -184,3 +185,22 @@ def test_laws_take_fields_or_task_keys_and_describe_themselves():
     assert a.describe() == "hyperexponential (service_scv=4.0)"
     assert isinstance(LAWS["bounded_pareto"], BoundedPareto)
     assert service_law().describe() == "exponential"
+
+
+def test_ziggurat_exponential_is_exp1_in_law():
+    """The ziggurat's layers have equal areas (to rounding), its top closes at f = 1, and its
+    draws are Exp(1): a chi-square over bins cut at every layer bound (where an error in the
+    tables or in the accept/reject steps would show) and the tail beyond r, whose count is
+    Binomial(n, exp(-r))."""
+    x, f = _ZIG_X, _ZIG_F
+    v = f[1] * (x[1] + 1.0)  # base layer: rectangle [0, r] x [0, f(r)] plus the tail exp(-r)
+    areas = x[1:ZIG_LAYERS] * (f[2:] - f[1:ZIG_LAYERS])
+    assert np.max(np.abs(areas / v - 1.0)) < 1e-11 and x[ZIG_LAYERS] == 0.0 and x[0] * f[1] == pytest.approx(v)
+    n = 2_000_000
+    y = sample(service_law(), n, seed=23)
+    edges = np.concatenate(([0.0], x[ZIG_LAYERS - 1:0:-1], [np.inf]))  # 0 < x[255] < ... < r < inf
+    counts = np.histogram(y, edges)[0]
+    probs = -np.diff(np.exp(-edges))
+    assert counts.sum() == n
+    assert_distribution(counts, probs)
+    assert stats.binomtest(int((y > x[1]).sum()), n, math.exp(-x[1])).pvalue > ALPHA

@@ -58,6 +58,17 @@ def test_random_dispatch_is_mg1(name, n):
     assert_within_se(r.tail[0], LAM, r.tail_se[0], f"s_1, {what}")
 
 
+@pytest.mark.parametrize("name", ["deterministic", "hyperexponential", "bounded_pareto"])
+def test_one_server_jsq_is_mg1_pollaczek_khinchine(name):
+    """N = 1 JSQ (the calendar kernel with one server) is the M/G/1 queue."""
+    law = LAWS[name]
+    r = simulate(1, 0.7, "jsq", jobs=400_000, service=law, seed=43)
+    w1, w2 = mg1_wait(law, 0.7)
+    assert_within_se(r.mean_wait, w1, r.mean_wait_se, f"E[W] (Pollaczek-Khinchine), {name}")
+    assert_within_se(r.mean_wait_sq, w2, r.mean_wait_sq_se, f"E[W^2] (Takacs), {name}")
+    assert_within_se(r.prob_wait, 0.7, r.prob_wait_se, f"P(W > 0), {name}")
+
+
 def _erlang_c(c: int, a: float) -> float:
     """P(wait) in M/M/c with offered load ``a = lam c`` (Erlang's C formula)."""
     rho = a / c
