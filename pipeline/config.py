@@ -93,7 +93,8 @@ class ExecutionConfig:
     max_retries: int = 2
     #: the driver writes the rows in a new chunk file (pipeline/store.py) when this many wait ...
     chunk_rows: int = 1000
-    #: ... or when the oldest waiting row is this many seconds old (0: a chunk per row)
+    #: ... or when the oldest waiting row is this many seconds old, or 5% of the run's time so far
+    #: when longer (0: a chunk per row)
     chunk_seconds: float = 5.0
     #: show a progress bar
     progress: bool = True

@@ -2,10 +2,13 @@
 
 The driver buffers the rows that come back from the workers (:class:`ChunkWriter`) and writes
 them as one chunk file when :data:`CHUNK_ROWS` rows are waiting or the oldest waiting row is
-:data:`CHUNK_SECONDS` old, whichever comes first, and whatever is waiting when the run ends or
-is interrupted. A chunk is written to a temporary file and renamed into place
+:data:`CHUNK_SECONDS` old, or :data:`CHUNK_AGE_FRACTION` of the writer's time so far if that is
+longer, whichever comes first, and whatever is waiting when the run ends or is interrupted. A chunk is written to a temporary file and renamed into place
 (``results/chunk-<time>-<random>.parquet``): a reader or a resume sees all of its rows or none,
-and a killed driver loses at most the rows of the last few seconds, which a resume runs again.
+and a killed driver loses at most the rows of its last max(5 s, 5% of its time so far), which a
+resume runs again. The age limit that grows with the run keeps the number of chunks of a slow
+run logarithmic in its length (about 20 + 20 ln(T / 100 s) over T seconds, plus one per
+:data:`CHUNK_ROWS` rows) instead of one every 5 s.
 A chunk's name is new every time, so a second write never replaces a first.
 
 Runs written before chunks hold one file per row (``results/<task_id>-<random>.parquet``); they
@@ -100,6 +103,8 @@ def write_frame(frame: pl.DataFrame, path: Path) -> None:
 CHUNK_ROWS = 1000
 #: ... or when the oldest waiting row is this many seconds old, whichever comes first
 CHUNK_SECONDS = 5.0
+#: ... or this fraction of the writer's time so far, when that is longer than CHUNK_SECONDS
+CHUNK_AGE_FRACTION = 0.05
 CHUNK_PREFIX = "chunk-"
 
 
@@ -125,7 +130,7 @@ def write_chunk(results_dir: Path, frame: pl.DataFrame) -> Path:
 class ChunkWriter:
     """Rows in, chunk files out: :meth:`add` buffers a row (``fixed`` columns added) and writes
     the buffer as one chunk when it holds ``max_rows`` rows or its oldest row is ``max_seconds``
-    old; :meth:`flush_if_due` applies the same rule between rows (the driver calls it while it
+    old (or :data:`CHUNK_AGE_FRACTION` of the writer's age, when longer); :meth:`flush_if_due` applies the same rule between rows (the driver calls it while it
     waits for the workers), :meth:`flush` writes what waits. If a write fails, its rows are
     dropped from the buffer (a resume runs their tasks again) and the error propagates."""
 
@@ -135,6 +140,7 @@ class ChunkWriter:
         self.max_rows = int(CHUNK_ROWS if max_rows is None else max_rows)
         self.max_seconds = float(CHUNK_SECONDS if max_seconds is None else max_seconds)
         self.clock = clock
+        self.started = clock()
         self.rows: list[dict] = []
         self.oldest: float | None = None
         self.chunks = 0
@@ -147,7 +153,13 @@ class ChunkWriter:
         self.flush_if_due()
 
     def flush_if_due(self) -> None:
-        if self.rows and (len(self.rows) >= self.max_rows or self.clock() - self.oldest >= self.max_seconds):
+        if not self.rows:
+            return
+        now = self.clock()
+        # max_seconds = 0 asks for a chunk per row (tests that kill a run at a given row)
+        grown = CHUNK_AGE_FRACTION * (now - self.started) if self.max_seconds > 0 else 0.0
+        max_age = max(self.max_seconds, grown)
+        if len(self.rows) >= self.max_rows or now - self.oldest >= max_age:
             self.flush()
 
     def flush(self) -> None:

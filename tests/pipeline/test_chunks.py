@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 import uuid
@@ -73,6 +74,32 @@ def test_a_chunk_is_written_when_its_oldest_row_is_max_seconds_old(tmp_path):
     clock.t = 11.0
     w.add(row(3))
     assert [pl.read_parquet(f).height for f in chunks(tmp_path)] == [2, 2]
+
+
+def test_the_age_limit_grows_with_the_run_so_a_slow_run_writes_few_chunks(tmp_path):
+    clock = Clock()
+    w = store.ChunkWriter(tmp_path, SCHEMA, max_rows=1000, max_seconds=5.0, clock=clock)
+    clock.t = 1000.0  # a row added now waits until its age is 5% of the writer's: t = 1052.6 s
+    w.add(row(0))
+    clock.t = 1052.5
+    w.flush_if_due()
+    assert not chunks(tmp_path)
+    clock.t = 1052.7
+    w.flush_if_due()
+    assert len(chunks(tmp_path)) == 1
+    # one row every second for an hour: the chunks grow with the log of the time, not 1 per 5 s
+    for i in range(1, 3600):
+        clock.t = 1050.0 + i
+        w.add(row(i))
+    w.flush()
+    assert len(chunks(tmp_path)) <= 20 + 20 * math.log(4650 / 100) + 4, len(chunks(tmp_path))
+    # max_seconds = 0 still writes a chunk per row, however old the writer
+    per_row = tmp_path / "per_row"
+    w = store.ChunkWriter(per_row, SCHEMA, max_rows=1000, max_seconds=0.0, clock=clock)
+    clock.t = 10_000.0
+    w.add(row(0))
+    w.add(row(1))
+    assert len(chunks(per_row)) == 2
 
 
 def test_a_failed_write_leaves_no_file_and_drops_only_its_rows(tmp_path, monkeypatch):
