@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import ipaddress
+import math
 import re
 import sys
 from importlib import metadata
@@ -261,3 +262,113 @@ def test_the_model_import_scan(tmp_path):
     f.write_text("import sim.core.rng\nfrom sim.dispatch.population import x\n"
                  "def g():\n    import sim.jiq\n    from . import y\n")
     assert imported_sim_models(f, ["dispatch", "jiq", "led"]) == {"dispatch", "jiq"}
+
+
+#: how the one integer bound (sim.core.declare.INT_LIMIT) could be written out
+_INT_LIMIT_LITERAL = re.compile(r"\b2\s*\*\*\s*62\b")
+
+
+def int_limit_literals(text: str) -> list[int]:
+    """The lines of ``text`` that write ``2**62`` (with or without spaces), code or prose."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if _INT_LIMIT_LITERAL.search(line)]
+
+
+def test_the_integer_bound_is_written_once():
+    """``2**62`` is written out once in sim/, pipeline/ and analysis/: where
+    sim.core.declare.INT_LIMIT is defined; everything else names the constant."""
+    hits = [f"{f.relative_to(REPO)}:{n}" for root in ("sim", "pipeline", "analysis")
+            for f in sorted((REPO / root).rglob("*.py")) if "__pycache__" not in f.parts
+            for n in int_limit_literals(f.read_text())]
+    assert len(hits) == 1 and hits[0].startswith("sim/core/declare.py:"), hits
+
+
+def test_the_integer_bound_scan():
+    assert int_limit_literals("a = 2**62\nb = 2 ** 62 - 1\nc = 2**621\nd = 12**62\n# < 2**62.\n") == [1, 2, 5]
+
+
+def _outside(par):
+    """Values just outside a parameter's declared domain, one per finite end (a list of one
+    entry for a ``floats`` parameter)."""
+    (low, high), (lo_in, hi_in) = par.domain, par.inclusive
+    step = 1 if par.kind == "int" else 0.5
+    out = []
+    if low != -math.inf:
+        out.append(low - step if lo_in else low)
+    if high != math.inf:
+        out.append(high + step if hi_in else high)
+    return [[v] if par.kind == "floats" else v for v in out]
+
+
+def _bounded_cases():
+    import sim.registry as registry
+    cases = []
+    for ent in registry.ENTRIES:
+        if not ent.example:
+            continue
+        for name in ent.params:
+            par = registry.param_of(name, ent.model)
+            for value in _outside(par):
+                cases.append(pytest.param(ent, name, value, id=f"{ent.model}-{ent.engine}-{ent.policy}-{name}={value}"))
+    return cases
+
+
+@pytest.mark.parametrize("ent, name, value", _bounded_cases())
+def test_refusals_come_from_the_declarations(ent, name, value):
+    """For every entry and every parameter it takes with a bounded declared domain, a value
+    just past each end is refused by sim.check_task with the declaration's own one-line
+    message (sim.core.declare.Param.refusal), the model's value checks never reached first."""
+    import sim
+    import sim.registry as registry
+
+    task = {**ent.example, "model": ent.model, "engine": ent.engine, "policy": ent.policy,
+            **({"seed": 1} if ent.stochastic else {}), name: value}
+    expected = registry.param_of(name, ent.model).refusal(name, value)
+    assert expected is not None and f"{name}" in expected
+    with pytest.raises(ValueError) as err:
+        sim.check_task(task)
+    assert str(err.value) == expected
+
+
+def test_a_refusal_follows_its_declaration(monkeypatch):
+    """Narrowing a declared domain narrows what is refused, in the words generated from it:
+    the check is the declaration's, not a copy of its bounds."""
+    import sim
+    import sim.registry as registry
+    from sim.core.declare import Param
+
+    model = registry.MODELS["centralization"]
+    task = {**model.entries[0].example, "model": "centralization", "engine": model.entries[0].engine,
+            "policy": "central", "seed": 1, "p": 0.4}
+    sim.check_task(task)
+    monkeypatch.setitem(model.params, "p", Param("float", "narrowed for the test", domain=(0.0, 0.25)))
+    with pytest.raises(ValueError, match=r"^p=0\.4 must be a number in \[0, 0\.25\]$"):
+        sim.check_task(task)
+
+
+def test_simulators_refuse_in_the_declarations_words():
+    """A direct call of a simulator or a limit refuses a value outside its parameter's domain
+    with the message the plan's check gives (the same declaration)."""
+    from sim.centralization import MODEL as CENTRAL
+    from sim.centralization.meanfield import fixed_point as central_fixed_point
+    from sim.dispatch import MODEL as DISPATCH
+    from sim.dispatch.meanfield.batch_filling import fixed_point as batch_fixed_point
+    from sim.dispatch.occupancy import simulate as occupancy
+    from sim.jiq import MODEL as JIQ
+    from sim.jiq.occupancy import simulate as jiq_occupancy
+    from sim.led.model import PARAMS as LED
+    from sim.led.model import model_spec
+
+    cases = [
+        (lambda: occupancy(0, 0.5, "pod", d=2), DISPATCH.param("n_servers").refusal("n_servers", 0)),
+        (lambda: occupancy(10, 0.5, "batch_filling", k=0, d=2), DISPATCH.param("k").refusal("k", 0)),
+        (lambda: occupancy(10, 0.5, "pod", d=2, b=0), DISPATCH.param("b").refusal("b", 0)),
+        (lambda: batch_fixed_point(0.5, 2, 0), DISPATCH.param("d").refusal("d", 0)),
+        (lambda: jiq_occupancy(10, 1.0, "jiq", r=2.0), JIQ.param("lam").refusal("lam", 1.0)),
+        (lambda: central_fixed_point(0.5, 1.5), CENTRAL.param("p").refusal("p", 1.5)),
+        (lambda: model_spec(10, 0.5, "l_jsq", p_hat=2.0), LED["p_hat"].refusal("p_hat", 2.0)),
+    ]
+    for call, message in cases:
+        assert message is not None
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == message

@@ -63,7 +63,8 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
-from sim.core.results import RESULT_KEYS, is_integral, is_number
+from sim.centralization import MODEL
+from sim.core.results import RESULT_KEYS, is_integral
 from sim.core.settings import RunSettings
 
 __all__ = [
@@ -94,15 +95,11 @@ TAIL_EPS = 1e-16
 
 
 def _check_lam(lam) -> float:
-    if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
-        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
-    return float(lam)
+    return float(MODEL.param("lam").check("lam", lam))
 
 
 def _check_p(p) -> float:
-    if not is_number(p) or not math.isfinite(float(p)) or not 0.0 <= float(p) <= 1.0:
-        raise ValueError(f"p={p!r} must be a number in [0, 1]")
-    return float(p)
+    return float(MODEL.param("p").check("p", p))
 
 
 def _check_int(name: str, v, lo: int, hi: int | None = None) -> int:

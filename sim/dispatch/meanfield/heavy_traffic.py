@@ -50,6 +50,7 @@ from numba import njit
 from scipy import special
 
 from sim.core.settings import RunSettings
+from sim.dispatch import LOG10_N_MAX, MODEL
 from sim.dispatch.policies import policy as policy_record
 from sim.dispatch.policies import served_by
 
@@ -275,8 +276,6 @@ def leading_rate(k) -> float:
 #: the largest ``log_layer2_bound`` (natural log of the bound on the probability that a job
 #: reaches layer 2, which the heavy-traffic form leaves out) a task may have: e^-27.6 = 1e-12
 LAYER2_LOG_MAX = math.log(1e-12)
-#: the largest ``log10_n`` of a task: ``one_minus_lam``, ``k d`` and ``d`` stay floats
-LOG10_N_MAX = 300.0
 
 
 def check_task(task: dict) -> None:
@@ -292,9 +291,8 @@ def _task_point(task: dict, check=None, limit: str = "the heavy-traffic limit") 
     """``(k, d_real, one_minus_lam)`` of a task after the checks that need no fixed point;
     ``check`` validates (k, d, 1 - lam) (default :func:`_check`), ``limit`` names the limit in
     the refusal of a buffer (per-task power-of-(kd)'s engine shares this)."""
+    MODEL.check_values(log10_n=task["log10_n"])
     x = float(task["log10_n"])
-    if not 0.0 < x <= LOG10_N_MAX:
-        raise ValueError(f"log10_n={task['log10_n']!r} must be in (0, {LOG10_N_MAX:g}]")
     if task.get("b") is not None:
         raise ValueError(f"b={task['b']!r}: {limit} has no finite buffer")
     k, d, eps = (check or _check)(task["k"], task["d_real"], task["one_minus_lam"])
