@@ -192,6 +192,19 @@ def _update_lines(decl: Population, g: int, ind: str, add) -> None:
         refresh_all(ind, h)
 
 
+def _unpack_lines(decl: Population, add) -> None:
+    """The kernels' prologue: each vector's view and offset, and each family's index range,
+    base and running total, in scalars (numba keeps scalars in registers)."""
+    for j in range(len(decl.vectors)):
+        add(f"    v{j} = x[offs[{j}]:offs[{j}] + sizes[{j}]]")
+        add(f"    off{j} = offs[{j}]")
+    for g in range(len(decl.transitions)):
+        add(f"    lo{g} = lo[{g}]")
+        add(f"    hi{g} = hi[{g}]")
+        add(f"    base{g} = base[{g}]")
+        add(f"    ftot{g} = 0.0")
+
+
 def _source(decl: Population) -> str:
     """The Python source of the kernel and of the rate filler of ``decl``.
 
@@ -222,14 +235,7 @@ def _source(decl: Population) -> str:
     # ---- the event loop
     add("def kernel(c, x, n, nf, p, lo, hi, offs, sizes, base, rates, bounds, state, arr_rate,")
     add("           h_thr, qw, w_time, w_qarea, w_area, w_adm, w_lost, w_waited, w_within, acc, err):")
-    for j in range(nv):
-        add(f"    v{j} = x[offs[{j}]:offs[{j}] + sizes[{j}]]")
-        add(f"    off{j} = offs[{j}]")
-    for g in range(nfam):
-        add(f"    lo{g} = lo[{g}]")
-        add(f"    hi{g} = hi[{g}]")
-        add(f"    base{g} = base[{g}]")
-        add(f"    ftot{g} = 0.0")
+    _unpack_lines(decl, add)
     add(f"    top = base[{nfam}]")
     add("    code = fill_rates(x, nf, p, lo, hi, offs, sizes, base, rates, err, True)")
     add("    if code != 0:")

@@ -38,7 +38,7 @@ from numba import njit
 
 from sim.core import trajectory as paths
 from sim.core.population import Population
-from sim.core.population_engine import _jump_lines, _pick, _raise, _select_lines, _tables, _update_lines, compiled_once, kernels
+from sim.core.population_engine import _jump_lines, _pick, _raise, _select_lines, _tables, _unpack_lines, _update_lines, compiled_once, kernels
 from sim.core.results import is_int
 from sim.core.rng import next_raw, seed_state, u01
 
@@ -81,19 +81,12 @@ def _path_source(decl: Population) -> str:
     """The Python source of ``path_kernel`` for ``decl``: the stationary kernel's locals
     (:func:`sim.core.population_engine._source`: index tables and running totals in scalars),
     the real clock and the grid instead of the windows."""
-    nv, nfam = len(decl.vectors), len(decl.transitions)
+    nfam = len(decl.transitions)
     lines = []
     add = lines.append
     add("def path_kernel(c, x, n, nf, p, lo, hi, offs, sizes, base, rates, t_grid, out, rec0, nrec,")
     add("                top0, top1, top_out, state, max_events, arr_rate, clock, err):")
-    for j in range(nv):
-        add(f"    v{j} = x[offs[{j}]:offs[{j}] + sizes[{j}]]")
-        add(f"    off{j} = offs[{j}]")
-    for g in range(nfam):
-        add(f"    lo{g} = lo[{g}]")
-        add(f"    hi{g} = hi[{g}]")
-        add(f"    base{g} = base[{g}]")
-        add(f"    ftot{g} = 0.0")
+    _unpack_lines(decl, add)
     add(f"    rtop = base[{nfam}]")
     add("    code = fill_rates(x, nf, p, lo, hi, offs, sizes, base, rates, err, True)")
     add("    if code != 0:")

@@ -78,7 +78,7 @@ from sim.core.fifo import grow_levels, level_arrays
 from sim.core.jobdelay import expected_max_gamma, expected_max_gamma_wide, nonzero_counts
 from sim.core.responses import dummy_recorder, grid_add, sig_id
 from sim.core.rng import below, next_raw
-from sim.core.sampling import prefetch, sample_fy, sample_rej
+from sim.core.sampling import first_min, prefetch, sample_fy, sample_rej
 from sim.core.windows import flush_window, window_shift
 from sim.dispatch.policies import BATCH_FILLING, BATCH_SAMPLING, JSQ, POD_PER_TASK, RANDOM  # noqa: F401
 
@@ -213,13 +213,8 @@ def _per_task_plan(q, samp, m, k, b, dest, use_fy, mark, stamp,
         else:
             stamp += 1
             s0, s1, s2, s3 = sample_rej(samp, m, mark, stamp, s0, s1, s2, s3)
-        best = samp[0]
+        best = first_min(q, samp, m)
         bq = q[best]
-        for i in range(1, m):
-            c = samp[i]
-            if q[c] < bq:
-                best = c
-                bq = q[c]
         if bq >= b:
             dropped = True
             break

@@ -40,7 +40,7 @@ from sim.core.buckets import bucket_down, bucket_up, pick_lowest
 from sim.core.fifo import grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
-from sim.core.sampling import shortest_fy
+from sim.core.sampling import alias_server, shortest_fy
 from sim.core.windows import flush_levels, window_of, window_shift
 from sim.dispatch.policies import JSQ, POD, RANDOM
 
@@ -191,12 +191,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                         break
                 else:
                     # ---- service token: wasted at an idle server
-                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                    n = below(r, n_servers)
-                    if hetero:
-                        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-                        if r >= alias_thr[n]:
-                            n = alias_idx[n]
+                    n, s0, s1, s2, s3 = alias_server(n_servers, hetero, alias_thr, alias_idx, s0, s1, s2, s3)
                     lvl = q[n]
                     if lvl > 0:
                         h = head[n]

@@ -27,6 +27,7 @@ the test is skipped and the run's last lines say so (tests/conftest.py); with
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -50,12 +51,33 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 SHOTS_COPY = Path("/tmp/browser_shots")
 
 
-def _keep_shots(shots: Path, notes: list[str], name: str) -> None:
-    """Write a test's notes beside its screenshots and copy them all to :data:`SHOTS_COPY`."""
-    (shots / name).write_text("\n".join(notes) + "\n")
-    SHOTS_COPY.mkdir(parents=True, exist_ok=True)
-    for f in shots.iterdir():
-        shutil.copy2(f, SHOTS_COPY / f.name)
+@contextlib.contextmanager
+def _browser_page(shots: Path, notes: list[str], notes_name: str, failure_shot: str, **context):
+    """A page of headless Chromium (1600 x 1000) for one test: on a failure inside, a screenshot
+    ``failure_shot``; in any case the browser closed, then the test's notes written beside its
+    screenshots and all copied to :data:`SHOTS_COPY`."""
+    from playwright.sync_api import sync_playwright
+
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
+            try:
+                page = browser.new_context(viewport={"width": 1600, "height": 1000}, **context).new_page()
+                page.set_default_timeout(TIMEOUT_MS)
+                try:
+                    yield page
+                except Exception:
+                    page.screenshot(path=str(shots / f"{failure_shot}.png"))
+                    raise
+            finally:
+                browser.close()
+    finally:
+        (shots / notes_name).write_text("\n".join(notes) + "\n")
+        SHOTS_COPY.mkdir(parents=True, exist_ok=True)
+        for f in shots.iterdir():
+            shutil.copy2(f, SHOTS_COPY / f.name)
+
+
 LAMS = (0.8, 0.9)
 NS = (20, 50, 200)
 EXPERIMENT = "lbsweep"
@@ -196,7 +218,7 @@ def _table(page, header: str) -> dict[str, str]:
 
 def test_browser_mlflow_ui_shows_sweeps_nested_with_note_artifacts_and_overlay(store, server, tmp_path):
     from mlflow.tracking import MlflowClient
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     client = MlflowClient(tracking_uri=store["uri"])
     parents = {lam: client.get_run(out["mlflow_run_id"]) for lam, out in store["outs"].items()}
@@ -215,152 +237,139 @@ def test_browser_mlflow_ui_shows_sweeps_nested_with_note_artifacts_and_overlay(s
         (locator or page).screenshot(path=str(shots / f"{name}.png"))
 
     expect.set_options(timeout=TIMEOUT_MS)
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
-            try:
-                page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
-                page.set_default_timeout(TIMEOUT_MS)
+    with _browser_page(shots, notes, "notes.txt", "zz_failure") as page:
+        # 1. the home page: the experiment is listed
+        page.goto(server, wait_until="domcontentloaded")
+        exp_link = page.get_by_role("link", name=EXPERIMENT, exact=True)
+        expect(exp_link.first).to_be_visible()
+        shot(page, "01_home")
 
-                # 1. the home page: the experiment is listed
-                page.goto(server, wait_until="domcontentloaded")
-                exp_link = page.get_by_role("link", name=EXPERIMENT, exact=True)
-                expect(exp_link.first).to_be_visible()
-                shot(page, "01_home")
+        # 2. what a first-time user gets on opening the experiment (MLflow 3.17: the GenAI
+        # overview, whatever the experiment's kind tag says); recorded, not asserted
+        exp_link.first.click()
+        page.wait_for_url(re.compile(r"#/experiments/\d+"))
+        try:
+            page.get_by_text(re.compile(r"No data available|matching runs")).first.wait_for(timeout=20_000)
+        except Exception:  # noqa: BLE001  (only the screenshot's moment depends on it)
+            pass
+        shot(page, "02_experiment_first_view")
+        notes.append(f"first view of the experiment: {page.url}")
+        got_it = page.get_by_role("button", name="Got it", exact=True)
+        if got_it.count() and got_it.first.is_visible():  # the GenAI view's feature tour (modal)
+            got_it.first.click()
+            notes.append("a 'Detect Issues' tour popover covered the page; closed with 'Got it'")
 
-                # 2. what a first-time user gets on opening the experiment (MLflow 3.17: the GenAI
-                # overview, whatever the experiment's kind tag says); recorded, not asserted
-                exp_link.first.click()
-                page.wait_for_url(re.compile(r"#/experiments/\d+"))
-                try:
-                    page.get_by_text(re.compile(r"No data available|matching runs")).first.wait_for(timeout=20_000)
-                except Exception:  # noqa: BLE001  (only the screenshot's moment depends on it)
-                    pass
-                shot(page, "02_experiment_first_view")
-                notes.append(f"first view of the experiment: {page.url}")
-                got_it = page.get_by_role("button", name="Got it", exact=True)
-                if got_it.count() and got_it.first.is_visible():  # the GenAI view's feature tour (modal)
-                    got_it.first.click()
-                    notes.append("a 'Detect Issues' tour popover covered the page; closed with 'Got it'")
+        # 3. the sidebar's switch to "Model training" (remembered by the browser), the runs
+        page.get_by_role("button", name="Model training", exact=True).click()
+        expect(page).to_have_url(re.compile(r"workflowType=machine_learning"))
+        if not page.get_by_text(re.compile(r"\d+ matching runs")).count():
+            page.get_by_role("link", name="Runs", exact=True).first.click()
+        expect(page.get_by_text(f"{n_runs} matching runs")).to_be_visible()
+        assistant_close = page.get_by_role("button", name="Close", exact=True)
+        if page.get_by_text("MLflow Assistant").first.is_visible() and assistant_close.count():
+            assistant_close.first.click()  # the assistant panel opens by itself the first time
+            notes.append("the MLflow Assistant panel opened by itself and was closed")
 
-                # 3. the sidebar's switch to "Model training" (remembered by the browser), the runs
-                page.get_by_role("button", name="Model training", exact=True).click()
-                expect(page).to_have_url(re.compile(r"workflowType=machine_learning"))
-                if not page.get_by_text(re.compile(r"\d+ matching runs")).count():
-                    page.get_by_role("link", name="Runs", exact=True).first.click()
-                expect(page.get_by_text(f"{n_runs} matching runs")).to_be_visible()
-                assistant_close = page.get_by_role("button", name="Close", exact=True)
-                if page.get_by_text("MLflow Assistant").first.is_visible() and assistant_close.count():
-                    assistant_close.first.click()  # the assistant panel opens by itself the first time
-                    notes.append("the MLflow Assistant panel opened by itself and was closed")
+        # 4. the parent runs, each expanded: its child runs listed under it, indented
+        for lam in LAMS:
+            link = page.get_by_role("link", name=pname[lam], exact=True)
+            expect(link).to_be_visible()
+            first_kid = page.get_by_role("link", name=next(iter(kids[lam])), exact=True)
+            if not first_kid.count():
+                # the expand button (a "+" icon without a label) is the row's first button
+                row = page.get_by_role("row").filter(has=link)
+                row.get_by_role("button").first.click()
+            for kid in kids[lam]:
+                expect(page.get_by_role("link", name=kid, exact=True)).to_be_visible()
+        boxes = {n: page.get_by_role("link", name=n, exact=True).bounding_box()
+                 for lam in LAMS for n in [pname[lam], *kids[lam]]}
+        order = sorted(LAMS, key=lambda lam: boxes[pname[lam]]["y"])
+        for i, lam in enumerate(order):
+            top = boxes[pname[lam]]["y"]
+            bottom = boxes[pname[order[i + 1]]]["y"] if i + 1 < len(order) else float("inf")
+            for kid in kids[lam]:
+                assert top < boxes[kid]["y"] < bottom, (kid, "not listed under", pname[lam], boxes)
+                assert boxes[kid]["x"] > boxes[pname[lam]]["x"], (kid, "not indented under", pname[lam])
+        shot(page, "03_runs_nested")
 
-                # 4. the parent runs, each expanded: its child runs listed under it, indented
-                for lam in LAMS:
-                    link = page.get_by_role("link", name=pname[lam], exact=True)
-                    expect(link).to_be_visible()
-                    first_kid = page.get_by_role("link", name=next(iter(kids[lam])), exact=True)
-                    if not first_kid.count():
-                        # the expand button (a "+" icon without a label) is the row's first button
-                        row = page.get_by_role("row").filter(has=link)
-                        row.get_by_role("button").first.click()
-                    for kid in kids[lam]:
-                        expect(page.get_by_role("link", name=kid, exact=True)).to_be_visible()
-                boxes = {n: page.get_by_role("link", name=n, exact=True).bounding_box()
-                         for lam in LAMS for n in [pname[lam], *kids[lam]]}
-                order = sorted(LAMS, key=lambda lam: boxes[pname[lam]]["y"])
-                for i, lam in enumerate(order):
-                    top = boxes[pname[lam]]["y"]
-                    bottom = boxes[pname[order[i + 1]]]["y"] if i + 1 < len(order) else float("inf")
-                    for kid in kids[lam]:
-                        assert top < boxes[kid]["y"] < bottom, (kid, "not listed under", pname[lam], boxes)
-                        assert boxes[kid]["x"] > boxes[pname[lam]]["x"], (kid, "not indented under", pname[lam])
-                shot(page, "03_runs_nested")
+        # 5. a child run: its parameters and its metrics (the value at the last step, the largest N)
+        page.get_by_role("link", name=agent[LAMS[0]], exact=True).click()
+        expect(page.get_by_role("heading", name=agent[LAMS[0]], exact=True)).to_be_visible()
+        expect(page.get_by_text(re.compile(r"^Parameters \(\d+\)$"))).to_be_visible()
+        expect(page.get_by_role("table").filter(has_text="Parameter").get_by_text("events", exact=True)).to_be_visible()
+        params = _table(page, "Parameter")
+        assert params == child_run.data.params, params
+        assert params["lam"] == str(LAMS[0]) and params["engine"] == "agent"
+        metrics = _table(page, "Metric")
+        for key in ("mean_response", "mean_response_lo", "mean_response_hi", "mean_response_gap"):
+            assert float(metrics[key]) == pytest.approx(child_run.data.metrics[key], rel=1e-12), key
+        expect(page.get_by_text("Parent run", exact=True)).to_be_visible()
+        expect(page.get_by_text(child_run.data.tags["verdict"]).first).to_be_visible()
+        shot(page, "04_child_run")
 
-                # 5. a child run: its parameters and its metrics (the value at the last step, the largest N)
-                page.get_by_role("link", name=agent[LAMS[0]], exact=True).click()
-                expect(page.get_by_role("heading", name=agent[LAMS[0]], exact=True)).to_be_visible()
-                expect(page.get_by_text(re.compile(r"^Parameters \(\d+\)$"))).to_be_visible()
-                expect(page.get_by_role("table").filter(has_text="Parameter").get_by_text("events", exact=True)).to_be_visible()
-                params = _table(page, "Parameter")
-                assert params == child_run.data.params, params
-                assert params["lam"] == str(LAMS[0]) and params["engine"] == "agent"
-                metrics = _table(page, "Metric")
-                for key in ("mean_response", "mean_response_lo", "mean_response_hi", "mean_response_gap"):
-                    assert float(metrics[key]) == pytest.approx(child_run.data.metrics[key], rel=1e-12), key
-                expect(page.get_by_text("Parent run", exact=True)).to_be_visible()
-                expect(page.get_by_text(child_run.data.tags["verdict"]).first).to_be_visible()
-                shot(page, "04_child_run")
+        # 6. its parent, by the "Parent run" link: the report as the run's description
+        page.get_by_role("link", name=pname[LAMS[0]], exact=True).click()
+        expect(page.get_by_role("heading", name=pname[LAMS[0]], exact=True)).to_be_visible()
+        expect(page.get_by_role("heading", name=re.compile(r"Sweep\s+smoke:\s+analysis report"))).to_be_visible()
+        for kid in kids[LAMS[0]]:  # "Child runs" in About this run
+            expect(page.get_by_role("link", name=kid, exact=True)).to_be_visible()
+        more = page.get_by_text("Show more", exact=True)
+        if more.count():
+            more.first.click()
+        figures = page.get_by_role("heading", name="Figures", exact=True)
+        expect(figures).to_be_visible()
+        # the report's figures load from the parent's artefacts (pipeline/mlflow_log.py)
+        page.wait_for_function(
+            "() => { const i = [...document.querySelectorAll('img[src*=\"get-artifact\"]')];"
+            " return i.length >= 2 && i.every(x => x.complete && x.naturalWidth > 0); }",
+            timeout=TIMEOUT_MS)
+        shot(page, "05_parent_note_top")
+        page.locator("img[src*='get-artifact']").nth(1).scroll_into_view_if_needed()
+        shot(page, "06_parent_note_figures")
 
-                # 6. its parent, by the "Parent run" link: the report as the run's description
-                page.get_by_role("link", name=pname[LAMS[0]], exact=True).click()
-                expect(page.get_by_role("heading", name=pname[LAMS[0]], exact=True)).to_be_visible()
-                expect(page.get_by_role("heading", name=re.compile(r"Sweep\s+smoke:\s+analysis report"))).to_be_visible()
-                for kid in kids[LAMS[0]]:  # "Child runs" in About this run
-                    expect(page.get_by_role("link", name=kid, exact=True)).to_be_visible()
-                more = page.get_by_text("Show more", exact=True)
-                if more.count():
-                    more.first.click()
-                figures = page.get_by_role("heading", name="Figures", exact=True)
-                expect(figures).to_be_visible()
-                # the report's figures load from the parent's artefacts (pipeline/mlflow_log.py)
-                page.wait_for_function(
-                    "() => { const i = [...document.querySelectorAll('img[src*=\"get-artifact\"]')];"
-                    " return i.length >= 2 && i.every(x => x.complete && x.naturalWidth > 0); }",
-                    timeout=TIMEOUT_MS)
-                shot(page, "05_parent_note_top")
-                page.locator("img[src*='get-artifact']").nth(1).scroll_into_view_if_needed()
-                shot(page, "06_parent_note_figures")
+        # 7. the parent's artefacts: the archive among them
+        page.get_by_role("tab", name="Artifacts").click()
+        for name in ("archive.tar.gz", "results.parquet", "config.yaml", "overrides.txt", "analysis"):
+            expect(page.get_by_text(name, exact=True).first).to_be_visible()
+        page.get_by_text("archive.tar.gz", exact=True).first.click()
+        expect(page.get_by_text(re.compile(r"Path:.*archive\.tar\.gz"))).to_be_visible()
+        shot(page, "07_parent_artifacts")
 
-                # 7. the parent's artefacts: the archive among them
-                page.get_by_role("tab", name="Artifacts").click()
-                for name in ("archive.tar.gz", "results.parquet", "config.yaml", "overrides.txt", "analysis"):
-                    expect(page.get_by_text(name, exact=True).first).to_be_visible()
-                page.get_by_text("archive.tar.gz", exact=True).first.click()
-                expect(page.get_by_text(re.compile(r"Path:.*archive\.tar\.gz"))).to_be_visible()
-                shot(page, "07_parent_artifacts")
+        # 8. the runs' chart view: mean_response against step = N, the agent arms of both sweeps
+        page.get_by_role("link", name="Runs", exact=True).first.click()
+        search = page.get_by_placeholder(re.compile(r"metrics\.|params\.|[Ss]earch")).first
+        search.fill("params.engine = 'agent'")
+        search.press("Enter")
+        expect(page).to_have_url(re.compile(r"searchFilter=params\.engine"))
+        for lam in LAMS:
+            expect(page.get_by_role("link", name=agent[lam], exact=True)).to_be_visible()
+        expect(page.get_by_role("link", name=re.compile(r"meanfield"))).to_have_count(0)
+        # the chart view's radio has no accessible name: its value is the handle
+        page.locator("label").filter(has=page.locator("input[value=CHART]")).click()
+        expect(page).to_have_url(re.compile(r"compareRunsMode=CHART"))
+        page.get_by_placeholder("Search metric charts").fill("mean_response")
+        # the progress charts of the parents (task/<engine>/...) come first; the children's
+        # metrics are in the section "Model metrics", drawn when scrolled to
+        page.get_by_text("Model metrics", exact=True).scroll_into_view_if_needed()
+        card = page.get_by_role("heading", name="mean_response", exact=True).locator(
+            "xpath=ancestor::*[contains(., 'Step')][1]")  # the chart's card: title, plot, legend
+        card.scroll_into_view_if_needed()
+        for lam in LAMS:
+            expect(card).to_contain_text(f"{agent[lam]} (mean_response)")
+        expect(card.locator(".point")).to_have_count(len(LAMS) * len(NS))  # plotly's markers
+        shot(page, "08_chart_mean_response_vs_N")
+        shot(page, "09_chart_card", card)
 
-                # 8. the runs' chart view: mean_response against step = N, the agent arms of both sweeps
-                page.get_by_role("link", name="Runs", exact=True).first.click()
-                search = page.get_by_placeholder(re.compile(r"metrics\.|params\.|[Ss]earch")).first
-                search.fill("params.engine = 'agent'")
-                search.press("Enter")
-                expect(page).to_have_url(re.compile(r"searchFilter=params\.engine"))
-                for lam in LAMS:
-                    expect(page.get_by_role("link", name=agent[lam], exact=True)).to_be_visible()
-                expect(page.get_by_role("link", name=re.compile(r"meanfield"))).to_have_count(0)
-                # the chart view's radio has no accessible name: its value is the handle
-                page.locator("label").filter(has=page.locator("input[value=CHART]")).click()
-                expect(page).to_have_url(re.compile(r"compareRunsMode=CHART"))
-                page.get_by_placeholder("Search metric charts").fill("mean_response")
-                # the progress charts of the parents (task/<engine>/...) come first; the children's
-                # metrics are in the section "Model metrics", drawn when scrolled to
-                page.get_by_text("Model metrics", exact=True).scroll_into_view_if_needed()
-                card = page.get_by_role("heading", name="mean_response", exact=True).locator(
-                    "xpath=ancestor::*[contains(., 'Step')][1]")  # the chart's card: title, plot, legend
-                card.scroll_into_view_if_needed()
-                for lam in LAMS:
-                    expect(card).to_contain_text(f"{agent[lam]} (mean_response)")
-                expect(card.locator(".point")).to_have_count(len(LAMS) * len(NS))  # plotly's markers
-                shot(page, "08_chart_mean_response_vs_N")
-                shot(page, "09_chart_card", card)
-
-                # 9. the same chart with a log x-axis (Configure: "X-axis scale: Log scale")
-                card.get_by_role("button").nth(1).click()  # the card's menu (after full screen)
-                page.get_by_role("menuitem", name="Configure").click()
-                dialog = page.get_by_role("dialog")
-                dialog.get_by_role("switch", name="x-axis-log").click()
-                dialog.get_by_role("button", name="Save changes").click()
-                expect(dialog).to_have_count(0)
-                card.scroll_into_view_if_needed()
-                expect(card.locator(".point")).to_have_count(len(LAMS) * len(NS))
-                shot(page, "10_chart_card_log_x", card)
-            except Exception:
-                shot(page, "zz_failure")
-                raise
-            finally:
-                browser.close()
-    finally:
-        _keep_shots(shots, notes, "notes.txt")
+        # 9. the same chart with a log x-axis (Configure: "X-axis scale: Log scale")
+        card.get_by_role("button").nth(1).click()  # the card's menu (after full screen)
+        page.get_by_role("menuitem", name="Configure").click()
+        dialog = page.get_by_role("dialog")
+        dialog.get_by_role("switch", name="x-axis-log").click()
+        dialog.get_by_role("button", name="Save changes").click()
+        expect(dialog).to_have_count(0)
+        card.scroll_into_view_if_needed()
+        expect(card.locator(".point")).to_have_count(len(LAMS) * len(NS))
+        shot(page, "10_chart_card_log_x", card)
     assert len(list(shots.glob("*.png"))) == 10
 
 
@@ -384,7 +393,7 @@ def test_browser_a_sweep_of_many_points_is_a_handful_of_child_runs_with_every_po
     import csv
 
     from mlflow.tracking import MlflowClient
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     client = MlflowClient(tracking_uri=store["uri"])
     parent = client.get_run(store["many"]["mlflow_run_id"])
@@ -402,60 +411,47 @@ def test_browser_a_sweep_of_many_points_is_a_handful_of_child_runs_with_every_po
     shots.mkdir()
     notes: list[str] = []
     expect.set_options(timeout=TIMEOUT_MS)
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
-            try:
-                page = browser.new_context(viewport={"width": 1600, "height": 1000}, accept_downloads=True).new_page()
-                page.set_default_timeout(TIMEOUT_MS)
+    with _browser_page(shots, notes, "notes_many.txt", "zz_many_failure", accept_downloads=True) as page:
+        # 1. the experiment's runs, in the model-training view: the parent and its children
+        page.goto(f"{server}#/experiments/{exp_id}/runs?workflowType=machine_learning",
+                  wait_until="domcontentloaded")
+        expect(page.get_by_text(f"{1 + len(MANY_LAMS)} matching runs")).to_be_visible()
+        close = page.get_by_role("button", name="Close", exact=True)
+        if page.get_by_text("MLflow Assistant").first.is_visible() and close.count():
+            close.first.click()
+        link = page.get_by_role("link", name=parent.info.run_name, exact=True)
+        expect(link).to_be_visible()
+        if not page.get_by_role("link", name=name, exact=True).count():
+            page.get_by_role("row").filter(has=link).get_by_role("button").first.click()
+        for kid_name in kids:
+            expect(page.get_by_role("link", name=kid_name, exact=True)).to_be_visible()
+        page.screenshot(path=str(shots / "11_many_points_runs.png"))
 
-                # 1. the experiment's runs, in the model-training view: the parent and its children
-                page.goto(f"{server}#/experiments/{exp_id}/runs?workflowType=machine_learning",
-                          wait_until="domcontentloaded")
-                expect(page.get_by_text(f"{1 + len(MANY_LAMS)} matching runs")).to_be_visible()
-                close = page.get_by_role("button", name="Close", exact=True)
-                if page.get_by_text("MLflow Assistant").first.is_visible() and close.count():
-                    close.first.click()
-                link = page.get_by_role("link", name=parent.info.run_name, exact=True)
-                expect(link).to_be_visible()
-                if not page.get_by_role("link", name=name, exact=True).count():
-                    page.get_by_role("row").filter(has=link).get_by_role("button").first.click()
-                for kid_name in kids:
-                    expect(page.get_by_role("link", name=kid_name, exact=True)).to_be_visible()
-                page.screenshot(path=str(shots / "11_many_points_runs.png"))
+        # 2. a child run's charts (Model metrics): mean_response against step = N
+        page.get_by_role("link", name=name, exact=True).click()
+        expect(page.get_by_role("heading", name=name, exact=True)).to_be_visible()
+        page.get_by_role("tab", name="Model metrics").click()
+        heading = page.get_by_role("heading", name="mean_response", exact=True)
+        expect(heading).to_be_visible()
+        card = heading.locator("xpath=ancestor::*[contains(., 'Step')][1]")  # drawn: axis title
+        expect(card.locator("path.js-line").first).to_be_attached()  # plotly's line of the trace
+        page.screenshot(path=str(shots / "12_many_points_child_charts.png"))
 
-                # 2. a child run's charts (Model metrics): mean_response against step = N
-                page.get_by_role("link", name=name, exact=True).click()
-                expect(page.get_by_role("heading", name=name, exact=True)).to_be_visible()
-                page.get_by_role("tab", name="Model metrics").click()
-                heading = page.get_by_role("heading", name="mean_response", exact=True)
-                expect(heading).to_be_visible()
-                card = heading.locator("xpath=ancestor::*[contains(., 'Step')][1]")  # drawn: axis title
-                expect(card.locator("path.js-line").first).to_be_attached()  # plotly's line of the trace
-                page.screenshot(path=str(shots / "12_many_points_child_charts.png"))
-
-                # 3. the child's metric page: the chart with its points, and the full history
-                page.goto(server + _metric_page(exp_id, kid.info.run_id, "mean_response"))
-                expect(page.get_by_role("button", name=re.compile("Download data"))).to_be_visible()
-                points = page.locator(".point")
-                expect(points.first).to_be_attached()
-                drawn = points.count()
-                assert 0 < drawn <= len(MANY_NS)
-                notes.append(f"metric page of {name}: the chart draws {drawn} of the {len(MANY_NS)} points "
-                             "(MLflow's charts sample a run's history)")
-                page.screenshot(path=str(shots / "13_many_points_metric_page.png"))
-                with page.expect_download() as download:
-                    page.get_by_role("button", name=re.compile("Download data")).click()
-                with open(download.value.path(), newline="") as f:
-                    rows = [r for r in csv.DictReader(f) if r["key"] == "mean_response"]
-                got = sorted((int(r["step"]), float(r["value"])) for r in rows)
-                assert got == history, (len(got), len(history))  # every point, as the store has it
-                notes.append(f"its Download data file: {len(got)} points, steps {got[0][0]}..{got[-1][0]}")
-            except Exception:
-                page.screenshot(path=str(shots / "zz_many_failure.png"))
-                raise
-            finally:
-                browser.close()
-    finally:
-        _keep_shots(shots, notes, "notes_many.txt")
+        # 3. the child's metric page: the chart with its points, and the full history
+        page.goto(server + _metric_page(exp_id, kid.info.run_id, "mean_response"))
+        expect(page.get_by_role("button", name=re.compile("Download data"))).to_be_visible()
+        points = page.locator(".point")
+        expect(points.first).to_be_attached()
+        drawn = points.count()
+        assert 0 < drawn <= len(MANY_NS)
+        notes.append(f"metric page of {name}: the chart draws {drawn} of the {len(MANY_NS)} points "
+                     "(MLflow's charts sample a run's history)")
+        page.screenshot(path=str(shots / "13_many_points_metric_page.png"))
+        with page.expect_download() as download:
+            page.get_by_role("button", name=re.compile("Download data")).click()
+        with open(download.value.path(), newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["key"] == "mean_response"]
+        got = sorted((int(r["step"]), float(r["value"])) for r in rows)
+        assert got == history, (len(got), len(history))  # every point, as the store has it
+        notes.append(f"its Download data file: {len(got)} points, steps {got[0][0]}..{got[-1][0]}")
     assert len(list(shots.glob("*.png"))) == 3
