@@ -372,3 +372,58 @@ def test_simulators_refuse_in_the_declarations_words():
         with pytest.raises(ValueError) as err:
             call()
         assert str(err.value) == message
+
+
+def _same_result(a, b) -> bool:
+    """Two simulator results equal field by field (arrays and NaNs included)."""
+    import numpy as np
+
+    if type(a) is not type(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True):
+                return False
+        elif isinstance(x, float) and isinstance(y, float) and math.isnan(x):
+            if not math.isnan(y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _integer_valued_float_cases():
+    from sim.centralization import agent as central_agent
+    from sim.centralization import occupancy as central_occupancy
+    from sim.centralization import trajectory as central_trajectory
+    from sim.dispatch import agent, agent_jobs, general, occupancy, trajectory
+    from sim.jiq import agent as jiq_agent
+    from sim.jiq import occupancy as jiq_occupancy
+    from sim.jiq import trajectory as jiq_trajectory
+
+    run = {"events": 20_000, "seed": 3}
+    return [
+        ("dispatch agent", lambda n, d, k: agent.simulate(n, 0.7, "pod", d=d, **run)),
+        ("dispatch agent_jobs", lambda n, d, k: agent_jobs.simulate(n, 0.7, "batch_filling", k=k, d=d, **run)),
+        ("dispatch occupancy", lambda n, d, k: occupancy.simulate(n, 0.7, "batch_sampling", k=k, d=d, **run)),
+        ("dispatch trajectory", lambda n, d, k: trajectory.simulate(n, 0.7, d, 2.0, grid=5, seed=3,
+                                                                   policy="batch_filling", k=k)),
+        ("dispatch general", lambda n, d, k: general.simulate(n, 0.7, "pod", d=d, jobs=20_000, seed=3)),
+        ("jiq agent", lambda n, d, k: jiq_agent.simulate(n, 0.7, "jiq_pod", 5.0, d=d, **run)),
+        ("jiq occupancy", lambda n, d, k: jiq_occupancy.simulate(n, 0.7, "jiq_pod", 5.0, d=d, **run)),
+        ("jiq trajectory", lambda n, d, k: jiq_trajectory.simulate(n, 0.7, "jiq_pod", 5.0, d=d, time=2.0,
+                                                                  grid=5, seed=3)),
+        ("centralization agent", lambda n, d, k: central_agent.simulate(n, 0.7, 0.2, **run)),
+        ("centralization occupancy", lambda n, d, k: central_occupancy.simulate(n, 0.7, 0.2, **run)),
+        ("centralization trajectory", lambda n, d, k: central_trajectory.simulate(n, 0.7, 0.2, 2.0, grid=5,
+                                                                                 seed=3)),
+    ]
+
+
+def test_simulators_take_integer_valued_floats_as_the_plan_does():
+    """A simulator called directly with integer-valued floats for its integer parameters (what a
+    sweep's formulas give, and what sim.check_task accepts) runs exactly as with the integers:
+    the declaration's check returns the value as an int, and the simulator runs on that."""
+    for name, call in _integer_valued_float_cases():
+        as_int, as_float = call(100, 2, 2), call(100.0, 2.0, 2.0)
+        assert _same_result(as_int, as_float), name

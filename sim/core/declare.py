@@ -22,7 +22,7 @@ import numpy as np
 from sim.core.results import is_number
 
 __all__ = ["KINDS", "RESULT_KINDS", "ENGINE_KINDS", "DECLARED_ENGINES", "STOCHASTIC_ENGINES",
-           "LIMIT_ENGINES", "PATH_ENGINES", "INT_LIMIT", "bound_text", "SHARED_PARAMS", "Param", "Engine", "Entry", "Policy", "policy_table", "record_of", "Model", "default_memory_bytes",
+           "LIMIT_ENGINES", "PATH_ENGINES", "INT_LIMIT", "bound_text", "SHARED_PARAMS", "POSITIVE_LOAD_BELOW_ONE", "Param", "Engine", "Entry", "Policy", "policy_table", "record_of", "Model", "default_memory_bytes",
            "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
 
 #: kinds of a model parameter
@@ -224,6 +224,13 @@ SHARED_PARAMS: dict[str, Param] = {
 }
 
 
+#: ``lam`` where a limit or an engine needs a positive load below one (the JIQ mean field,
+#: whose p0 solves a normalisation that degenerates at lam = 0; the refined mean fields and the
+#: population limits without a buffer; the trajectories; the general-size engine)
+POSITIVE_LOAD_BELOW_ONE = Param("float", "load: arrival rate per unit of total service rate, "
+                                "in (0, 1)", domain=(0.0, 1.0), inclusive=(False, False))
+
+
 @dataclass(frozen=True)
 class Entry:
     """One (engine, policy) of one model: the runner and the parameters it takes."""
@@ -416,14 +423,19 @@ class Model:
         own = self.params.get(name)
         return own if own is not None else SHARED_PARAMS[name]
 
-    def check_values(self, **values) -> None:
+    def check_values(self, **values) -> tuple:
         """Each given value that is not None against its declaration (:meth:`param`):
-        ``ValueError`` with the first refusal (:meth:`Param.refusal`). What the model's
-        simulators call on their arguments, so that a direct call is refused in the words of
-        the plan's check."""
-        for name, value in values.items():
-            if value is not None:
-                self.param(name).check(name, value)
+        ``ValueError`` with the first refusal (:meth:`Param.refusal`), else the values in the
+        order given, as :meth:`Param.check` returns them (an integer-valued float as an
+        ``int``; None kept). What the model's simulators call on their arguments, so that a
+        direct call is refused in the words of the plan's check and runs on the values a task
+        of the plan would."""
+        return tuple(None if value is None else self.param(name).check(name, value)
+                     for name, value in values.items())
+
+    def checked(self, **values) -> tuple:
+        """As :meth:`check_values`, for values that must be given: None is refused too."""
+        return tuple(self.param(name).check(name, value) for name, value in values.items())
 
     @property
     def policies(self) -> tuple[str, ...]:

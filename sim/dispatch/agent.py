@@ -138,7 +138,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     on first use and cached on disk (see :mod:`sim.dispatch._agent_kernel`).
     """
     # ---- validation
-    MODEL.check_values(n_servers=n_servers, lam=lam)
+    n_servers, lam = MODEL.checked(n_servers=n_servers, lam=lam)
     if n_servers >= 2**31:
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
     if lam >= 1.0:
@@ -148,9 +148,9 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(AGENT_POLICIES)}")
     pol = policy_record(policy)
     if pol.samples:
-        MODEL.check_values(d=d)
-        if d is None or d > n_servers:
-            raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
+        (d,) = MODEL.checked(d=d)
+        if d > n_servers:
+            raise ValueError(f"d={d!r} must not exceed n_servers={n_servers} (sampling without replacement)")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
     if service_rates is None:

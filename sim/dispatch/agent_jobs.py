@@ -129,8 +129,7 @@ def _check_policy(policy):
 def _check_b(b) -> int:
     if b is None:
         return int(_k.UNBOUNDED)
-    MODEL.check_values(b=b)
-    return int(b)
+    return MODEL.checked(b=b)[0]
 
 
 def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=DEFAULTS.seed, state=None):
@@ -144,9 +143,11 @@ def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=DEF
     q = np.ascontiguousarray(q, dtype=np.int64)
     if q.ndim != 1 or q.size < 1 or q.min() < 0:
         raise ValueError("q must be a non-empty 1-D array of non-negative lengths")
-    MODEL.check_values(k=k, d=d if pol.samples else None)
+    (k,) = MODEL.checked(k=k)
+    if pol.samples:
+        (d,) = MODEL.checked(d=d)
     m = int(pol.sample_size(k, d))
-    if pol.samples and (d is None or m > q.size):
+    if pol.samples and m > q.size:
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= N={q.size}")
     bb = _check_b(b)
     if state is None:
@@ -170,7 +171,7 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if lengths.ndim != 1 or lengths.size < 1 or lengths.min() < 0:
         raise ValueError("lengths must be a non-empty 1-D array of non-negative lengths")
-    MODEL.check_values(k=k)
+    (k,) = MODEL.checked(k=k)
     if not pol.fills and k > lengths.size:
         raise ValueError(f"k={k!r} must be <= len(lengths) for batch_sampling")
     bb = _check_b(b)
@@ -234,7 +235,9 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     """
     # ---- validation
     pol = _check_policy(policy)
-    MODEL.check_values(n_servers=n_servers, k=k, lam=lam, d=d if pol.samples else None)
+    n_servers, k, lam = MODEL.checked(n_servers=n_servers, k=k, lam=lam)
+    if pol.samples:
+        (d,) = MODEL.checked(d=d)
     if n_servers >= 2**31:
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
     if k > n_servers:

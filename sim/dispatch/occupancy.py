@@ -262,7 +262,10 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         raise ValueError(f"policy={policy!r} is not served by the occupancy engine; valid: "
                          f"{', '.join(OCCUPANCY_POLICIES)}")
     pol = policy_record(policy)
-    MODEL.check_values(n_servers=n_servers, k=k, b=b, lam=lam, d=d if pol.samples else None)
+    n_servers, k, lam = MODEL.checked(n_servers=n_servers, k=k, lam=lam)
+    (b,) = MODEL.check_values(b=b)
+    if pol.samples:
+        (d,) = MODEL.checked(d=d)
     if k > n_servers:
         raise ValueError(f"k={k!r} must not exceed n_servers={n_servers}")
     if pol.single_task and k != 1:

@@ -159,14 +159,14 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = DEFAUL
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    paths.check_size_and_load(n_servers, lam)
+    n_servers, lam = paths.check_size_and_load(n_servers, lam)
     pol = policy_record(policy)
     if k is None:
         k = 1
-    MODEL.check_values(k=k, d=d)
+    k, d = MODEL.checked(k=k, d=d)
     if pol.single_task and k != 1:
         raise ValueError(f"k={k!r}: policy {policy!r} serves single-task jobs (k = 1)")
-    if d is None or k * d > n_servers:
+    if k * d > n_servers:
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} "
                          f"(k={k})")
     paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,

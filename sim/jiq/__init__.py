@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import INT_LIMIT, Entry, Model, Param
+from sim.core.declare import INT_LIMIT, POSITIVE_LOAD_BELOW_ONE, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 from sim.engines import AGENT, LOAD_BELOW_ONE, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
@@ -191,9 +191,8 @@ def check_task(task: dict) -> None:
         if z is None:
             raise ValueError(f"z=None: policy={policy!r} needs z (an integer >= 0)")
         MODEL.check_values(z=z)
-    if task.get("engine") == "meanfield" and float(lam) <= 0.0:
-        raise ValueError(f"lam={lam!r}: the JIQ mean field needs 0 < lam < 1 (p0 is the root of "
-                         "a normalisation that degenerates at lam = 0)")
+    if task.get("engine") == "meanfield":  # p0 solves a normalisation that degenerates at lam = 0
+        POSITIVE_LOAD_BELOW_ONE.check("lam", lam)
 
 
 def response_law(policy: str, params: dict):

@@ -216,8 +216,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     if policy not in OCCUPANCY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the JIQ occupancy engine; valid: "
                          f"{', '.join(OCCUPANCY_POLICIES)}")
-    MODEL.check_values(n_servers=n_servers, lam=lam)
-    n_servers = int(n_servers)
+    n_servers, lam = MODEL.checked(n_servers=n_servers, lam=lam)
     if lam == 0.0:
         raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
     n_iq = n_schedulers(n_servers, r)  # ValueError naming r unless N / r is a positive integer
@@ -229,8 +228,8 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         d = 1
     else:
         limit, what = pol.d_limit(n_servers, n_iq)
-        MODEL.check_values(d=d)
-        if d is None or d > limit:
+        (d,) = MODEL.checked(d=d)
+        if d > limit:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {limit} "
                              f"(policy {policy})")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,

@@ -148,12 +148,12 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    paths.check_size_and_load(n_servers, lam)
+    n_servers, lam = paths.check_size_and_load(n_servers, lam)
     m = n_schedulers(n_servers, r)
     pol = policy_record(policy)
     if pol.probes:
-        MODEL.check_values(d=d)
-        if d is None or d > n_servers:
+        (d,) = MODEL.checked(d=d)
+        if d > n_servers:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
     else:
         d = 1

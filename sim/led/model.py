@@ -13,7 +13,7 @@ import numpy as np
 
 from sim.core.declare import INT_LIMIT, Param
 from sim.engines import LOAD_BELOW_ONE, PROBES
-from sim.led.distributions import Law, make_law
+from sim.led.distributions import TRIALS, Law, make_law
 from sim.led.policies import POLICIES as POLICY_RECORDS
 
 __all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "TIES", "TIE_POLICIES",
@@ -67,10 +67,10 @@ PARAMS: dict[str, Param] = {
                        "(default false)"),
     "arrival_dist": Param("choice", "law of arrivals per dispatcher per slot",
                           ("poisson", "bernoulli", "binomial"), symbol="arrivals"),
-    "arrival_n": Param("int", "trials of binomial arrivals", domain=(1, INT_LIMIT)),
+    "arrival_n": TRIALS["arrival"],
     "service_dist": Param("choice", "law of service offered per server per slot",
                           ("bernoulli", "binomial", "poisson", "geometric"), symbol="service"),
-    "service_n": Param("int", "trials of binomial services", domain=(1, INT_LIMIT)),
+    "service_n": TRIALS["service"],
     "dispatch_weights": Param("floats", "split of the arrivals over the dispatchers "
                               "(default equal)", domain=(0.0, math.inf), inclusive=(False, True)),
     "msg_budget": Param("float", "LED: one-way messages per arriving task that set p_hat "

@@ -49,6 +49,7 @@ import numpy as np
 from numba import njit
 from scipy import special
 
+from sim.core.results import is_number
 from sim.core.settings import RunSettings
 from sim.dispatch import LOG10_N_MAX, MODEL
 from sim.dispatch.policies import policy as policy_record
@@ -72,9 +73,7 @@ def path_point(log10_n: float, c: float, alpha: float = 0.3, beta: float = 1.0) 
     """The sweep's path at N = 10^log10_n: ``one_minus_lam = beta N^-alpha`` (never formed as
     1 - lam), ``k = ceil(ln(N)^2)``, ``d = ceil(c / ((1 - lam) ln k))``: the ceil of a float,
     as the sweep's formula evaluates it, returned as a Python int (of any size)."""
-    x = float(log10_n)
-    if not x > 0.0:
-        raise ValueError(f"log10_n={log10_n!r} must be > 0")
+    x = MODEL.param("log10_n").check("log10_n", log10_n)
     oml = float(beta) * 10.0 ** (-float(alpha) * x)
     if not 0.0 < oml < 1.0:
         raise ValueError(f"1 - lam = {oml!r} is not in (0, 1) (float range)")
@@ -94,14 +93,18 @@ def harmonic_number(k: float) -> float:
     return float(special.digamma(k + 1.0)) + EULER_GAMMA
 
 
+#: the largest k the form is evaluated at (the headline's path reaches k = ceil(ln(N)^2), about
+#: 4.8e5, at N = 10^300, the largest log10_n)
+K_BELOW = 10**9
+
+
 def _check(k, d, one_minus_lam):
-    k, d, oml = float(k), float(d), float(one_minus_lam)
-    if not (k >= 1 and k == math.floor(k) and k < 1e9):
-        raise ValueError(f"k={k!r} must be an integer in [1, 1e9)")
-    if not (d >= 1 and math.isfinite(d)):
-        raise ValueError(f"d={d!r} must be >= 1 and finite")
-    if not (0.0 < oml < 1.0):
-        raise ValueError(f"one_minus_lam={one_minus_lam!r} must be in (0, 1)")
+    """``(k, d, 1 - lam)`` checked against the declarations of ``k``, ``d_real`` (the d a
+    heavy-traffic task carries) and ``one_minus_lam``, and k below :data:`K_BELOW`."""
+    k, d, oml = (MODEL.param(key).check(key, value) for key, value in
+                 (("k", k), ("d_real", d), ("one_minus_lam", one_minus_lam)))
+    if k >= K_BELOW:
+        raise ValueError(f"k={k!r} must be < 10**9 (the heavy-traffic form's range of k)")
     if not math.isfinite(k * d):
         raise ValueError(f"k d = {k} * {d} overflows a float")
     return int(k), d, oml
@@ -241,9 +244,9 @@ def limit_ratio(k, mu) -> dict:
     """The eps -> 0 limit at (k, mu = k d eps): ``C_0 ~ Poisson(mu)``, the ``k - min(k, C_0)``
     other tasks at position 2 in distinct queues, nothing higher (batch-filling and
     batch-sampling alike). Any k (no eps or d is formed)."""
-    k = int(float(k))
-    if not (k >= 1 and float(mu) >= 0.0 and math.isfinite(float(mu))):
-        raise ValueError(f"k={k!r} must be >= 1 and mu={mu!r} finite and >= 0")
+    k = MODEL.param("k").check("k", k)
+    if not (is_number(mu) and math.isfinite(float(mu)) and float(mu) >= 0.0):
+        raise ValueError(f"mu={mu!r} must be a finite number >= 0")
     x0, pmf0 = level0_law(0.0, None, mu=float(mu))
     excess, mean_r, _ = _job_excess(k, x0, pmf0, np.zeros_like)
     return _result(k, excess, mean_r, 0.0, {"mu": float(mu)})
