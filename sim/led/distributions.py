@@ -125,6 +125,8 @@ def make_law(name, mean, n=None, *, role: str, what: str) -> Law:
                          "(a Bernoulli mean is at most 1)")
     if name == "binomial":
         nk = f"{role}_n"
+        if n is None:
+            raise ValueError(f"{nk}=None: the binomial {role} law needs {nk}, its number of trials")
         n = TRIALS[role].check(nk, n)
         if mean > n:
             raise ValueError(f"{key}='binomial' with {nk}={n} cannot carry the mean "

@@ -100,9 +100,11 @@ K_BELOW = 10**9
 
 def _check(k, d, one_minus_lam):
     """``(k, d, 1 - lam)`` checked against the declarations of ``k``, ``d_real`` (the d a
-    heavy-traffic task carries) and ``one_minus_lam``, and k below :data:`K_BELOW`."""
-    k, d, oml = (MODEL.param(key).check(key, value) for key, value in
-                 (("k", k), ("d_real", d), ("one_minus_lam", one_minus_lam)))
+    heavy-traffic task carries; a refusal names ``d``, the argument, since the registry has
+    already checked a task's ``d_real`` under its own name) and ``one_minus_lam``, and k below
+    :data:`K_BELOW`."""
+    k, d, oml = (MODEL.param("k").check("k", k), MODEL.param("d_real").check("d", d),
+                 MODEL.param("one_minus_lam").check("one_minus_lam", one_minus_lam))
     if k >= K_BELOW:
         raise ValueError(f"k={k!r} must be < 10**9 (the heavy-traffic form's range of k)")
     if not math.isfinite(k * d):
