@@ -22,7 +22,7 @@ from pipeline.formulas import brief, evaluate, evaluate_precise, evaluation_orde
 from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
-from sim.core.declare import PrecisePath
+from sim.core.declare import INT_LIMIT, PrecisePath, bound_text
 from sim.core.settings import SETTING_KEYS, RunSettings
 from sim.engines import AUTO_CHOICE
 from sim.registry import ENGINE_POLICIES, PARAMS, PATH_ENGINES, POLICIES, STOCHASTIC_ENGINES
@@ -47,8 +47,9 @@ BACKENDS = ("ray", "serial")
 #: the most tasks (points x engines x replications) one sweep may plan, refused before the grid
 #: is expanded: 100,000 tasks plan in about 3 s and 270 MB here, and each task writes one file
 MAX_TASKS = 100_000
-#: integer parameters are Int64 columns; the engines' own limits are lower (events < 2**62)
-INT_MAX = 2**62
+#: integer parameters are Int64 columns: every integer stays below the one bound of sim's
+#: declarations (each parameter's own domain is checked by sim.check_task)
+INT_MAX = INT_LIMIT
 
 
 @dataclass(frozen=True)
@@ -617,7 +618,7 @@ def _coerce(name: str, value, where: str):
     if kind == "int":
         if abs(value) >= INT_MAX:
             raise ConfigError(f"{where}: {name}={_big(value)} is too large: an integer parameter "
-                              f"must be below 2**62")
+                              f"must be below {bound_text(INT_MAX)}")
         if isinstance(value, float):
             if not value.is_integer():
                 raise ConfigError(f"{where}: {name}={value!r} must be an integer (wrap the formula in ceil() or floor())")

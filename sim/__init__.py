@@ -15,6 +15,7 @@ import importlib
 import math
 import time
 
+from sim.core.declare import INT_LIMIT, SHARED_PARAMS, bound_text
 from sim.core.settings import RunSettings
 from sim.registry import ENGINE_POLICIES, ENGINES, POLICIES, STOCHASTIC_ENGINES, check_task, entry, model_of
 
@@ -37,12 +38,14 @@ def events_for_time(task: dict) -> int:
     """
     rate = model_of(task).events_per_time(task)
     t = task["time"]
-    events = math.ceil(t * rate) if math.isfinite(t * rate) else 2**62
-    if events < 1000:
+    events = math.ceil(t * rate) if math.isfinite(t * rate) else INT_LIMIT
+    declared = SHARED_PARAMS["events"]
+    if events < declared.domain[0]:
         raise ValueError(f"time={t!r} is {events} events at n_servers={task['n_servers']} "
-                         f"(engine={task['engine']}): a run needs at least 1000; give a longer time")
-    if events >= 2**62:
-        raise ValueError(f"time={t!r} is {t * rate:.3g} events: must be < 2**62")
+                         f"(engine={task['engine']}): a run needs at least "
+                         f"{bound_text(declared.domain[0])}; give a longer time")
+    if not declared.within(events):
+        raise ValueError(f"time={t!r} is {t * rate:.3g} events: {declared.refusal('events', events)}")
     return events
 
 
@@ -116,7 +119,7 @@ def run(task: dict) -> dict:
         short = run_too_short(task, out)
         if target is not None:
             events = int(task["events"])
-            cap = int(min(events * float(settings.precision_cap), 2**62 - 1))
+            cap = int(min(events * float(settings.precision_cap), INT_LIMIT - 1))
             while ((reached is None or reached > target or short is not None) and events < cap
                    and runs < MAX_RUNS):
                 grow = 4.0 if reached is None else (reached / target) ** 2 * RERUN_MARGIN

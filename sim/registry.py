@@ -34,12 +34,22 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 from types import MappingProxyType
 from typing import Mapping
 
-from sim.core.declare import DECLARED_ENGINES, ENGINE_KINDS, LIMIT_ENGINES, PATH_ENGINES, STOCHASTIC_ENGINES, Engine, Entry, Model, Param
-from sim.core.results import RESULT_KEYS, is_integral
+from sim.core.declare import (
+    DECLARED_ENGINES,
+    ENGINE_KINDS,
+    LIMIT_ENGINES,
+    PATH_ENGINES,
+    SHARED_PARAMS,
+    STOCHASTIC_ENGINES,
+    Engine,
+    Entry,
+    Model,
+    Param,
+)
+from sim.core.results import RESULT_KEYS
 from sim.core.settings import INIT_CHOICES, N_BATCHES_MAX, SETTING_KEYS, RunSettings
 from sim.core.trajectory import TRAJECTORY_DEFAULTS, check_init_tail
 
@@ -47,7 +57,7 @@ __all__ = ["Param", "Engine", "Entry", "Model", "MODELS", "SHIPPED", "SHARED_PAR
            "RESULTS", "COMMON_RESULTS", "ENGINES", "POLICIES", "ENGINE_POLICIES",
            "STOCHASTIC_ENGINES", "LIMIT_ENGINES", "PATH_ENGINES", "DECLARED_ENGINES", "RUN_KEYS", "MAIN_ESTIMATE", "entry", "model", "model_of",
            "models_serving", "POLICY_OWNERS", "owner", "ambiguous", "load_model", "check_task", "policy_label", "INIT_CHOICES",
-           "N_BATCHES_MAX", "N_SERVERS_MAX"]
+           "N_BATCHES_MAX", "param_of"]
 
 
 def _shipped() -> tuple[str, ...]:
@@ -60,19 +70,6 @@ def _shipped() -> tuple[str, ...]:
 
 #: the models shipped with the project: every package under sim/ but core (alphabetical)
 SHIPPED = _shipped()
-
-#: parameters every model shares: the size, the load and the run length
-SHARED_PARAMS: dict[str, Param] = {
-    "n_servers": Param("int", "N, the number of servers (stations)",
-                       label="number of servers N", symbol="N"),
-    "lam": Param("float", "load: arrival rate per unit of total service rate",
-                 label="load \u03bb (arrival rate per server; service rate 1)", symbol="\u03bb"),
-    "events": Param("int", "run length of a simulation: events, warm-up included",
-                    label="run length (events)"),
-    "time": Param("float", "run length in simulated time (mean service time 1; slots for the "
-                  "slotted engine), warm-up included: the plan turns it into events",
-                  label="run length ({unit})"),
-}
 
 #: result columns every engine may return, whatever the model: the rows the shared builders
 #: write (:data:`sim.core.results.RESULT_KEYS`), the response-time distribution
@@ -101,9 +98,6 @@ COMMON_RESULTS: dict[str, str] = {
 #: run settings a task carries (not model parameters; the pipeline sets them): the fields of
 #: :class:`sim.core.settings.RunSettings`, whose defaults and checks are there
 RUN_KEYS = SETTING_KEYS
-
-#: engine limits the plan checks before compute (and N_BATCHES_MAX, from sim.core.settings)
-N_SERVERS_MAX = 2**62 - 1  # occupancy counts; agent engines need < 2**31 (their models check)
 
 MODELS: dict[str, Model] = {}
 PARAMS: dict[str, Param] = dict(SHARED_PARAMS)
@@ -325,25 +319,11 @@ def policy_label(policy: str, model: str | None = None, engine: str | None = Non
     return names.pop() if len(names) == 1 else policy
 
 
-def _check_kind(name: str, value) -> None:
-    """``ValueError`` naming the parameter unless ``value`` is of its declared kind."""
-    par = PARAMS[name]
-    if par.kind == "int":
-        if not is_integral(value):
-            raise ValueError(f"{name}={value!r} must be an integer")
-    elif par.kind == "float":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            raise ValueError(f"{name}={value!r} must be a finite number")
-    elif par.kind == "bool":
-        if not isinstance(value, bool):
-            raise ValueError(f"{name}={value!r} must be true or false")
-    elif par.kind == "choice":
-        if value not in par.choices:
-            raise ValueError(f"{name}={value!r} is not one of: {', '.join(par.choices)}")
-    elif par.kind == "floats":
-        if (not isinstance(value, (list, tuple)) or not value or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
-            raise ValueError(f"{name}={value!r} must be a non-empty list of finite numbers")
+def param_of(name: str, model: str | None = None) -> Param:
+    """The declaration of parameter ``name`` that a task of ``model`` is checked against: the
+    model's own where it declares or restates it (a narrower domain of a shared parameter, as
+    lam < 1 of a model without buffers), else the registered one (:data:`PARAMS`)."""
+    return MODELS[model].param(name) if model in MODELS and name in MODELS[model].params else PARAMS[name]
 
 
 def _check_run_settings(task: dict) -> None:
@@ -356,14 +336,9 @@ def _check_run_settings(task: dict) -> None:
     trajectory = task["engine"] in PATH_ENGINES  # the trajectory engines (Engine.path)
     if trajectory and ev is None:
         ev = 1000  # optional there: only the plan's cost estimate (it runs to `time`)
-    if not is_integral(ev) or ev < 1000:
-        raise ValueError(f"events={ev!r} must be an integer >= 1000")
-    if ev >= 2**62:
-        raise ValueError(f"events={ev!r} must be < 2**62")
+    PARAMS["events"].check("events", ev)
     settings = RunSettings.from_task(task, required=("seed",), **(TRAJECTORY_DEFAULTS if trajectory else {}))
     t = task.get("time")
-    if t is not None and not t > 0:
-        raise ValueError(f"time={t!r} must be > 0 (simulated time units)")
     if trajectory:
         if t is None:
             raise ValueError(f"time=None: engine={task['engine']!r} needs time, the horizon T of the "
@@ -382,7 +357,8 @@ def check_task(task: dict) -> None:
     """Raise ``ValueError`` with the offending key and value if ``task`` cannot run.
 
     Generic checks first (the entry exists, no undeclared key, required parameters are present
-    and each parameter the entry uses is of its declared kind), then the model's own value
+    and each parameter the entry uses is of its declared kind and in its declared domain:
+    :meth:`~sim.core.declare.Param.refusal`, through :func:`param_of`), then the model's own value
     checks (:attr:`Model.check_task`).
     """
     ent = entry(task.get("engine"), task.get("policy"), task.get("model"))
@@ -399,10 +375,7 @@ def check_task(task: dict) -> None:
             raise ValueError(f"{name}={value!r} is not a task key; parameters of "
                              f"{ent.engine}/{ent.policy}: {', '.join(ent.params)}")
         if name in used:  # a declared parameter another entry uses is ignored here (the
-            _check_kind(name, value)  # plan never sends one: it is null in the row)
-    n = task.get("n_servers")
-    if "n_servers" in ent.params and (n < 1 or n > N_SERVERS_MAX):
-        raise ValueError(f"n_servers={n!r} must be an integer in [1, {N_SERVERS_MAX}]")
+            param_of(name, ent.model).check(name, value)  # plan never sends one: it is null in the row)
     if ent.stochastic:
         _check_run_settings(task)
     else:  # a limit reads max_level and h; its seed is 0

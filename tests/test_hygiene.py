@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import ipaddress
+import math
 import re
 import sys
 from importlib import metadata
@@ -310,3 +311,168 @@ def test_make_plan_is_short():
     lines = found[0].end_lineno - found[0].lineno + 1
     print(f"make_plan: {lines} lines")
     assert lines < MAKE_PLAN_MAX_LINES, f"make_plan has {lines} lines"
+
+
+#: how the one integer bound (sim.core.declare.INT_LIMIT) could be written out
+_INT_LIMIT_LITERAL = re.compile(r"\b2\s*\*\*\s*62\b")
+
+
+def int_limit_literals(text: str) -> list[int]:
+    """The lines of ``text`` that write ``2**62`` (with or without spaces), code or prose."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if _INT_LIMIT_LITERAL.search(line)]
+
+
+def test_the_integer_bound_is_written_once():
+    """``2**62`` is written out once in sim/, pipeline/ and analysis/: where
+    sim.core.declare.INT_LIMIT is defined; everything else names the constant."""
+    hits = [f"{f.relative_to(REPO)}:{n}" for root in ("sim", "pipeline", "analysis")
+            for f in sorted((REPO / root).rglob("*.py")) if "__pycache__" not in f.parts
+            for n in int_limit_literals(f.read_text())]
+    assert len(hits) == 1 and hits[0].startswith("sim/core/declare.py:"), hits
+
+
+def test_the_integer_bound_scan():
+    assert int_limit_literals("a = 2**62\nb = 2 ** 62 - 1\nc = 2**621\nd = 12**62\n# < 2**62.\n") == [1, 2, 5]
+
+
+def _outside(par):
+    """Values just outside a parameter's declared domain, one per finite end (a list of one
+    entry for a ``floats`` parameter)."""
+    (low, high), (lo_in, hi_in) = par.domain, par.inclusive
+    step = 1 if par.kind == "int" else 0.5
+    out = []
+    if low != -math.inf:
+        out.append(low - step if lo_in else low)
+    if high != math.inf:
+        out.append(high + step if hi_in else high)
+    return [[v] if par.kind == "floats" else v for v in out]
+
+
+def _bounded_cases():
+    import sim.registry as registry
+    cases = []
+    for ent in registry.ENTRIES:
+        if not ent.example:
+            continue
+        for name in ent.params:
+            par = registry.param_of(name, ent.model)
+            for value in _outside(par):
+                cases.append(pytest.param(ent, name, value, id=f"{ent.model}-{ent.engine}-{ent.policy}-{name}={value}"))
+    return cases
+
+
+@pytest.mark.parametrize("ent, name, value", _bounded_cases())
+def test_refusals_come_from_the_declarations(ent, name, value):
+    """For every entry and every parameter it takes with a bounded declared domain, a value
+    just past each end is refused by sim.check_task with the declaration's own one-line
+    message (sim.core.declare.Param.refusal), the model's value checks never reached first."""
+    import sim
+    import sim.registry as registry
+
+    task = {**ent.example, "model": ent.model, "engine": ent.engine, "policy": ent.policy,
+            **({"seed": 1} if ent.stochastic else {}), name: value}
+    expected = registry.param_of(name, ent.model).refusal(name, value)
+    assert expected is not None and f"{name}" in expected
+    with pytest.raises(ValueError) as err:
+        sim.check_task(task)
+    assert str(err.value) == expected
+
+
+def test_a_refusal_follows_its_declaration(monkeypatch):
+    """Narrowing a declared domain narrows what is refused, in the words generated from it:
+    the check is the declaration's, not a copy of its bounds."""
+    import sim
+    import sim.registry as registry
+    from sim.core.declare import Param
+
+    model = registry.MODELS["centralization"]
+    task = {**model.entries[0].example, "model": "centralization", "engine": model.entries[0].engine,
+            "policy": "central", "seed": 1, "p": 0.4}
+    sim.check_task(task)
+    monkeypatch.setitem(model.params, "p", Param("float", "narrowed for the test", domain=(0.0, 0.25)))
+    with pytest.raises(ValueError, match=r"^p=0\.4 must be a number in \[0, 0\.25\]$"):
+        sim.check_task(task)
+
+
+def test_simulators_refuse_in_the_declarations_words():
+    """A direct call of a simulator or a limit refuses a value outside its parameter's domain
+    with the message the plan's check gives (the same declaration)."""
+    from sim.centralization import MODEL as CENTRAL
+    from sim.centralization.meanfield import fixed_point as central_fixed_point
+    from sim.dispatch import MODEL as DISPATCH
+    from sim.dispatch.meanfield.batch_filling import fixed_point as batch_fixed_point
+    from sim.dispatch.occupancy import simulate as occupancy
+    from sim.jiq import MODEL as JIQ
+    from sim.jiq.occupancy import simulate as jiq_occupancy
+    from sim.led.model import PARAMS as LED
+    from sim.led.model import model_spec
+
+    cases = [
+        (lambda: occupancy(0, 0.5, "pod", d=2), DISPATCH.param("n_servers").refusal("n_servers", 0)),
+        (lambda: occupancy(10, 0.5, "batch_filling", k=0, d=2), DISPATCH.param("k").refusal("k", 0)),
+        (lambda: occupancy(10, 0.5, "pod", d=2, b=0), DISPATCH.param("b").refusal("b", 0)),
+        (lambda: batch_fixed_point(0.5, 2, 0), DISPATCH.param("d").refusal("d", 0)),
+        (lambda: jiq_occupancy(10, 1.0, "jiq", r=2.0), JIQ.param("lam").refusal("lam", 1.0)),
+        (lambda: central_fixed_point(0.5, 1.5), CENTRAL.param("p").refusal("p", 1.5)),
+        (lambda: model_spec(10, 0.5, "l_jsq", p_hat=2.0), LED["p_hat"].refusal("p_hat", 2.0)),
+    ]
+    for call, message in cases:
+        assert message is not None
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == message
+
+
+def _same_result(a, b) -> bool:
+    """Two simulator results equal field by field (arrays and NaNs included)."""
+    import numpy as np
+
+    if type(a) is not type(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True):
+                return False
+        elif isinstance(x, float) and isinstance(y, float) and math.isnan(x):
+            if not math.isnan(y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _integer_valued_float_cases():
+    from sim.centralization import agent as central_agent
+    from sim.centralization import occupancy as central_occupancy
+    from sim.centralization import trajectory as central_trajectory
+    from sim.dispatch import agent, agent_jobs, general, occupancy, trajectory
+    from sim.jiq import agent as jiq_agent
+    from sim.jiq import occupancy as jiq_occupancy
+    from sim.jiq import trajectory as jiq_trajectory
+
+    run = {"events": 20_000, "seed": 3}
+    return [
+        ("dispatch agent", lambda n, d, k: agent.simulate(n, 0.7, "pod", d=d, **run)),
+        ("dispatch agent_jobs", lambda n, d, k: agent_jobs.simulate(n, 0.7, "batch_filling", k=k, d=d, **run)),
+        ("dispatch occupancy", lambda n, d, k: occupancy.simulate(n, 0.7, "batch_sampling", k=k, d=d, **run)),
+        ("dispatch trajectory", lambda n, d, k: trajectory.simulate(n, 0.7, d, 2.0, grid=5, seed=3,
+                                                                   policy="batch_filling", k=k)),
+        ("dispatch general", lambda n, d, k: general.simulate(n, 0.7, "pod", d=d, jobs=20_000, seed=3)),
+        ("jiq agent", lambda n, d, k: jiq_agent.simulate(n, 0.7, "jiq_pod", 5.0, d=d, **run)),
+        ("jiq occupancy", lambda n, d, k: jiq_occupancy.simulate(n, 0.7, "jiq_pod", 5.0, d=d, **run)),
+        ("jiq trajectory", lambda n, d, k: jiq_trajectory.simulate(n, 0.7, "jiq_pod", 5.0, d=d, time=2.0,
+                                                                  grid=5, seed=3)),
+        ("centralization agent", lambda n, d, k: central_agent.simulate(n, 0.7, 0.2, **run)),
+        ("centralization occupancy", lambda n, d, k: central_occupancy.simulate(n, 0.7, 0.2, **run)),
+        ("centralization trajectory", lambda n, d, k: central_trajectory.simulate(n, 0.7, 0.2, 2.0, grid=5,
+                                                                                 seed=3)),
+    ]
+
+
+def test_simulators_take_integer_valued_floats_as_the_plan_does():
+    """A simulator called directly with integer-valued floats for its integer parameters (what a
+    sweep's formulas give, and what sim.check_task accepts) runs exactly as with the integers:
+    the declaration's check returns the value as an int, and the simulator runs on that."""
+    for name, call in _integer_valued_float_cases():
+        as_int, as_float = call(100, 2, 2), call(100.0, 2.0, 2.0)
+        assert _same_result(as_int, as_float), name

@@ -69,12 +69,12 @@ def test_check_task_names_key_and_value(change, needle):
 def test_kinds_bool_and_choice(monkeypatch):
     monkeypatch.setitem(registry.PARAMS, "flag", registry.Param("bool", "a test flag"))
     monkeypatch.setitem(registry.PARAMS, "mode", registry.Param("choice", "a mode", ("a", "b")))
-    registry._check_kind("flag", True)
-    registry._check_kind("mode", "b")
+    registry.param_of("flag").check("flag", True)
+    registry.param_of("mode").check("mode", "b")
     with pytest.raises(ValueError, match="flag=1 must be true or false"):
-        registry._check_kind("flag", 1)
+        registry.param_of("flag").check("flag", 1)
     with pytest.raises(ValueError, match="mode='c' is not one of: a, b"):
-        registry._check_kind("mode", "c")
+        registry.param_of("mode").check("mode", "c")
     with pytest.raises(ValueError, match="lists its choices"):
         registry.Param("choice", "no choices")
 

@@ -34,7 +34,7 @@ import math
 from sim.core.declare import Entry, Model, Param
 from sim.core.memory import WINDOW_BYTES, longest_queue, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_TRAJECTORY, TRAJECTORY
+from sim.engines import AGENT, LOAD_BELOW_ONE, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_TRAJECTORY, TRAJECTORY
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost"]
 
@@ -93,12 +93,9 @@ def memory_bytes(task: dict) -> float:
 
 
 def check_task(task: dict) -> None:
-    """``ValueError`` naming the key and value if a partial-centralization task cannot run."""
-    lam, p = task["lam"], task["p"]
-    if not 0.0 <= lam < 1.0:
-        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"p={p!r} must be a number in [0, 1]")
+    """``ValueError`` naming the key and value if a partial-centralization task cannot run
+    beyond its parameters' declared domains (lam in [0, 1), p in [0, 1]), which the registry
+    checks first: the agent engine's size."""
     if task["engine"] == "agent" and task["n_servers"] > 2**31 - 1:
         raise ValueError(f"n_servers={task['n_servers']!r}: the agent engine needs n_servers < 2**31")
 
@@ -129,7 +126,9 @@ MODEL = Model(
     ),
     params={
         "p": Param("float", "central fraction of the processing (partial centralization)",
-                   label="p (central fraction of the processing capacity)", symbol="p"),
+                   label="p (central fraction of the processing capacity)", symbol="p",
+                   domain=(0.0, 1.0)),
+        "lam": LOAD_BELOW_ONE,
         "init_tail": INIT_TAIL,
     },
     results={

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.centralization.meanfield import _check_int, _check_lam, _check_p
+from sim.centralization import MODEL
+from sim.centralization.meanfield import _check_int
 from sim.core.output import epilogue
 from sim.core.results import result_row, simulation_result
 from sim.core.rng import threshold
@@ -45,8 +46,10 @@ CentralResult = simulation_result("CentralResult", "Estimates of one simulation 
 
 
 def check_sim_args(n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows):
-    n_servers = _check_int("n_servers", n_servers, 1, 2**31 - 1)
-    lam, p = _check_lam(lam), _check_p(p)
+    n_servers, lam, p = (MODEL.param(key).check(key, value)
+                         for key, value in (("n_servers", n_servers), ("lam", lam), ("p", p)))
+    if n_servers >= 2**31:  # the bound both simulators take; check_task applies it to the agent engine
+        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
     h = _check_int("h", h, 1)

@@ -23,6 +23,7 @@ from numba import njit
 
 from sim.centralization._occupancy_kernel import _level_of
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, store_clock
+from sim.core.declare import INT_LIMIT
 from sim.core.rng import next_raw, u01
 
 
@@ -86,7 +87,7 @@ def central_span(n_servers, lam, p, cnt, t_grid, out, top_out, clock, state, max
     return done
 
 
-def central_trajectory(n_servers, lam, p, cnt, t_grid, out, top_out, state, max_events=2**62):
+def central_trajectory(n_servers, lam, p, cnt, t_grid, out, top_out, state, max_events=INT_LIMIT):
     """Fill ``out[len(t_grid), levels]`` (``s_i``) and ``top_out`` (longest queue) with the path
     from the counts ``cnt`` (int64, stations with at least ``l`` tasks, ``cnt[0] = N``; grown as
     needed), stopping after ``max_events`` events at the latest. Returns ``(final counts,

@@ -56,6 +56,7 @@ from several starts, and :func:`fluid_fixed_point` finds the drift's zero withou
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -63,7 +64,8 @@ from scipy import sparse
 from scipy.integrate import solve_ivp
 from scipy.linalg import solve_banded
 
-from sim.core.results import RESULT_KEYS, is_integral, is_number
+from sim.centralization import MODEL
+from sim.core.results import RESULT_KEYS, is_integral
 from sim.core.settings import RunSettings
 
 __all__ = [
@@ -94,21 +96,24 @@ TAIL_EPS = 1e-16
 
 
 def _check_lam(lam) -> float:
-    if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
-        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
-    return float(lam)
+    return float(MODEL.param("lam").check("lam", lam))
 
 
 def _check_p(p) -> float:
-    if not is_number(p) or not math.isfinite(float(p)) or not 0.0 <= float(p) <= 1.0:
-        raise ValueError(f"p={p!r} must be a number in [0, 1]")
-    return float(p)
+    return float(MODEL.param("p").check("p", p))
 
 
-def _check_int(name: str, v, lo: int, hi: int | None = None) -> int:
-    if not is_integral(v) or int(v) < lo or (hi is not None and int(v) > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name}={v!r} must be an integer {rng}")
+#: ``p`` where a form divides by ``log(1 / (1 - p))``: the asymptotic mean queue and the
+#: predicted slope need 0 < p < 1
+P_OPEN = replace(MODEL.param("p"), doc="central fraction of the processing, in (0, 1)",
+                 inclusive=(False, False))
+
+
+def _check_int(name: str, v, lo: int) -> int:
+    """A truncation or run argument (``max_level``, ``levels``, ``h``): not a model parameter,
+    so no declaration of its own."""
+    if not is_integral(v) or int(v) < lo:
+        raise ValueError(f"{name}={v!r} must be an integer >= {lo}")
     return int(v)
 
 
@@ -203,17 +208,13 @@ def invariant_mean_response(lam: float, p: float) -> float:
 
 def asymptotic_mean_queue(lam: float, p: float) -> float:
     """Leading term of Corollary 3: ``log(1/(1-lam)) / log(1/(1-p))`` (``p`` in (0, 1))."""
-    lam, p = _check_lam(lam), _check_p(p)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p={p!r} must be in (0, 1) for the asymptotic form")
+    lam, p = _check_lam(lam), P_OPEN.check("p", p)
     return math.log(1.0 / (1.0 - lam)) / math.log(1.0 / (1.0 - p))
 
 
 def predicted_slope(p: float) -> float:
     """Predicted growth of ``v_1`` per unit of ``log(1/(1-lam))`` as ``lam -> 1``: ``1/log(1/(1-p))``."""
-    p = _check_p(p)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p={p!r} must be in (0, 1) for a finite slope")
+    p = P_OPEN.check("p", p)
     return 1.0 / math.log(1.0 / (1.0 - p))
 
 

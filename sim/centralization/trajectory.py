@@ -113,7 +113,7 @@ def simulate(n_servers: int, lam: float, p: float, time: float, grid: int = DEFA
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    paths.check_size_and_load(n_servers, lam)
+    n_servers, lam = paths.check_size_and_load(n_servers, lam)
     p = _check_p(p)
     lam = _check_lam(lam)
     paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,

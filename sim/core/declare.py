@@ -13,11 +13,16 @@ the registry); :data:`STOCHASTIC_ENGINES`, :data:`LIMIT_ENGINES`, :data:`PATH_EN
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+import numpy as np
+
+from sim.core.results import is_number
+
 __all__ = ["KINDS", "RESULT_KINDS", "ENGINE_KINDS", "DECLARED_ENGINES", "STOCHASTIC_ENGINES",
-           "LIMIT_ENGINES", "PATH_ENGINES", "Param", "Engine", "Entry", "Policy", "policy_table", "record_of", "Model", "default_memory_bytes",
+           "LIMIT_ENGINES", "PATH_ENGINES", "INT_LIMIT", "bound_text", "SHARED_PARAMS", "POSITIVE_LOAD_BELOW_ONE", "Param", "Engine", "Entry", "Policy", "policy_table", "record_of", "Model", "default_memory_bytes",
            "DEFAULT_BYTES_PER_SERVER", "DEFAULT_FIXED_BYTES", "PER_SERVER_ENGINES"]
 
 #: kinds of a model parameter
@@ -93,18 +98,46 @@ LIMIT_ENGINES = EngineNames("kind", "limit")
 PATH_ENGINES = EngineNames("path", True)
 
 
+#: The one bound of every integer the project counts with (servers, events, queue levels, Int64
+#: columns): values stay below it, so that sums and doublings of two of them still fit a signed
+#: 64-bit integer. Also the "no bound" of a kernel argument (an unbounded buffer, an uncapped
+#: run). A test (tests/test_hygiene.py) checks that it is written out nowhere else.
+INT_LIMIT = 2**62
+
+
+def bound_text(x) -> str:
+    """How a refusal writes a bound: :data:`INT_LIMIT` (and other powers of two from 2**20) by
+    its exponent, a whole float without its ``.0``, anything else as ``repr``."""
+    if isinstance(x, int) and x >= 2**20 and x & (x - 1) == 0:
+        return f"2**{x.bit_length() - 1}"
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return repr(x)
+
+
 @dataclass(frozen=True)
 class Param:
-    """A model parameter: its kind, a one-line meaning, the choices of a ``choice``, and how
-    figures and reports name it: ``label``, axis words with units (``{unit}`` stands for the
-    time unit the analysis fills in), and ``symbol``, the short name of legends and panel
-    titles (``\u03bb = 0.9``). Without them a figure prints the column name."""
+    """A model parameter: its kind, a one-line meaning, its domain, the choices of a ``choice``,
+    and how figures and reports name it: ``label``, axis words with units (``{unit}`` stands for
+    the time unit the analysis fills in), and ``symbol``, the short name of legends and panel
+    titles (``\u03bb = 0.9``). Without them a figure prints the column name.
+
+    The domain, as scipy.stats' ``_ShapeInfo`` declares a shape parameter's: an interval
+    ``domain = (low, high)`` with ``inclusive`` ends, integers for the ``int`` kind and reals for
+    ``float``, each entry of the list for ``floats``. An integer's upper end is never above
+    :data:`INT_LIMIT`, which it stays below. :meth:`refusal` is the one check of a value against
+    the declaration (kind, then domain), and every refusal of a single parameter's value is
+    its one-line message; relations between parameters (``k <= n_servers``) are the model's."""
 
     kind: str
     doc: str
     choices: tuple[str, ...] = ()
     label: str = ""
     symbol: str = ""
+    #: the interval of valid values (``int``, ``float``; each entry of a ``floats`` list)
+    domain: tuple[float, float] = (-math.inf, math.inf)
+    #: whether each end of :attr:`domain` is a valid value
+    inclusive: tuple[bool, bool] = (True, True)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -113,6 +146,89 @@ class Param:
             raise ValueError("a choice parameter (and only one) lists its choices")
         if not isinstance(self.label, str) or not isinstance(self.symbol, str):
             raise ValueError(f"label={self.label!r} and symbol={self.symbol!r} must be strings")
+        low, high = self.domain
+        if not low < high or (self.kind not in ("int", "float", "floats")
+                              and self.domain != (-math.inf, math.inf)):
+            raise ValueError(f"domain={self.domain!r}: an interval low < high, of a numeric kind")
+        if self.kind == "int" and high >= INT_LIMIT:
+            object.__setattr__(self, "domain", (max(low, -INT_LIMIT), INT_LIMIT))
+            object.__setattr__(self, "inclusive", (self.inclusive[0], False))
+
+    def within(self, x) -> bool:
+        """``x`` (a number) is in the domain."""
+        (low, high), (lo_in, hi_in) = self.domain, self.inclusive
+        return (low < x or (lo_in and low == x)) and (x < high or (hi_in and x == high))
+
+    def domain_text(self, value=None) -> str:
+        """The domain in words, as a refusal ends: ``an integer >= 1``, ``a number in [0, 1)``;
+        an integer's bound :data:`INT_LIMIT` is named only to a ``value`` that passes it."""
+        what = "an integer" if self.kind == "int" else "a number"
+        (low, high), (lo_in, hi_in) = self.domain, self.inclusive
+        top = high == math.inf or (high == INT_LIMIT and (value is None or value < high))
+        if low == -math.inf and top:
+            return what if self.kind == "int" else "a finite number"
+        if top:
+            return f"{what} {'>=' if lo_in else '>'} {bound_text(low)}"
+        if low == -math.inf:
+            return f"{what} {'<=' if hi_in else '<'} {bound_text(high)}"
+        return f"{what} in {'[' if lo_in else '('}{bound_text(low)}, {bound_text(high)}{']' if hi_in else ')'}"
+
+    def refusal(self, name: str, value) -> str | None:
+        """The one-line refusal of ``value`` for parameter ``name`` (``None`` if it is valid):
+        its kind, then its domain, generated from this declaration."""
+        if self.kind in ("int", "float"):
+            if not is_number(value) or not math.isfinite(float(value)):
+                return f"{name}={value!r} must be {'an integer' if self.kind == 'int' else 'a finite number'}"
+            if self.kind == "int" and not float(value).is_integer():
+                return f"{name}={value!r} must be an integer"
+            if not self.within(value):
+                return f"{name}={value!r} must be {self.domain_text(value)}"
+        elif self.kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                return f"{name}={value!r} must be true or false"
+        elif self.kind == "choice":
+            if value not in self.choices:
+                return f"{name}={value!r} is not one of: {', '.join(self.choices)}"
+        elif self.kind == "floats":
+            if (isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) == 0
+                    or not all(is_number(v) and math.isfinite(float(v)) for v in value)):
+                return f"{name}={value!r} must be a non-empty list of finite numbers"
+            for i, v in enumerate(value):
+                if not self.within(v):
+                    return f"{name}[{i}]={v!r} must be {self.domain_text(v)}"
+        return None
+
+    def check(self, name: str, value):
+        """``value`` if it is valid (an ``int`` for the ``int`` kind, a ``float`` for ``float``:
+        YAML formulas give integer-valued floats), else ``ValueError`` with :meth:`refusal`'s
+        message."""
+        message = self.refusal(name, value)
+        if message is not None:
+            raise ValueError(message)
+        return int(value) if self.kind == "int" else float(value) if self.kind == "float" else value
+
+
+#: parameters every model shares: the size, the load and the run length (a model may restate
+#: one with a narrower domain in its own ``params``: its tasks are checked against its own)
+SHARED_PARAMS: dict[str, Param] = {
+    "n_servers": Param("int", "N, the number of servers (stations)",
+                       label="number of servers N", symbol="N", domain=(1, INT_LIMIT)),
+    "lam": Param("float", "load: arrival rate per unit of total service rate",
+                 label="load \u03bb (arrival rate per server; service rate 1)", symbol="\u03bb",
+                 domain=(0.0, math.inf)),
+    "events": Param("int", "run length of a simulation: events, warm-up included",
+                    label="run length (events)", domain=(1000, INT_LIMIT)),
+    "time": Param("float", "run length in simulated time (mean service time 1; slots for the "
+                  "slotted engine), warm-up included: the plan turns it into events",
+                  label="run length ({unit})", domain=(0.0, math.inf), inclusive=(False, True)),
+}
+
+
+#: ``lam`` where a limit or an engine needs a positive load below one (the JIQ mean field,
+#: whose p0 solves a normalisation that degenerates at lam = 0; the refined mean fields and the
+#: population limits without a buffer; the trajectories; the general-size engine)
+POSITIVE_LOAD_BELOW_ONE = Param("float", "load: arrival rate per unit of total service rate, "
+                                "in (0, 1)", domain=(0.0, 1.0), inclusive=(False, False))
 
 
 @dataclass(frozen=True)
@@ -332,6 +448,26 @@ class Model:
         missing = sorted({e.policy for e in fixed} - set(self.labels))
         if missing:
             raise ValueError(f"model {self.name!r}: no label for policies {missing}")
+
+    def param(self, name: str) -> Param:
+        """The declaration a value of ``name`` is checked against in this model: its own (or
+        its restatement of a shared one), else the shared one (:data:`SHARED_PARAMS`)."""
+        own = self.params.get(name)
+        return own if own is not None else SHARED_PARAMS[name]
+
+    def check_values(self, **values) -> tuple:
+        """Each given value that is not None against its declaration (:meth:`param`):
+        ``ValueError`` with the first refusal (:meth:`Param.refusal`), else the values in the
+        order given, as :meth:`Param.check` returns them (an integer-valued float as an
+        ``int``; None kept). What the model's simulators call on their arguments, so that a
+        direct call is refused in the words of the plan's check and runs on the values a task
+        of the plan would."""
+        return tuple(None if value is None else self.param(name).check(name, value)
+                     for name, value in values.items())
+
+    def checked(self, **values) -> tuple:
+        """As :meth:`check_values`, for values that must be given: None is refused too."""
+        return tuple(self.param(name).check(name, value) for name, value in values.items())
 
     @property
     def policies(self) -> tuple[str, ...]:

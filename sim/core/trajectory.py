@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from sim.core.declare import Param
+from sim.core.declare import INT_LIMIT, POSITIVE_LOAD_BELOW_ONE, SHARED_PARAMS, Param
 from sim.core.results import is_int
 from sim.core.settings import INIT_CHOICES
 
@@ -97,8 +97,9 @@ def counts_of_tail(tail, n_servers: int) -> np.ndarray:
 
 
 def cap_events(events) -> int:
-    """The event cap of a path: ``events``, or 2**62 (no cap) when it is None."""
-    return 2**62 if events is None else int(events)
+    """The event cap of a path: ``events``, or :data:`~sim.core.declare.INT_LIMIT` (no cap)
+    when it is None."""
+    return INT_LIMIT if events is None else int(events)
 
 
 def none_if_nan(v: float):
@@ -106,13 +107,12 @@ def none_if_nan(v: float):
     return None if math.isnan(v) else float(v)
 
 
-def check_size_and_load(n_servers, lam) -> None:
-    """``n_servers`` and ``lam`` of a trajectory (both models); ``ValueError`` naming the key."""
-    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
-    if (isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating))
-            or not math.isfinite(lam) or not 0.0 < lam < 1.0):
-        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
+def check_size_and_load(n_servers, lam) -> tuple[int, float]:
+    """``n_servers`` and ``lam`` of a trajectory (every model's), checked against their
+    declarations (the shared N, the load in (0, 1)): ``(n_servers, lam)`` as an int and a
+    float, else ``ValueError`` naming the key."""
+    return (SHARED_PARAMS["n_servers"].check("n_servers", n_servers),
+            POSITIVE_LOAD_BELOW_ONE.check("lam", lam))
 
 
 def check_trajectory_args(*, time, grid, seed, init, max_level, events=None) -> None:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Engine, Entry, Model, Param, PrecisePath
+from sim.core.declare import INT_LIMIT, Engine, Entry, Model, Param, PrecisePath
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.trajectory import INIT_TAIL, events_bound
 from sim.dispatch.policies import POLICIES, policy_of
@@ -61,7 +61,10 @@ from sim.engines import (
     TRAJECTORY,
 )
 
-__all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law"]
+__all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "response_law", "LOG10_N_MAX"]
+
+#: the largest ``log10_n`` of a heavy_traffic task: ``one_minus_lam``, ``k d`` and ``d`` stay floats
+LOG10_N_MAX = 300.0
 
 
 def events_per_time(task: dict) -> float:
@@ -99,23 +102,15 @@ def check_task(task: dict) -> None:
         return
     n = task["n_servers"]
     k = task.get("k", 1) if task.get("k") is not None else 1
-    if k < 1:
-        raise ValueError(f"k={k!r} must be an integer >= 1")
     if k > n:
         raise ValueError(f"k={k!r} must not exceed n_servers={n!r}")
     b = task.get("b")
-    if b is not None and b < 1:
-        raise ValueError(f"b={b!r} must be an integer >= 1 (or absent: unbounded)")
     lam = task["lam"]
-    if b is None and not 0.0 <= lam < 1.0:
+    if b is None and not lam < 1.0:  # lam >= 0 is its declared domain
         raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1 (queues are unbounded)")
-    if lam < 0:
-        raise ValueError(f"lam={lam!r} must be >= 0")
     pol = policy_of(task)
     if pol.samples:
         d = task["d"]
-        if d < 1:
-            raise ValueError(f"d={d!r} must be an integer >= 1")
         if k * d > n:
             what = f"d={d!r}" if k == 1 else f"k*d={k * d} (k={k!r}, d={d!r})"
             raise ValueError(f"{what} must not exceed n_servers={n!r} (sampling without replacement)")
@@ -124,8 +119,6 @@ def check_task(task: dict) -> None:
         if len(rates) != n:
             raise ValueError(f"service_rates has {len(rates)} entries; it needs one per server "
                              f"(n_servers={n!r})")
-        if min(rates) <= 0:
-            raise ValueError(f"service_rates: {min(rates)!r} is not > 0 (every rate must be positive)")
         if k > 1 or b is not None:
             raise ValueError("service_rates: unequal service rates are supported for single-task "
                              "jobs without a buffer only (k=1, b absent)")
@@ -339,19 +332,22 @@ MODEL = Model(
                   if engine in pol.engines),
     params={
         "d": PROBES,
-        "k": Param("int", "tasks per job (default 1)", label="k (tasks per job)", symbol="k"),
+        "k": Param("int", "tasks per job (default 1)", label="k (tasks per job)", symbol="k",
+                   domain=(1, INT_LIMIT)),
         "b": Param("int", "buffer per server, the task in service included (absent: unbounded)",
-                   label="buffer b (tasks per server)", symbol="b"),
-        "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
+                   label="buffer b (tasks per server)", symbol="b", domain=(1, INT_LIMIT)),
+        "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)",
+                               domain=(0.0, math.inf), inclusive=(False, True)),
         "replacement": Param("bool", "refined mean field and population engine: the d probes "
                              "drawn with replacement (default false, as the simulators)"),
         "init_tail": INIT_TAIL,
         "log10_n": Param("float", "heavy_traffic: log10 N (N itself may pass the Int64 column, "
-                         "to 10^300)"),
+                         "to 10^300)", domain=(0.0, LOG10_N_MAX), inclusive=(False, True)),
         "one_minus_lam": Param("float", "heavy_traffic: 1 - lam, computed from the sweep's lam "
-                               "formula in high precision (lam itself rounds to 1 past N ~ 10^53)"),
+                               "formula in high precision (lam itself rounds to 1 past N ~ 10^53)",
+                               domain=(0.0, 1.0), inclusive=(False, False)),
         "d_real": Param("float", "heavy_traffic: the sweep's d as a float (the Int64 d column "
-                        "ends at 2^62; d reaches 10^89 at N = 10^300)"),
+                        "ends at INT_LIMIT; d reaches 10^89 at N = 10^300)", domain=(1.0, math.inf)),
     },
     results={
         "mean_queue_1n": "float",  # refined engine: E[Q] = x* + mean_queue_1n / N + O(1/N^2)

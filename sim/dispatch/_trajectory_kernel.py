@@ -29,13 +29,11 @@ import numpy as np
 from numba import njit
 
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
+from sim.core.declare import INT_LIMIT
 from sim.core.rng import below64, next_raw, u01
 from sim.core.sampling import draw_levels, lowest_occupied
 from sim.dispatch._occupancy_kernel import _place_batch
 from sim.dispatch.policies import BATCH_FILLING
-
-#: buffer sentinel of the placement helpers (no buffer: never reached)
-_UNBOUNDED = 2**62
 
 
 # counts state: ``x[l]`` servers with exactly ``l`` tasks, ``busy = N - x[0]`` and ``top`` the
@@ -113,7 +111,7 @@ def _span(batch, n_servers, arr_rate, k, n_samp, x, sample_hist, job_signature, 
         if u01(r) * rate < arr_rate:
             if batch:
                 _, placed, s0, s1, s2, s3 = _place_batch(BATCH_FILLING, x, job_signature, sample_hist, task_levels, k,
-                                                         n_samp, _UNBOUNDED, n_servers,
+                                                         n_samp, INT_LIMIT, n_servers,
                                                          s0, s1, s2, s3)
             else:
                 placed = 1
@@ -154,14 +152,14 @@ def _trajectory(batch, n_servers, arr_rate, k, n_samp, x, t_grid, out, state, ma
     return xx, int(clock[2]), float(clock[0]), int(clock[1])
 
 
-def pod_trajectory(n_servers, arr_rate, d, x, t_grid, out, state, max_events=2**62):
+def pod_trajectory(n_servers, arr_rate, d, x, t_grid, out, state, max_events=INT_LIMIT):
     """Fill ``out[len(t_grid), levels]`` with the path of ``s_1..s_levels`` from counts ``x``
     (int64, sum N; grown as needed), stopping after ``max_events`` events at the latest.
     Returns ``(final counts, events, time of the last event, grid rows written)``."""
     return _trajectory(False, n_servers, arr_rate, 1, int(d), x, t_grid, out, state, max_events)
 
 
-def batch_trajectory(n_servers, arr_rate, k, d, x, t_grid, out, state, max_events=2**62):
+def batch_trajectory(n_servers, arr_rate, k, d, x, t_grid, out, state, max_events=INT_LIMIT):
     """Batch-filling (``k`` tasks per job, ``k d`` queues sampled; ``arr_rate`` = job rate
     ``N lam / k``) as :func:`pod_trajectory`: same arguments and returns."""
     return _trajectory(True, n_servers, arr_rate, int(k), int(k) * int(d), x, t_grid, out, state,

@@ -50,20 +50,18 @@ numpy.uint64)``: results are bitwise reproducible for a given seed and inputs.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues, new_rings
 from sim.core.output import epilogue
 from sim.core.responses import new_recorder
-from sim.core.results import is_int, simulation_result, simulation_row
+from sim.core.results import simulation_result, simulation_row
 from sim.core.rng import seed_state, threshold
 from sim.core.sampling import alias_table
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
+from sim.dispatch import MODEL, agent_jobs
 from sim.dispatch import _agent_kernel as _k
-from sim.dispatch import agent_jobs
 from sim.dispatch.meanfield.pod import initial_tail
 from sim.dispatch.policies import policy as policy_record
 from sim.dispatch.policies import policy_of, served_by
@@ -140,34 +138,29 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     on first use and cached on disk (see :mod:`sim.dispatch._agent_kernel`).
     """
     # ---- validation
-    if not is_int(n_servers) or n_servers < 1:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
+    n_servers, lam = MODEL.checked(n_servers=n_servers, lam=lam)
     if n_servers >= 2**31:
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
-    if (not isinstance(lam, (int, float, np.integer, np.floating)) or isinstance(lam, bool)
-            or not math.isfinite(lam) or not 0.0 <= lam < 1.0):
-        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
+    if lam >= 1.0:
+        raise ValueError(f"lam={lam!r} must be < 1 (queues are unbounded)")
     lam = float(lam)
     if policy not in AGENT_POLICIES:
         raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(AGENT_POLICIES)}")
     pol = policy_record(policy)
     if pol.samples:
-        if not is_int(d) or not 1 <= d <= n_servers:
-            raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
+        (d,) = MODEL.checked(d=d)
+        if d > n_servers:
+            raise ValueError(f"d={d!r} must not exceed n_servers={n_servers} (sampling without replacement)")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
     if service_rates is None:
         mu = np.ones(n_servers)
     else:
-        try:
-            mu = np.asarray(service_rates, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"service_rates={service_rates!r} must be a list of numbers") from None
+        MODEL.check_values(service_rates=service_rates)
+        mu = np.asarray(service_rates, dtype=np.float64)
         if mu.shape != (n_servers,):
             raise ValueError(
                 f"service_rates must have length n_servers={n_servers}, got shape {mu.shape}")
-        if not np.all(np.isfinite(mu)) or not np.all(mu > 0):
-            raise ValueError("service_rates must be finite and > 0")
     if not isinstance(responses, (bool, np.bool_)):
         raise ValueError(f"responses={responses!r} must be true or false")
     responses = bool(responses)

@@ -81,18 +81,17 @@ share a server, so each server is an M^X/M/1 queue (batches Binomial(k, 1/N)), w
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
 from sim.core.output import epilogue
 from sim.core.responses import new_recorder
-from sim.core.results import is_int, is_number, simulation_result, simulation_row
+from sim.core.results import is_int, simulation_result, simulation_row
 from sim.core.rng import threshold
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
+from sim.dispatch import MODEL
 from sim.dispatch import _agent_jobs_kernel as _k
 from sim.dispatch.meanfield.pod import initial_tail
 from sim.dispatch.policies import policy as policy_record
@@ -130,9 +129,7 @@ def _check_policy(policy):
 def _check_b(b) -> int:
     if b is None:
         return int(_k.UNBOUNDED)
-    if not is_int(b) or b < 1:
-        raise ValueError(f"b={b!r} must be an integer >= 1 (or None: unbounded)")
-    return int(b)
+    return MODEL.checked(b=b)[0]
 
 
 def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=DEFAULTS.seed, state=None):
@@ -146,10 +143,11 @@ def place_job(q, policy: str, k: int, d: int = 1, b: int | None = None, seed=DEF
     q = np.ascontiguousarray(q, dtype=np.int64)
     if q.ndim != 1 or q.size < 1 or q.min() < 0:
         raise ValueError("q must be a non-empty 1-D array of non-negative lengths")
-    if not is_int(k) or not 1 <= k:
-        raise ValueError(f"k={k!r} must be an integer >= 1")
+    (k,) = MODEL.checked(k=k)
+    if pol.samples:
+        (d,) = MODEL.checked(d=d)
     m = int(pol.sample_size(k, d))
-    if pol.samples and (not is_int(d) or d < 1 or m > q.size):
+    if pol.samples and m > q.size:
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= N={q.size}")
     bb = _check_b(b)
     if state is None:
@@ -173,8 +171,9 @@ def assign_tasks(policy: str, lengths, k: int, b: int | None = None):
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if lengths.ndim != 1 or lengths.size < 1 or lengths.min() < 0:
         raise ValueError("lengths must be a non-empty 1-D array of non-negative lengths")
-    if not is_int(k) or k < 1 or (not pol.fills and k > lengths.size):
-        raise ValueError(f"k={k!r} must be an integer >= 1 (batch_sampling: <= len(lengths))")
+    (k,) = MODEL.checked(k=k)
+    if not pol.fills and k > lengths.size:
+        raise ValueError(f"k={k!r} must be <= len(lengths) for batch_sampling")
     bb = _check_b(b)
     placed, dest = _k.batch_plan_given_sample(lengths, pol.code, int(k), np.int64(bb))
     if placed < 0:
@@ -235,21 +234,21 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     (partial Fisher-Yates) and the JSQ buckets (3 N int64).
     """
     # ---- validation
-    if not is_int(n_servers) or n_servers < 1:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
+    pol = _check_policy(policy)
+    n_servers, k, lam = MODEL.checked(n_servers=n_servers, k=k, lam=lam)
+    if pol.samples:
+        (d,) = MODEL.checked(d=d)
     if n_servers >= 2**31:
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
-    pol = _check_policy(policy)
-    if not is_int(k) or not 1 <= k <= n_servers:
-        raise ValueError(f"k={k!r} must be an integer with 1 <= k <= n_servers={n_servers}")
-    if pol.samples:
-        if not is_int(d) or d < 1 or k * d > n_servers:
-            raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers="
-                             f"{n_servers} (k={k})")
+    if k > n_servers:
+        raise ValueError(f"k={k!r} must not exceed n_servers={n_servers}")
+    if pol.samples and (d is None or k * d > n_servers):
+        raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers="
+                         f"{n_servers} (k={k})")
     d = pol.probe_d(d)
     bb = _check_b(b)
-    if not (is_number(lam) and math.isfinite(lam)) or lam <= 0.0:
-        raise ValueError(f"lam={lam!r} must be a finite number > 0")
+    if lam == 0.0:
+        raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
     if b is None and lam >= 1.0:
         raise ValueError(f"lam={lam!r} must be < 1 without a buffer b")
     lam = float(lam)

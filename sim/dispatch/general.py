@@ -41,12 +41,14 @@ import math
 
 import numpy as np
 
+from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
 from sim.core.output import epilogue
-from sim.core.results import check_real, is_int, simulation_result
+from sim.core.results import is_int, simulation_result
 from sim.core.rng import seed_state
 from sim.core.service import Exponential, ServiceLaw
 from sim.core.settings import DEFAULTS, N_WINDOWS, check_run_args
 from sim.core.windows import window_bounds
+from sim.dispatch import MODEL
 from sim.dispatch import _general_kernel as _k
 
 __all__ = ["GeneralResult", "GENERAL_POLICIES", "simulate"]
@@ -87,15 +89,20 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, jobs: int = 10
     Memory: rings of ``8 N C`` bytes, ``C`` the power of two above the longest queue seen
     (at least 16), and for jsq and jiq a calendar of about ``32 lam N`` bytes.
     """
-    if not is_int(n_servers) or not 1 <= n_servers < 2**31:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer in [1, 2**31)")
-    lam = check_real("lam", lam, lambda v: 0.0 < v < 1.0, "a number with 0 < lam < 1")
+    n_servers = MODEL.param("n_servers").check("n_servers", n_servers)
+    if n_servers >= 2**31:  # servers are drawn by the fast 32-bit bounded draw (sim.core.rng.below)
+        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
+    lam = POSITIVE_LOAD_BELOW_ONE.check("lam", lam)
     if not isinstance(policy, str) or policy not in GENERAL_POLICIES:
         raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(GENERAL_POLICIES)}")
     code, samples = GENERAL_POLICIES[policy]
-    if samples and (not is_int(d) or not 1 <= d <= n_servers):
-        raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
-    d = int(d) if samples else 1
+    if samples:
+        d = MODEL.param("d").check("d", d)
+        if d > n_servers:
+            raise ValueError(f"d={d!r} must not exceed n_servers={n_servers!r} "
+                             "(sampling without replacement)")
+    else:
+        d = 1
     if service is None:
         service = Exponential()
     if not isinstance(service, ServiceLaw):

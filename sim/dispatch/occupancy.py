@@ -96,16 +96,16 @@ very large N use independent replications (the analysis does when there are seve
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from sim.core.declare import INT_LIMIT
 from sim.core.jobdelay import GL_W, GL_X
 from sim.core.output import epilogue
 from sim.core.responses import new_recorder
 from sim.core.results import is_int, simulation_result, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
+from sim.dispatch import MODEL
 from sim.dispatch import _occupancy_kernel as _k
 from sim.dispatch.policies import policy as policy_record
 from sim.dispatch.policies import policy_of, served_by
@@ -115,10 +115,6 @@ __all__ = ["OccupancyResult", "simulate", "run_task", "meanfield_tail",
 
 #: policies this engine serves
 OCCUPANCY_POLICIES: tuple[str, ...] = served_by("occupancy")
-
-
-#: stand-in for an unbounded buffer inside the kernel
-_UNBOUNDED = 2**62
 
 
 #: estimates of one occupancy run (times in the model's time unit, mean service 1)
@@ -231,7 +227,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     Parameters
     ----------
     n_servers : int
-        N, 1 <= N < 2**62 (10**9 costs the same per event as 10**3).
+        N, in its declared domain (10**9 costs the same per event as 10**3).
     lam : float
         Load per server, 0 < lam (job rate ``N * lam / k``); lam < 1 unless ``b`` is given.
     policy : str
@@ -265,25 +261,22 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     if policy not in OCCUPANCY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the occupancy engine; valid: "
                          f"{', '.join(OCCUPANCY_POLICIES)}")
-    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
-    if not is_int(k) or not 1 <= k <= n_servers:
-        raise ValueError(f"k={k!r} must be an integer with 1 <= k <= n_servers={n_servers}")
     pol = policy_record(policy)
+    n_servers, k, lam = MODEL.checked(n_servers=n_servers, k=k, lam=lam)
+    (b,) = MODEL.check_values(b=b)
+    if pol.samples:
+        (d,) = MODEL.checked(d=d)
+    if k > n_servers:
+        raise ValueError(f"k={k!r} must not exceed n_servers={n_servers}")
     if pol.single_task and k != 1:
         raise ValueError(f"k={k!r}: policy {policy!r} serves single-task jobs (k = 1)")
-    if b is not None and (not is_int(b) or b < 1):
-        raise ValueError(f"b={b!r} must be an integer >= 1 (or None: unbounded)")
-    if (not isinstance(lam, (int, float, np.integer, np.floating)) or isinstance(lam, bool)
-            or not math.isfinite(lam) or lam <= 0.0):
-        raise ValueError(f"lam={lam!r} must be a finite number > 0 (with lam = 0 no job "
-                         "arrives and there is nothing to estimate)")
+    if lam == 0.0:
+        raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
     if b is None and lam >= 1.0:
         raise ValueError(f"lam={lam!r} must be < 1 when the buffer b is unbounded")
-    if pol.samples:
-        if not is_int(d) or d < 1 or k * d > n_servers:
-            raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers "
-                             f"(k={k}, n_servers={n_servers})")
+    if pol.samples and (d is None or k * d > n_servers):
+        raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers "
+                         f"(k={k}, n_servers={n_servers})")
     d = pol.probe_d(d)
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
                    n_windows=n_windows)
@@ -295,7 +288,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     n_batches, max_level, h, n_windows = int(n_batches), int(max_level), int(h), int(n_windows)
     lam = float(lam)
     code, sample_size = pol.code, pol.sample_size(k, d)
-    bmax = _UNBOUNDED if b is None else int(b)
+    bmax = INT_LIMIT if b is None else int(b)  # INT_LIMIT: no buffer
 
     # ---- set-up
     state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)

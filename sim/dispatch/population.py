@@ -31,12 +31,14 @@ import math
 import numpy as np
 from numba import njit
 
+from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
 from sim.core.memory import longest_queue
 from sim.core.population import Population, Transitions, Vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
 from sim.core.sampling import probes_in
+from sim.dispatch import MODEL
 from sim.dispatch.policies import only
 
 __all__ = ["POD", "pod_levels", "run_task", "run_meanfield", "run_refined", "run_path"]
@@ -161,10 +163,8 @@ def run_meanfield(task: dict) -> dict:
     """One ``population_meanfield`` task of ``pod``: the fixed point of the declared drift."""
     task = _task(task)
     task.pop("events", None)
-    if not 0.0 < float(task["lam"]) < 1.0 and task.get("b") is None:
-        raise ValueError(f"lam={task['lam']!r} must be in (0, 1) without a buffer")
-    if math.isnan(float(task["lam"])):
-        raise ValueError("lam is NaN")
+    # without a buffer lam is in (0, 1); with one, in its declared domain
+    (MODEL.param("lam") if task.get("b") is not None else POSITIVE_LOAD_BELOW_ONE).check("lam", task["lam"])
     return limit_row(POD, task)
 
 
@@ -173,6 +173,5 @@ def run_refined(task: dict) -> dict:
     task's N (:func:`sim.core.population_limit.refined_row`)."""
     task = _task(task)
     task.pop("events", None)
-    if not 0.0 < float(task["lam"]) < 1.0:
-        raise ValueError(f"lam={task['lam']!r} must be in (0, 1)")
+    POSITIVE_LOAD_BELOW_ONE.check("lam", task["lam"])
     return refined_row(POD, task)

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve
 
+from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
 from sim.core.jobdelay import expected_job_delay, harmonic
 from sim.core.refined import CI_METHOD, refined_expansion
 from sim.core.results import exact_row
@@ -234,8 +235,7 @@ def batch_refined(lam: float, k: int, d: int, levels: int | None = None,
     if k * d > MAX_SAMPLES:
         raise ValueError(f"k*d={k * d}: the refined batch-filling enumerates histograms of k d "
                          f"samples, at most {MAX_SAMPLES}")
-    if not lam > 0:
-        raise ValueError(f"lam={lam!r}: the refined mean field needs lam > 0")
+    POSITIVE_LOAD_BELOW_ONE.check("lam", lam)
     L0, s0 = _levels(lam, k, d)
     L = L0 if levels is None else int(levels)
     x, v, w, a, f1, _ = _expansion(lam, k, d, L, s0)

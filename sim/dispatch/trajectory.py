@@ -50,9 +50,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from sim.core import trajectory as paths
-from sim.core.results import is_int
 from sim.core.rng import seed_state
 from sim.core.settings import DEFAULTS, RunSettings, task_int
+from sim.dispatch import MODEL
 from sim.dispatch import _trajectory_kernel as _k
 from sim.dispatch.meanfield import batch_filling
 from sim.dispatch.meanfield.pod import solve_pod_ode
@@ -159,13 +159,14 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = DEFAUL
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    paths.check_size_and_load(n_servers, lam)
+    n_servers, lam = paths.check_size_and_load(n_servers, lam)
     pol = policy_record(policy)
     if k is None:
         k = 1
-    if not is_int(k) or k < 1 or (pol.single_task and k != 1):
-        raise ValueError(f"k={k!r} must be an integer >= 1 (1 for pod)")
-    if not is_int(d) or d < 1 or k * d > n_servers:
+    k, d = MODEL.checked(k=k, d=d)
+    if pol.single_task and k != 1:
+        raise ValueError(f"k={k!r}: policy {policy!r} serves single-task jobs (k = 1)")
+    if k * d > n_servers:
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} "
                          f"(k={k})")
     paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,

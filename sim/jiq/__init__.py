@@ -59,11 +59,10 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import Entry, Model, Param
+from sim.core.declare import INT_LIMIT, POSITIVE_LOAD_BELOW_ONE, Entry, Model, Param
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
-from sim.core.results import is_number
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.engines import AGENT, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
+from sim.engines import AGENT, LOAD_BELOW_ONE, MEANFIELD, OCCUPANCY, POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, PROBES, REFINED, TRAJECTORY
 from sim.jiq.policies import POLICIES as POLICY_RECORDS
 from sim.jiq.policies import policy as policy_record
 
@@ -95,19 +94,11 @@ def events_per_time(task: dict) -> float:
     return 2.0 * lam * n if task["engine"] in ("occupancy", "population") else (1.0 + lam) * n
 
 
-def _integral(x) -> bool:
-    """An integer, or an integer-valued float (YAML formulas give floats), whose float value is
-    exact (unlike :func:`sim.core.results.is_integral`, an integer that a float cannot hold,
-    above 2**53, is refused)."""
-    return is_number(x) and math.isfinite(float(x)) and float(x) == int(x)
-
-
 def n_schedulers(n_servers, r) -> int:
     """``M = N / r``; ``ValueError`` naming ``r`` unless it is a positive integer."""
     if r is None:
         raise ValueError("r=None: the JIQ model needs r (servers per scheduler), a number > 0")
-    if not is_number(r) or not math.isfinite(float(r)) or not float(r) > 0:
-        raise ValueError(f"r={r!r} must be a finite number > 0 (servers per scheduler)")
+    MODEL.check_values(r=r)
     m_float = float(n_servers) / float(r)
     m = round(m_float)
     if m < 1 or abs(m_float - m) > 1e-9 * max(1.0, m_float):
@@ -169,41 +160,39 @@ def memory_bytes(task: dict) -> float:
 
 def check_task(task: dict) -> None:
     """``ValueError`` with one clear message naming the key and its value if the task's model
-    parameters are invalid: ``policy``, ``n_servers`` (integer >= 1), ``lam`` in [0, 1), ``r``
-    (> 0 with ``n_servers / r`` a positive integer), ``d`` (jiq_pod: 1 <= d <= n_servers;
-    jiq_sqd: 1 <= d <= M), ``z`` (jiq_threshold: an integer >= 0)."""
+    parameters are invalid: ``policy``; ``n_servers``, ``lam``, ``r``, ``d`` and ``z`` against
+    their declared domains (:attr:`MODEL.params <sim.core.declare.Model.param>`; the engines'
+    run_task call this directly, without the registry); ``n_servers / r`` a positive integer,
+    ``d`` (jiq_pod: d <= n_servers; jiq_sqd: d <= M), ``z`` given to jiq_threshold."""
     policy = task.get("policy")
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} is not a JIQ policy; valid: {', '.join(POLICIES)}")
-    n = task.get("n_servers")
-    if not _integral(n) or int(n) < 1:
-        raise ValueError(f"n_servers={n!r} must be an integer >= 1")
+    n, lam = task.get("n_servers"), task.get("lam")
+    MODEL.check_values(n_servers=n, lam=lam)
+    if n is None or lam is None:
+        raise ValueError(f"n_servers={n!r}, lam={lam!r}: the JIQ model needs both")
     if int(n) >= 2**31 and task.get("engine", "agent") == "agent":
         raise ValueError(f"n_servers={n!r}: the agent engine needs n_servers < 2**31 "
                          "(use the occupancy engine)")
     n = int(n)
-    lam = task.get("lam")
-    if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 <= float(lam) < 1.0:
-        raise ValueError(f"lam={lam!r} must be a number with 0 <= lam < 1")
     m = n_schedulers(n, task.get("r"))
     pol = policy_record(policy)
     if pol.samples:
         d = task.get("d")
         if d is None:
             raise ValueError(f"d=None: policy={policy!r} needs d (an integer >= 1)")
+        MODEL.check_values(d=d)
         top, what = pol.d_limit(n, m)
-        if not _integral(d) or not 1 <= int(d) <= top:
+        if int(d) > top:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {top} "
                              f"for policy={policy!r}")
     if pol.threshold:
         z = task.get("z")
         if z is None:
             raise ValueError(f"z=None: policy={policy!r} needs z (an integer >= 0)")
-        if not _integral(z) or int(z) < 0:
-            raise ValueError(f"z={z!r} must be an integer >= 0 for policy={policy!r}")
-    if task.get("engine") == "meanfield" and float(lam) <= 0.0:
-        raise ValueError(f"lam={lam!r}: the JIQ mean field needs 0 < lam < 1 (p0 is the root of "
-                         "a normalisation that degenerates at lam = 0)")
+        MODEL.check_values(z=z)
+    if task.get("engine") == "meanfield":  # p0 solves a normalisation that degenerates at lam = 0
+        POSITIVE_LOAD_BELOW_ONE.check("lam", lam)
 
 
 def response_law(policy: str, params: dict):
@@ -245,10 +234,12 @@ MODEL = Model(
                   for engine in _ENGINES for pol in POLICY_RECORDS.values() if engine in pol.engines),
     params={
         "r": Param("float", "servers per scheduler (JIQ: M = N / r schedulers, each with an I-queue)",
-                   label="r (servers per scheduler)", symbol="r"),
+                   label="r (servers per scheduler)", symbol="r", domain=(0.0, math.inf),
+                   inclusive=(False, True)),
         "d": PROBES,
         "z": Param("int", "JIQ threshold: the I-queues list the servers with at most z tasks",
-                   label="threshold z (tasks)", symbol="z"),
+                   label="threshold z (tasks)", symbol="z", domain=(0, INT_LIMIT)),
+        "lam": LOAD_BELOW_ONE,
         "init_tail": INIT_TAIL,
     },
     results={

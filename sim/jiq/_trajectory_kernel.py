@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from sim.core._trajectory_kernel import clock_step, load_clock, padded, record_tail, store_clock, top_level
+from sim.core.declare import INT_LIMIT
 from sim.core.rng import next_raw, u01
 from sim.core.sampling import lowest_occupied, min_of_sample
 from sim.jiq._occupancy_kernel import _pick, _size_biased, iq_scan
@@ -101,7 +102,7 @@ def jiq_span(pod, n_servers, n_iq, arr_rate, d, x, sample_hist, y, t_grid, out, 
 
 
 def jiq_trajectory(pod, n_servers, n_iq, arr_rate, d, x, y, t_grid, out, p0_out, state,
-                   max_events=2**62):
+                   max_events=INT_LIMIT):
     """Fill ``out[grid, levels]`` (s_i) and ``p0_out[grid]`` along one path from ``(x, y)``.
     Stops after ``max_events`` events at the latest. Returns ``(x, y, events, time of the last
     event, grid rows written)``."""

@@ -47,7 +47,8 @@ from typing import NamedTuple
 
 from scipy.optimize import brentq
 
-from sim.core.results import check_real, is_number
+from sim.core.results import is_number
+from sim.jiq import MODEL
 
 __all__ = ["LuApproximation", "lu_approximation", "lu_occupied_fraction", "lu_mean_response",
            "lu_mean_wait", "lu_occupancy_sum"]
@@ -67,17 +68,15 @@ class LuApproximation(NamedTuple):
 
 
 def _check_lam(lam) -> float:
-    return check_real("lam", lam, lambda v: 0.0 <= v < 1.0, "a number with 0 <= lam < 1")
+    return MODEL.param("lam").check("lam", lam)
 
 
 def _check_r(r) -> float:
-    return check_real("r", r, lambda v: v > 0.0, "a finite number > 0 (servers per dispatcher)")
+    return MODEL.param("r").check("r", r)
 
 
 def _check_d(d) -> int:
-    if not is_number(d) or not math.isfinite(float(d)) or float(d) != int(d) or int(d) < 1:
-        raise ValueError(f"d={d!r} must be an integer >= 1 (I-queues sampled by a joining server)")
-    return int(d)
+    return MODEL.param("d").check("d", d)
 
 
 def _log_exponent(i: int, d: int) -> float:

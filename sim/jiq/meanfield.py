@@ -166,9 +166,11 @@ from scipy.optimize import brentq
 from scipy.sparse.linalg import spsolve
 from scipy.special import erfcx, gammainc, logsumexp
 
+from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
 from sim.core.responses import exact_response_columns
-from sim.core.results import check_real, is_number
+from sim.core.results import is_number
 from sim.core.settings import DEFAULTS, RunSettings
+from sim.jiq import MODEL
 from sim.jiq.lu import lu_approximation
 from sim.jiq.policies import policy as policy_record
 from sim.jiq.policies import served_by
@@ -262,28 +264,25 @@ def _check_policy(policy) -> str:
 
 
 def _check_lam(lam) -> float:
-    return check_real("lam", lam, lambda v: 0.0 < v < 1.0, "in (0, 1)", not_number="a number in (0, 1)")
+    """The load of the mean field: in (0, 1) (p0 solves a normalisation that degenerates at
+    lam = 0), the declaration the model's check_task applies to a meanfield task."""
+    return POSITIVE_LOAD_BELOW_ONE.check("lam", lam)
 
 
 def _check_r(r) -> float:
-    if not is_number(r):
-        raise ValueError(f"r={r!r} must be a number > 0")
-    v = float(r)
-    if not math.isfinite(v):
-        raise ValueError(f"r={r!r} must be finite")
-    if not v > 0.0:
-        raise ValueError(f"r={r!r} must be > 0")
-    return v
+    return MODEL.param("r").check("r", r)
 
 
 def _check_int(name: str, v, low: int = 1) -> int:
+    """A truncation or run argument (``levels``, ``iqueue_levels``, ``max_level``): not a model
+    parameter, so no declaration of its own."""
     if not is_number(v) or not math.isfinite(float(v)) or float(v) != int(v) or int(v) < low:
         raise ValueError(f"{name}={v!r} must be an integer >= {low}")
     return int(v)
 
 
 def _check(policy, lam, r, d):
-    return _check_policy(policy), _check_lam(lam), _check_r(r), _check_int("d", d)
+    return _check_policy(policy), _check_lam(lam), _check_r(r), MODEL.param("d").check("d", d)
 
 
 def _choice_exponents(policy: str, d: int) -> tuple[int, int]:
@@ -847,7 +846,7 @@ def run_task(task: dict) -> dict:
         raise ValueError(f"engine={task.get('engine')!r} must be 'meanfield'")
     policy = _check_policy(task.get("policy"))
     pol = policy_record(policy)
-    _check_int("n_servers", task.get("n_servers"))
+    MODEL.param("n_servers").check("n_servers", task.get("n_servers"))
     if not pol.samples:
         d = task.get("d", 1)
     elif "d" not in task:

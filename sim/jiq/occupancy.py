@@ -25,7 +25,7 @@ State and events
 ----------------
 With delete messages the state is symmetric: the counts ``x[l]`` of servers with ``l`` tasks
 and ``y[j]`` of I-queues of size ``j`` form a Markov chain, with ``sum_j j y[j] = x[0]``. An event
-costs O(levels + d), whatever N is (N up to ``2**62``), and memory is a few arrays as long as
+costs O(levels + d), whatever N is (N up to its declared bound), and memory is a few arrays as long as
 the highest level and the largest I-queue; they grow (doubling) as needed. The transitions are
 described in :mod:`sim.jiq._occupancy_kernel`.
 
@@ -80,17 +80,15 @@ use independent replications there.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from sim.core._trajectory_kernel import padded  # counts in a power-of-two array, room above the top
 from sim.core.output import LEGACY_SE_METHOD, epilogue, mser5, warmup_cut
 from sim.core.responses import new_recorder
-from sim.core.results import is_int, is_number, simulation_result, simulation_row
+from sim.core.results import simulation_result, simulation_row
 from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
 from sim.core.windows import window_bounds
-from sim.jiq import SIM_COLUMNS, n_schedulers
+from sim.jiq import MODEL, SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
 from sim.jiq.policies import POLICIES, served_by
 from sim.jiq.policies import policy as policy_record
@@ -186,7 +184,7 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     Parameters
     ----------
     n_servers : int
-        N, 1 <= N < 2**62 (the cost per event does not depend on N).
+        N, in its declared domain (the cost per event does not depend on N).
     lam : float
         Load per server, 0 < lam < 1 (task rate ``lam * N``).
     policy : str
@@ -218,11 +216,9 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
     if policy not in OCCUPANCY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the JIQ occupancy engine; valid: "
                          f"{', '.join(OCCUPANCY_POLICIES)}")
-    if not is_int(n_servers) or not 1 <= n_servers < 2**62:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer with 1 <= n_servers < 2**62")
-    n_servers = int(n_servers)
-    if not is_number(lam) or not math.isfinite(float(lam)) or not 0.0 < float(lam) < 1.0:
-        raise ValueError(f"lam={lam!r} must be a number with 0 < lam < 1")
+    n_servers, lam = MODEL.checked(n_servers=n_servers, lam=lam)
+    if lam == 0.0:
+        raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
     n_iq = n_schedulers(n_servers, r)  # ValueError naming r unless N / r is a positive integer
     if float(r) > MAX_R:
         raise ValueError(f"r={r!r} must be <= 2**24 in the occupancy engine (its I-queue size "
@@ -232,7 +228,8 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         d = 1
     else:
         limit, what = pol.d_limit(n_servers, n_iq)
-        if not is_int(d) or not 1 <= d <= limit:
+        (d,) = MODEL.checked(d=d)
+        if d > limit:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {limit} "
                              f"(policy {policy})")
     check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,

@@ -48,6 +48,7 @@ import math
 import numpy as np
 from numba import njit
 
+from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
 from sim.core.memory import longest_queue
 from sim.core.population import At, Population, Transitions, Vector
 from sim.core.population_engine import simulate
@@ -242,8 +243,7 @@ def _task(task: dict) -> dict:
         raise ValueError(f"policy={out.get('policy')!r} is not declared by transitions; "
                          f"valid: {', '.join(DECLS)}")
     check_task(out)
-    if not float(out["lam"]) > 0.0:
-        raise ValueError(f"lam={out['lam']!r}: the declared JIQ needs 0 < lam < 1")
+    POSITIVE_LOAD_BELOW_ONE.check("lam", out["lam"])
     return out
 
 

@@ -32,11 +32,10 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core import trajectory as paths
-from sim.core.results import is_int
 from sim.core.rng import seed_state
 from sim.core.settings import DEFAULTS, RunSettings, task_int
+from sim.jiq import MODEL, n_schedulers
 from sim.jiq import _trajectory_kernel as _k
-from sim.jiq import n_schedulers
 from sim.jiq.meanfield import _default_iqueue_levels, fixed_point, solve_ode
 from sim.jiq.occupancy import _empty_counts
 from sim.jiq.policies import policy as policy_record
@@ -149,11 +148,12 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
     if policy not in TRAJECTORY_POLICIES:
         raise ValueError(f"policy={policy!r} is not served by the trajectory engine; valid: "
                          f"{', '.join(TRAJECTORY_POLICIES)}")
-    paths.check_size_and_load(n_servers, lam)
+    n_servers, lam = paths.check_size_and_load(n_servers, lam)
     m = n_schedulers(n_servers, r)
     pol = policy_record(policy)
     if pol.probes:
-        if not is_int(d) or not 1 <= d <= n_servers:
+        (d,) = MODEL.checked(d=d)
+        if d > n_servers:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
     else:
         d = 1

@@ -77,10 +77,9 @@ server and per (dispatcher, server) estimate; ``events`` counts slots.
 """
 from __future__ import annotations
 
-from sim.core.declare import Engine, Entry, Model, Param
+from sim.core.declare import Engine, Entry, Model
 from sim.core.memory import WINDOW_BYTES
-from sim.engines import PROBES
-from sim.led.model import DEFAULTS, LED_POLICIES, POLICIES, TIES, UPDATES, model_spec
+from sim.led.model import DEFAULTS, LED_POLICIES, PARAMS, POLICIES, UPDATES, model_spec
 from sim.led.policies import POLICIES as POLICY_RECORDS
 
 __all__ = ["MODEL", "check_task", "events_per_time", "event_cost", "POLICIES", "LED_POLICIES",
@@ -139,9 +138,8 @@ def check_task(task: dict) -> None:
     ``jsq`` or ``pod`` other than ``independent`` or ``shared``.
 
     Parameters a policy does not use are not checked (they are null in its row)."""
-    cap = task.get("queue_cap")
-    if cap is not None and (isinstance(cap, bool) or not float(cap).is_integer() or cap < 1):
-        raise ValueError(f"queue_cap={cap!r} must be an integer >= 1")
+    if task.get("queue_cap") is not None:
+        PARAMS["queue_cap"].check("queue_cap", task["queue_cap"])
     model_spec(task.get("n_servers"), task.get("lam"), task.get("policy"),
                task.get("m_dispatchers"), **{k: task.get(k) for k in MODEL_KEYS
                                              if k != "m_dispatchers"})
@@ -174,38 +172,7 @@ MODEL = Model(
     # lam is the load rho = lam_Sigma / mu_Sigma
     entries=tuple(Entry("slotted", pol.name, _L, ("d",) * pol.samples, _optional(pol), example=_example(pol))
                   for pol in POLICY_RECORDS.values()),
-    params={
-        "d": PROBES,
-        "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)"),
-        "m_dispatchers": Param("int", "dispatchers M, each with its own estimates (default 1)",
-                               label="number of dispatchers M", symbol="M"),
-        "update": Param("choice", "how LED estimates are refreshed", UPDATES, symbol="updates"),
-        "p_hat": Param("float", "LED update probability in [0, 1]",
-                       label="update probability p\u0302 (per dispatcher and slot)", symbol="p\u0302"),
-        "d_u": Param("int", "Push: servers sampled per update", label="servers per Push update d_u"),
-        "count_own": Param("bool", "a dispatcher adds its own dispatches to its estimates "
-                           "(default false)"),
-        "arrival_dist": Param("choice", "law of arrivals per dispatcher per slot",
-                              ("poisson", "bernoulli", "binomial"), symbol="arrivals"),
-        "arrival_n": Param("int", "trials of binomial arrivals"),
-        "service_dist": Param("choice", "law of service offered per server per slot",
-                              ("bernoulli", "binomial", "poisson", "geometric"), symbol="service"),
-        "service_n": Param("int", "trials of binomial services"),
-        "dispatch_weights": Param("floats", "split of the arrivals over the dispatchers "
-                                  "(default equal)"),
-        "msg_budget": Param("float", "LED: one-way messages per arriving task that set p_hat "
-                            "(Push exact, Pull calibrated by pilot runs); not with p_hat"),
-        "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
-                                  "(instead of msg_budget); not with p_hat",
-                                  symbol="message budget of power-of-d with d"),
-        "queue_cap": Param("int", "stop a run (status unstable, unstable_by cap) when sum Q exceeds "
-                           "this (default 100 N (1 + zeta/eps), a hundred times mu-weighted random "
-                           "routing's level; a stable policy far worse than random, e.g. L-JSQ-Push "
-                           "with a small p_hat, can exceed it)"),
-        "ties": Param("choice", "jsq, pod: tie rule among the shortest true queues, each "
-                      "dispatcher's own draw (independent, default) or one draw per slot shared "
-                      "by all (shared: JSQ's single shortest queue)", TIES),
-    },
+    params=PARAMS,
     results={
         # sums over the servers, at slot starts
         "mean_total_queue": "float", "mean_total_queue_se": "float",

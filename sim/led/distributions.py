@@ -35,7 +35,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ARRIVAL_DISTS", "SERVICE_DISTS", "Law", "make_law", "LawTables", "build_tables",
+from sim.core.declare import INT_LIMIT, Param
+
+__all__ = ["ARRIVAL_DISTS", "SERVICE_DISTS", "TRIALS", "Law", "make_law", "LawTables", "build_tables",
            "POISSON_PIECE", "MAX_TABLE"]
 
 #: arrival laws by name (tasks reaching one dispatcher in one slot)
@@ -96,6 +98,12 @@ class Law:
         raise ValueError(f"unknown law {self.name!r}")
 
 
+#: the declarations of ``arrival_n`` and ``service_n``, the trials of a binomial law (the LED
+#: model's parameters: :data:`sim.led.model.PARAMS` lists these)
+TRIALS = {"arrival": Param("int", "trials of binomial arrivals", domain=(1, INT_LIMIT)),
+          "service": Param("int", "trials of binomial services", domain=(1, INT_LIMIT))}
+
+
 def make_law(name, mean, n=None, *, role: str, what: str) -> Law:
     """A validated :class:`Law`; ``ValueError`` naming ``what`` (the key) and the value.
 
@@ -117,12 +125,9 @@ def make_law(name, mean, n=None, *, role: str, what: str) -> Law:
                          "(a Bernoulli mean is at most 1)")
     if name == "binomial":
         nk = f"{role}_n"
-        if isinstance(n, float) and n.is_integer():
-            n = int(n)
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"{nk}={n!r}: the binomial {role} law needs an integer number of "
-                             "trials >= 1")
-        n = int(n)
+        if n is None:
+            raise ValueError(f"{nk}=None: the binomial {role} law needs {nk}, its number of trials")
+        n = TRIALS[role].check(nk, n)
         if mean > n:
             raise ValueError(f"{key}='binomial' with {nk}={n} cannot carry the mean "
                              f"{what}={mean!r} (a binomial mean is at most n)")

@@ -11,12 +11,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.results import is_int, is_number
-from sim.led.distributions import Law, make_law
+from sim.core.declare import INT_LIMIT, Param
+from sim.engines import LOAD_BELOW_ONE, PROBES
+from sim.led.distributions import TRIALS, Law, make_law
 from sim.led.policies import POLICIES as POLICY_RECORDS
 
 __all__ = ["LED_POLICIES", "BASELINES", "POLICIES", "UPDATES", "TIES", "TIE_POLICIES",
-           "DEFAULTS", "ModelSpec",
+           "DEFAULTS", "PARAMS", "ModelSpec",
            "model_spec", "push_p_hat_for_budget", "pod_budget_per_job"]
 
 #: LED policies: each dispatcher decides on its own estimates only (sim.led.policies)
@@ -41,6 +42,58 @@ DEFAULTS: dict = {
     "dispatch_weights": None, "m_dispatchers": 1, "msg_budget": None, "msg_budget_pod_d": None,
     "ties": "independent",
 }
+
+
+#: the model's parameters with their domains (its declaration's ``params``; :func:`model_spec`
+#: checks a value against them): the size and the load restated with the slotted engine's
+#: int32 server index and a steady state (rho < 1)
+PARAMS: dict[str, Param] = {
+    "n_servers": Param("int", "N, the number of servers (the slotted engine indexes them in int32)",
+                       domain=(1, 2**31), inclusive=(True, False)),
+    "lam": LOAD_BELOW_ONE,
+    "d": PROBES,
+    "service_rates": Param("floats", "per-server service rates (length N; absent: all 1)",
+                           domain=(0.0, math.inf), inclusive=(False, True)),
+    "m_dispatchers": Param("int", "dispatchers M, each with its own estimates (default 1)",
+                           label="number of dispatchers M", symbol="M", domain=(1, 2**31),
+                           inclusive=(True, False)),
+    "update": Param("choice", "how LED estimates are refreshed", UPDATES, symbol="updates"),
+    "p_hat": Param("float", "LED update probability in [0, 1]",
+                   label="update probability p\u0302 (per dispatcher and slot)", symbol="p\u0302",
+                   domain=(0.0, 1.0)),
+    "d_u": Param("int", "Push: servers sampled per update", label="servers per Push update d_u",
+                 domain=(1, INT_LIMIT)),
+    "count_own": Param("bool", "a dispatcher adds its own dispatches to its estimates "
+                       "(default false)"),
+    "arrival_dist": Param("choice", "law of arrivals per dispatcher per slot",
+                          ("poisson", "bernoulli", "binomial"), symbol="arrivals"),
+    "arrival_n": TRIALS["arrival"],
+    "service_dist": Param("choice", "law of service offered per server per slot",
+                          ("bernoulli", "binomial", "poisson", "geometric"), symbol="service"),
+    "service_n": TRIALS["service"],
+    "dispatch_weights": Param("floats", "split of the arrivals over the dispatchers "
+                              "(default equal)", domain=(0.0, math.inf), inclusive=(False, True)),
+    "msg_budget": Param("float", "LED: one-way messages per arriving task that set p_hat "
+                        "(Push exact, Pull calibrated by pilot runs); not with p_hat",
+                        domain=(0.0, math.inf)),
+    "msg_budget_pod_d": Param("int", "LED: the message budget of Power-of-d with this d "
+                              "(instead of msg_budget); not with p_hat",
+                              symbol="message budget of power-of-d with d", domain=(1, INT_LIMIT)),
+    "queue_cap": Param("int", "stop a run (status unstable, unstable_by cap) when sum Q exceeds "
+                       "this (default 100 N (1 + zeta/eps), a hundred times mu-weighted random "
+                       "routing's level; a stable policy far worse than random, e.g. L-JSQ-Push "
+                       "with a small p_hat, can exceed it)", domain=(1, INT_LIMIT)),
+    "ties": Param("choice", "jsq, pod: tie rule among the shortest true queues, each "
+                  "dispatcher's own draw (independent, default) or one draw per slot shared "
+                  "by all (shared: JSQ's single shortest queue)", TIES),
+}
+
+
+def _check(**values) -> None:
+    """Each value that is not None against its declaration (:data:`PARAMS`)."""
+    for name, value in values.items():
+        if value is not None:
+            PARAMS[name].check(name, value)
 
 
 class ModelSpec(NamedTuple):
@@ -83,30 +136,16 @@ def _as_int(x):
     return x
 
 
-def _float_list(name: str, values, length: int, length_what: str) -> np.ndarray:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise ValueError(f"{name}={values!r} must be a list of numbers")
-    vals = list(values)
-    if len(vals) != length:
-        raise ValueError(f"{name} has {len(vals)} entries; it needs one per {length_what} "
-                         f"({length})")
-    for i, v in enumerate(vals):
-        if not is_number(v) or not math.isfinite(float(v)):
-            raise ValueError(f"{name}[{i}]={v!r} must be a finite number")
-    return np.array([float(v) for v in vals], dtype=np.float64)
-
-
-def _positive_list(name: str, values, length: int, length_what: str, why: str = "") -> np.ndarray:
-    """:func:`_float_list` (or ones where ``values`` is None), every entry > 0; else
-    ``ValueError`` naming the first other entry (and ``why``)."""
+def _positive_list(name: str, values, length: int, length_what: str) -> np.ndarray:
+    """Ones where ``values`` is None, else its entries (checked against the declaration: every
+    one > 0) as floats; ``ValueError`` unless it has ``length`` entries."""
     if values is None:
         return np.ones(length)
-    vals = _float_list(name, values, length, length_what)
-    bad = np.nonzero(vals <= 0)[0]
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"{name}[{i}]={float(vals[i])!r} must be > 0{why}")
-    return vals
+    PARAMS[name].check(name, values)
+    if len(values) != length:
+        raise ValueError(f"{name} has {len(values)} entries; it needs one per {length_what} "
+                         f"({length})")
+    return np.array([float(v) for v in values], dtype=np.float64)
 
 
 def _laws(dist: str, means, n, role: str, what) -> list[Law]:
@@ -142,25 +181,10 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
     if not isinstance(policy, str) or policy not in POLICIES:
         raise ValueError(f"policy={policy!r} is unknown to the slotted engine; valid: "
                          f"{', '.join(POLICIES)}")
+    PARAMS["n_servers"].check("n_servers", n_servers)
     n = _as_int(n_servers)
-    if not is_int(n) or n < 1:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer >= 1")
-    if n >= 2**31:
-        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
-    m = _as_int(m_dispatchers if m_dispatchers is not None else 1)
-    if not is_int(m) or m < 1:
-        raise ValueError(f"m_dispatchers={m_dispatchers!r} must be an integer >= 1")
-    if m >= 2**31:
-        raise ValueError(f"m_dispatchers={m_dispatchers!r} must be < 2**31")
-    if not is_number(lam) or not math.isfinite(float(lam)):
-        raise ValueError(f"lam={lam!r} must be a finite number (the load rho)")
-    rho = float(lam)
-    if rho < 0:
-        raise ValueError(f"lam={lam!r} must be >= 0 (the load rho = lam_Sigma / mu_Sigma; a "
-                         "negative arrival mean)")
-    if rho >= 1:
-        raise ValueError(f"lam={lam!r} must be < 1 (the load rho = lam_Sigma / mu_Sigma; "
-                         "rho >= 1 has no steady state)")
+    m = _as_int(PARAMS["m_dispatchers"].check("m_dispatchers", 1 if m_dispatchers is None else m_dispatchers))
+    rho = float(PARAMS["lam"].check("lam", lam))  # the load rho = lam_Sigma / mu_Sigma
 
     led = policy in LED_POLICIES
     upd = None
@@ -172,30 +196,20 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         if upd not in UPDATES:
             raise ValueError(f"update={update!r} is unknown; valid: {', '.join(UPDATES)}")
         if p_hat is not None:
-            if (not is_number(p_hat) or not math.isfinite(float(p_hat))
-                    or not 0.0 <= float(p_hat) <= 1.0):
-                raise ValueError(f"p_hat={p_hat!r} must be a probability in [0, 1]")
-            ph = float(p_hat)
+            ph = float(PARAMS["p_hat"].check("p_hat", p_hat))
         if upd == "push" and d_u is not None:
-            du = _as_int(d_u)
-            if not is_int(du) or du < 1:
-                raise ValueError(f"d_u={d_u!r} must be an integer >= 1 (servers sampled per "
-                                 "push update)")
+            du = _as_int(PARAMS["d_u"].check("d_u", d_u))
             if du > n:
                 raise ValueError(f"d_u={d_u!r} must not exceed n_servers={n} (distinct servers "
                                  "sampled per push update)")
         if count_own is not None:
-            if not isinstance(count_own, (bool, np.bool_)):
-                raise ValueError(f"count_own={count_own!r} must be true or false")
-            own = bool(count_own)
+            own = bool(PARAMS["count_own"].check("count_own", count_own))
     if led:
         _check_budget(msg_budget, msg_budget_pod_d, p_hat, n)
     dd = int(DEFAULTS["d"])
     if POLICY_RECORDS[policy].samples:
         if d is not None:
-            dd = _as_int(d)
-            if not is_int(dd) or dd < 1:
-                raise ValueError(f"d={d!r} must be an integer >= 1 (servers sampled per decision)")
+            dd = _as_int(PARAMS["d"].check("d", d))
             if dd > n:
                 raise ValueError(f"d={d!r} must not exceed n_servers={n} (distinct servers "
                                  "sampled per decision)")
@@ -210,8 +224,8 @@ def model_spec(n_servers, lam, policy, m_dispatchers=1, *, update=None, p_hat=No
         tie = ties
 
     # service means
-    mu = _positive_list("service_rates", service_rates, n, "server (n_servers)",
-                        " (a service mean per slot; negative or zero means cannot serve)")
+    _check(arrival_n=arrival_n, service_n=service_n)
+    mu = _positive_list("service_rates", service_rates, n, "server (n_servers)")
     service_laws = _laws(DEFAULTS["service_dist"] if service_dist is None else service_dist, mu,
                          service_n, "service", lambda i: f"service_rates[{i}]")
     mu_sigma = float(mu.sum())
@@ -257,14 +271,11 @@ def _check_budget(msg_budget, msg_budget_pod_d, p_hat, n) -> None:
     if p_hat is not None:
         raise ValueError(f"{key}={val!r} and p_hat={p_hat!r} are both given: the message budget "
                          "sets p_hat (give one of them)")
+    _check(msg_budget=msg_budget, msg_budget_pod_d=msg_budget_pod_d)
     if msg_budget is not None:
-        if (not is_number(msg_budget) or not math.isfinite(float(msg_budget))
-                or float(msg_budget) < 0):
-            raise ValueError(f"msg_budget={msg_budget!r} must be a finite number >= 0 (one-way "
-                             "messages per arriving task)")
         return
     bd = _as_int(msg_budget_pod_d)
-    if not is_int(bd) or not 1 <= bd <= n:
+    if bd > n:
         raise ValueError(f"msg_budget_pod_d={msg_budget_pod_d!r} must be an integer in [1, "
                          f"n_servers={n}] (the d of the Power-of-d budget)")
 

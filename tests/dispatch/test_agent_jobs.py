@@ -410,7 +410,7 @@ def test_reproducible_for_a_seed_and_different_across_seeds():
 @pytest.mark.parametrize("key, value", [
     ("n_servers", 0), ("n_servers", 2.5), ("lam", 0.0), ("lam", 1.0), ("lam", -0.1),
     ("lam", float("nan")), ("policy", "pod"), ("policy", "jsw"), ("k", 0), ("k", 31),
-    ("k", 2.0), ("d", 0), ("d", 8), ("b", 0), ("b", 1.5), ("h", 0), ("events", 10),
+    ("k", 2.5), ("d", 0), ("d", 8), ("b", 0), ("b", 1.5), ("h", 0), ("events", 10),
     ("seed", -1), ("init", "full"), ("n_batches", 1), ("max_level", 0),
 ])
 def test_bad_input_raises_value_error_naming_the_key(key, value):

@@ -140,8 +140,8 @@ def test_bad_input_is_refused_naming_the_key():
     ok = dict(n_servers=10, lam=0.5, policy="pod", d=2, jobs=10_000)
     assert_refused(
         (lambda: simulate(**{**ok, "policy": "sita"}), r"^policy='sita' is unknown; valid: " + ", ".join(GENERAL_POLICIES)),
-        (lambda: simulate(**{**ok, "d": 11}), r"^d=11 must be an integer with 1 <= d <= n_servers=10$"),
-        (lambda: simulate(**{**ok, "lam": 1.0}), r"^lam=1.0 must be a number with 0 < lam < 1$"),
+        (lambda: simulate(**{**ok, "d": 11}), r"^d=11 must not exceed n_servers=10 \(sampling without replacement\)$"),
+        (lambda: simulate(**{**ok, "lam": 1.0}), r"^lam=1.0 must be a number in \(0, 1\)$"),
         (lambda: simulate(**{**ok, "n_servers": 0}), r"^n_servers=0 must be"),
         (lambda: simulate(**{**ok, "jobs": 10}), r"^jobs=10 must be an integer >= n_windows=1000$"),
         (lambda: simulate(**{**ok, "service": "lognormal"}), r"^service='lognormal' must be a law"),

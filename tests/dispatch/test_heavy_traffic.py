@@ -249,9 +249,9 @@ def test_engine_row_at_1e300_and_its_frac_within_h():
 @pytest.mark.parametrize("change, message", [
     ({"d_real": 2.0}, "jobs reach layer 2"),          # constant d at 10^10: k d (1 - lam) ~ 1
     ({"b": 1}, "b=1: the heavy-traffic limit has no finite buffer"),
-    ({"log10_n": 301.0}, "log10_n=301.0 must be in (0, 300]"),
+    ({"log10_n": 301.0}, "log10_n=301.0 must be a number in (0, 300]"),
     ({"log10_n": 2.0}, "must not exceed N = 10^2"),
-    ({"one_minus_lam": 1.0}, "one_minus_lam=1.0 must be in (0, 1)"),
+    ({"one_minus_lam": 1.0}, "one_minus_lam=1.0 must be a number in (0, 1)"),
 ])
 def test_engine_refuses_points_where_the_form_does_not_hold(change, message):
     import sim

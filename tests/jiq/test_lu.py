@@ -94,14 +94,14 @@ def test_mean_wait_is_mg1_at_the_reduced_load():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: lu_approximation(1.0, 10), r"lam=1.0 must be a number with 0 <= lam < 1"),
+    (lambda: lu_approximation(1.0, 10), r"lam=1.0 must be a number in \[0, 1\)"),
     (lambda: lu_approximation(-0.1, 10), r"lam=-0.1 must be"),
     (lambda: lu_approximation("0.5", 10), r"lam='0.5' must be"),
-    (lambda: lu_approximation(0.5, 0), r"r=0 must be a finite number > 0"),
-    (lambda: lu_approximation(0.5, float("inf")), r"r=inf must be a finite number > 0"),
+    (lambda: lu_approximation(0.5, 0), r"r=0 must be a number > 0"),
+    (lambda: lu_approximation(0.5, float("inf")), r"r=inf must be a finite number"),
     (lambda: lu_approximation(0.5, None), r"r=None must be"),
     (lambda: lu_approximation(0.5, 10, 0), r"d=0 must be an integer >= 1"),
-    (lambda: lu_approximation(0.5, 10, 2.5), r"d=2.5 must be an integer >= 1"),
+    (lambda: lu_approximation(0.5, 10, 2.5), r"d=2.5 must be an integer$"),
     (lambda: lu_mean_wait(0.5, 10, second_moment=0.5), r"second_moment=0.5 must be"),
     (lambda: lu_occupancy_sum(0.0, 2), r"u=0.0 must be a finite number > 0"),
 ])

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.core.results import check_real
+from sim.dispatch import MODEL
+from sim.engines import LOAD_BELOW_ONE
 
 CI_METHOD = "closed form (mean field, N = infinity)"
 
 
 def _check_lam(lam) -> float:
-    return check_real("lam", lam, lambda v: 0.0 <= v < 1.0, "satisfy 0 <= lam < 1",
-                      not_number="a number")
+    """The load of a mean field without a buffer: the declared load below one."""
+    return LOAD_BELOW_ONE.check("lam", lam)
 
 
 def _check_d(d) -> int:
-    if isinstance(d, bool) or not isinstance(d, (int, float, np.integer, np.floating)):
-        raise ValueError(f"d={d!r} must be an integer >= 1")
-    if float(d) != int(d) or int(d) < 1:
-        raise ValueError(f"d={d!r} must be an integer >= 1")
-    return int(d)
+    return MODEL.param("d").check("d", d)
+
+
+def _check_k_d(lam, k, d) -> tuple[float, int, int]:
+    """``(lam, k, d)`` of a k-task mean field without a buffer, checked against the declarations."""
+    return _check_lam(lam), MODEL.param("k").check("k", k), _check_d(d)
 
 
 def _check_level(name: str, v) -> int:

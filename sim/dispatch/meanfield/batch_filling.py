@@ -42,6 +42,7 @@ from scipy.optimize import root
 from sim.core.jobdelay import GL_W, GL_X, expected_max_gamma, harmonic
 from sim.core.results import exact_row
 from sim.core.settings import RunSettings
+from sim.dispatch.meanfield._common import _check_k_d
 from sim.dispatch.policies import only
 
 TAIL_EPS = 1e-15
@@ -135,12 +136,7 @@ def drift(s: np.ndarray, lam: float, k: int, d: int) -> np.ndarray:
 
 
 def _check(lam, k, d):
-    if not (isinstance(lam, (int, float)) and 0.0 <= lam < 1.0):
-        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1")
-    if not (isinstance(k, (int, np.integer)) and k >= 1):
-        raise ValueError(f"k={k!r} must be an integer >= 1")
-    if not (isinstance(d, (int, np.integer)) and d >= 1):
-        raise ValueError(f"d={d!r} must be an integer >= 1")
+    _check_k_d(lam, k, d)
 
 
 def solve_ode(lam: float, k: int, d: int, t_end: float, s0=None, levels: int = 40,

@@ -33,14 +33,13 @@ which equals the mean of that law; ``prob_wait`` is the fraction of *admitted* t
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy.optimize import brentq
 
 from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
 from sim.core.settings import DEFAULTS, RunSettings
+from sim.dispatch import MODEL
 from sim.dispatch.meanfield._common import CI_METHOD
 from sim.dispatch.policies import policy as policy_record
 from sim.dispatch.policies import served_by
@@ -57,15 +56,10 @@ def _check(policy, lam, d, b) -> tuple[float, int, int]:
     if name not in BUFFER_POLICIES:
         raise ValueError(f"policy={name!r} has no buffered mean field here (only {', '.join(BUFFER_POLICIES)})")
     pol = policy_record(name)
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam={lam!r} must be a finite number >= 0")
-    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
-        raise ValueError(f"b={b!r} must be an integer >= 1")
-    if not pol.samples:
-        d = 1
-    elif isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d={d!r} must be an integer >= 1")
-    return float(lam), int(d or 1), int(b)
+    if b is None:
+        raise ValueError("b=None: the buffered mean field needs b (tasks per server)")
+    return (MODEL.param("lam").check("lam", lam), MODEL.param("d").check("d", d) if pol.samples else 1,
+            MODEL.param("b").check("b", b))
 
 
 def _pod_recursion(lam: float, d: int, b: int, x: float) -> np.ndarray:

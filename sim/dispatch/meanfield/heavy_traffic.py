@@ -49,7 +49,9 @@ import numpy as np
 from numba import njit
 from scipy import special
 
+from sim.core.results import is_number
 from sim.core.settings import RunSettings
+from sim.dispatch import LOG10_N_MAX, MODEL
 from sim.dispatch.policies import policy as policy_record
 from sim.dispatch.policies import served_by
 
@@ -71,9 +73,7 @@ def path_point(log10_n: float, c: float, alpha: float = 0.3, beta: float = 1.0) 
     """The sweep's path at N = 10^log10_n: ``one_minus_lam = beta N^-alpha`` (never formed as
     1 - lam), ``k = ceil(ln(N)^2)``, ``d = ceil(c / ((1 - lam) ln k))``: the ceil of a float,
     as the sweep's formula evaluates it, returned as a Python int (of any size)."""
-    x = float(log10_n)
-    if not x > 0.0:
-        raise ValueError(f"log10_n={log10_n!r} must be > 0")
+    x = MODEL.param("log10_n").check("log10_n", log10_n)
     oml = float(beta) * 10.0 ** (-float(alpha) * x)
     if not 0.0 < oml < 1.0:
         raise ValueError(f"1 - lam = {oml!r} is not in (0, 1) (float range)")
@@ -93,14 +93,20 @@ def harmonic_number(k: float) -> float:
     return float(special.digamma(k + 1.0)) + EULER_GAMMA
 
 
+#: the largest k the form is evaluated at (the headline's path reaches k = ceil(ln(N)^2), about
+#: 4.8e5, at N = 10^300, the largest log10_n)
+K_BELOW = 10**9
+
+
 def _check(k, d, one_minus_lam):
-    k, d, oml = float(k), float(d), float(one_minus_lam)
-    if not (k >= 1 and k == math.floor(k) and k < 1e9):
-        raise ValueError(f"k={k!r} must be an integer in [1, 1e9)")
-    if not (d >= 1 and math.isfinite(d)):
-        raise ValueError(f"d={d!r} must be >= 1 and finite")
-    if not (0.0 < oml < 1.0):
-        raise ValueError(f"one_minus_lam={one_minus_lam!r} must be in (0, 1)")
+    """``(k, d, 1 - lam)`` checked against the declarations of ``k``, ``d_real`` (the d a
+    heavy-traffic task carries; a refusal names ``d``, the argument, since the registry has
+    already checked a task's ``d_real`` under its own name) and ``one_minus_lam``, and k below
+    :data:`K_BELOW`."""
+    k, d, oml = (MODEL.param("k").check("k", k), MODEL.param("d_real").check("d", d),
+                 MODEL.param("one_minus_lam").check("one_minus_lam", one_minus_lam))
+    if k >= K_BELOW:
+        raise ValueError(f"k={k!r} must be < 10**9 (the heavy-traffic form's range of k)")
     if not math.isfinite(k * d):
         raise ValueError(f"k d = {k} * {d} overflows a float")
     return int(k), d, oml
@@ -240,9 +246,9 @@ def limit_ratio(k, mu) -> dict:
     """The eps -> 0 limit at (k, mu = k d eps): ``C_0 ~ Poisson(mu)``, the ``k - min(k, C_0)``
     other tasks at position 2 in distinct queues, nothing higher (batch-filling and
     batch-sampling alike). Any k (no eps or d is formed)."""
-    k = int(float(k))
-    if not (k >= 1 and float(mu) >= 0.0 and math.isfinite(float(mu))):
-        raise ValueError(f"k={k!r} must be >= 1 and mu={mu!r} finite and >= 0")
+    k = MODEL.param("k").check("k", k)
+    if not (is_number(mu) and math.isfinite(float(mu)) and float(mu) >= 0.0):
+        raise ValueError(f"mu={mu!r} must be a finite number >= 0")
     x0, pmf0 = level0_law(0.0, None, mu=float(mu))
     excess, mean_r, _ = _job_excess(k, x0, pmf0, np.zeros_like)
     return _result(k, excess, mean_r, 0.0, {"mu": float(mu)})
@@ -275,8 +281,6 @@ def leading_rate(k) -> float:
 #: the largest ``log_layer2_bound`` (natural log of the bound on the probability that a job
 #: reaches layer 2, which the heavy-traffic form leaves out) a task may have: e^-27.6 = 1e-12
 LAYER2_LOG_MAX = math.log(1e-12)
-#: the largest ``log10_n`` of a task: ``one_minus_lam``, ``k d`` and ``d`` stay floats
-LOG10_N_MAX = 300.0
 
 
 def check_task(task: dict) -> None:
@@ -292,9 +296,8 @@ def _task_point(task: dict, check=None, limit: str = "the heavy-traffic limit") 
     """``(k, d_real, one_minus_lam)`` of a task after the checks that need no fixed point;
     ``check`` validates (k, d, 1 - lam) (default :func:`_check`), ``limit`` names the limit in
     the refusal of a buffer (per-task power-of-(kd)'s engine shares this)."""
+    MODEL.check_values(log10_n=task["log10_n"])
     x = float(task["log10_n"])
-    if not 0.0 < x <= LOG10_N_MAX:
-        raise ValueError(f"log10_n={task['log10_n']!r} must be in (0, {LOG10_N_MAX:g}]")
     if task.get("b") is not None:
         raise ValueError(f"b={task['b']!r}: {limit} has no finite buffer")
     k, d, eps = (check or _check)(task["k"], task["d_real"], task["one_minus_lam"])

@@ -76,6 +76,7 @@ from numba import njit
 from scipy import special
 
 from sim.core.jobdelay import harmonic
+from sim.dispatch.meanfield._common import _check_k_d
 
 TAIL_EPS = 1e-20
 PRUNE = 1e-26
@@ -216,12 +217,7 @@ def _fixed_point_kernel(lam, one_minus_lam, k, d, eps, max_levels):
 
 
 def _check(lam, k, d):
-    if not (isinstance(lam, (int, float, np.floating)) and 0.0 <= float(lam) < 1.0):
-        raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1")
-    if not (isinstance(k, (int, np.integer)) and k >= 1):
-        raise ValueError(f"k={k!r} must be an integer >= 1")
-    if not (isinstance(d, (int, np.integer)) and d >= 1):
-        raise ValueError(f"d={d!r} must be an integer >= 1")
+    _check_k_d(lam, k, d)
 
 
 def fixed_point_large(lam: float, k: int, d: int, eps: float = TAIL_EPS,

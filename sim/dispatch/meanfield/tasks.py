@@ -54,7 +54,7 @@ from sim.core.responses import Mixture, exact_response_columns
 from sim.core.results import exact_row
 from sim.core.settings import RunSettings
 from sim.dispatch.meanfield import large_sampling, pod
-from sim.dispatch.meanfield._common import CI_METHOD, _check_lam
+from sim.dispatch.meanfield._common import CI_METHOD, _check_k_d
 from sim.dispatch.policies import policy as policy_record
 
 __all__ = ["ExactLaw", "MaxOfIid", "BatchSamplingLaw", "ppt_response_law", "bs_fixed_point",
@@ -69,11 +69,7 @@ PRUNE = 1e-20
 
 
 def _check(lam, k, d):
-    lam = _check_lam(lam)
-    for name, v in (("k", k), ("d", d)):
-        if isinstance(v, bool) or not float(v).is_integer() or int(v) < 1:
-            raise ValueError(f"{name}={v!r} must be an integer >= 1")
-    return lam, int(k), int(d)
+    return _check_k_d(lam, k, d)
 
 
 # --------------------------------------------------------------------------------------------
