@@ -42,9 +42,8 @@ from numba import njit
 from sim.core.buckets import pick_lowest
 from sim.core.rng import below, next_raw
 from sim.core.service import exp_draw
-from sim.core.windows import window_shift
 from sim.dispatch._agent_jobs_kernel import UNBOUNDED, _draw_sample, _fill_plan, _sampling_plan
-from sim.dispatch._general_kernel import apply_departures, join, pop_done, shortest_lazy
+from sim.dispatch._general_kernel import apply_departures, join, loop_sizes, pop_done, shortest_lazy
 
 #: policy codes of this loop
 RANDOM, JSQ, BATCH_FILLING, BATCH_SAMPLING, POD_PER_TASK, LL_FILLING = 0, 1, 2, 3, 4, 5
@@ -88,11 +87,7 @@ def make_jobs_loop(policy: int):
         ring without room for another job. ``istate``: next job, calendar bucket of the last
         scan, sampling stamp; ``fstate``: the clock. Returns True when the run is done."""
         n_servers = q.size
-        c = ring.shape[1]
-        mask = c - 1
-        bmask = cal_head.size - 1
-        shift = window_shift(bounds)
-        end = bounds[bounds.size - 1]
+        c, mask, bmask, shift, end = loop_sizes(ring, cal_head, bounds)
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
         a, jcur, stamp, t = istate[0], istate[1], istate[2], fstate[0]
         done = True

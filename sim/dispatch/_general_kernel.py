@@ -48,10 +48,10 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
-from sim.core.rng import below, next_raw
+from sim.core.rng import below, next_raw, seed_state
 from sim.core.sampling import first_min, sample_fy, sample_seq
 from sim.core.service import draw_size, exp_draw
-from sim.core.windows import window_shift
+from sim.core.windows import window_bounds, window_shift
 
 #: policy codes of this engine
 RANDOM, SQD, LLD, JSQ, JIQ = 0, 1, 2, 3, 4
@@ -111,6 +111,15 @@ def apply_departures(t, jcur, mask, bmask, ring, head, q, perm, pos, start, cal_
                     _cal_insert(m, ring[m, h], inv_delta, bmask, cal_head, nxt, prv, calb)
             m = after
     return jt
+
+
+@njit(cache=True, inline="always")
+def loop_sizes(ring, cal_head, bounds):
+    """What an arrival loop over the state of :func:`new_state` reads once: the ring capacity
+    ``C`` and its index mask ``C - 1``, the calendar's bucket mask, the window shift and the
+    arrival at which the run ends."""
+    c = ring.shape[1]
+    return c, c - 1, cal_head.size - 1, window_shift(bounds), bounds[bounds.size - 1]
 
 
 @njit(cache=True, inline="always")
@@ -194,11 +203,7 @@ def make_loop(policy: int, use_fy: bool):
         ``istate``: next arrival, calendar bucket of the last scan; ``fstate``: the clock.
         Returns True when the run is done."""
         n_servers = q.size
-        c = ring.shape[1]
-        mask = c - 1
-        bmask = cal_head.size - 1
-        shift = window_shift(bounds)
-        end = bounds[bounds.size - 1]
+        c, mask, bmask, shift, end = loop_sizes(ring, cal_head, bounds)
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
         a, jcur, t = istate[0], istate[1], fstate[0]
         done = True
@@ -320,3 +325,17 @@ def new_state(n_servers: int, capacity: int, calendar: bool, rate: float):
     prv = np.full(links, -1, dtype=np.int64)
     calb = np.zeros(links, dtype=np.int64)
     return ring, head, q, clast, samp, perm, pos, start, cal_head, nxt, prv, calb, inv_delta
+
+
+def new_run(jobs: int, n_windows: int, max_level: int, seed: int, n_float: int, n_int: int,
+            n_istate: int):
+    """What a loop of this engine fills besides the servers: the window bounds over ``jobs``
+    arrivals, ``n_float`` float and ``n_int`` int64 sums per window, the time at each position
+    per window (``w_tail``), the RNG state, and the loop's resume state (``n_istate`` integers:
+    next arrival, calendar bucket, ...; the clock)."""
+    bounds = window_bounds(jobs, n_windows)
+    n_win = bounds.size - 1
+    floats = tuple(np.zeros(n_win) for _ in range(n_float))
+    ints = tuple(np.zeros(n_win, dtype=np.int64) for _ in range(n_int))
+    return (bounds, floats, ints, np.zeros((n_win, max_level)), seed_state(seed),
+            np.zeros(n_istate, dtype=np.int64), np.zeros(1))
