@@ -4,8 +4,6 @@ and Vose's alias table for unequal probabilities.
 - :func:`sample_fy`: partial Fisher-Yates on a persistent permutation, O(m).
 - :func:`sample_rej`: i.i.d. draws with rejection of repeats (a stamp array), expected O(m) for
   2m <= N, with prefetching.
-- :func:`sample_seq`: sequential rejection of repeats against the servers taken, O(m**2) and
-  no state: for small samples (SQ(d), LL(d)).
 - :func:`draw_levels`: ``n`` distinct servers drawn uniformly from the counts ``x[l]`` of servers
   at level ``l``: the multivariate hypergeometric of the occupancy engines, O(levels) per draw.
 - :func:`draw_levels_hg`: the same law as level counts, one hypergeometric draw per level
@@ -24,7 +22,7 @@ from numba.extending import intrinsic
 
 from sim.core.rng import below, below64, next_raw, threshold, u01
 
-__all__ = ["probes_in", "prefetch", "sample_fy", "sample_rej", "sample_seq", "shortest_seq", "draw_levels", "draw_levels_hg", "hypergeometric",
+__all__ = ["probes_in", "prefetch", "sample_fy", "sample_rej", "draw_levels", "draw_levels_hg", "hypergeometric",
            "log_falling", "log_none_marked", "min_level", "sample_min_levels", "sample_levels", "sample_levels_hg", "hypergeometric_draws",
            "lowest_occupied", "level_totals", "alias_table", "HG_MIN_SAMPLE"]
 
@@ -92,36 +90,6 @@ def first_min(vals, samp, m):
             best = c
             bv = vals[c]
     return best
-
-
-@njit(cache=True, inline="always")
-def sample_seq(samp, m, n_servers, s0, s1, s2, s3):
-    """``m`` distinct uniform servers of ``0..n_servers - 1`` into ``samp[:m]``, in uniformly
-    random order, by sequential rejection: each candidate is drawn and checked against the
-    servers already taken, and drawn again while it repeats one. O(m**2) and no state kept
-    between samples (``samp[:m]`` is scratch): for m << N. Returns ``(s0..s3)``."""
-    for j in range(m):
-        while True:
-            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-            c = below(r, n_servers)
-            dup = False
-            for i in range(j):
-                if samp[i] == c:
-                    dup = True
-                    break
-            if not dup:
-                break
-        samp[j] = c
-    return s0, s1, s2, s3
-
-
-@njit(cache=True, inline="always")
-def shortest_seq(vals, d, samp, s0, s1, s2, s3):
-    """Index of the smallest of ``d`` distinct uniformly sampled entries of ``vals``, ties
-    uniform, by sequential rejection (:func:`sample_seq`; ``samp[:d]`` is scratch). O(d**2),
-    for d << N. Returns ``(index, s0..s3)``."""
-    s0, s1, s2, s3 = sample_seq(samp, d, vals.size, s0, s1, s2, s3)
-    return first_min(vals, samp, d), s0, s1, s2, s3
 
 
 @njit(cache=True, inline="always")

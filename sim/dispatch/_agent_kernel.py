@@ -40,7 +40,7 @@ from sim.core.buckets import bucket_down, bucket_up, pick_lowest
 from sim.core.fifo import append_task, grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
-from sim.core.sampling import alias_server, shortest_fy, shortest_seq
+from sim.core.sampling import alias_server, shortest_fy
 from sim.core.windows import flush_levels, window_of, window_shift
 from sim.dispatch.policies import JSQ, POD, RANDOM
 
@@ -55,15 +55,41 @@ def _pick_pod(q, d, samp, use_fy, s0, s1, s2, s3):
     The sample comes out in uniformly random order, so keeping the *first* minimum (strict ``<``)
     breaks ties uniformly at random among the sampled shortest queues without extra draws.
     ``use_fy``: partial Fisher-Yates (:func:`sim.core.sampling.shortest_fy`), else rejection of
-    repeats (:func:`sim.core.sampling.shortest_seq`). Both are declared ``inline='always'``, so
-    that they are inlined into the event loop at numba-IR level: left to LLVM, the rejection
-    sampler stays an out-of-line call on every arrival (its loops exceed the inlining
-    threshold) -- 16 arguments pushed on the stack, the result tuple returned through memory
-    and the RNG state spilled (figures: docs/performance.md).
+    repeats (:func:`_pick_pod_rej`).
     """
     if use_fy:
         return shortest_fy(q, d, samp, s0, s1, s2, s3)
-    return shortest_seq(q, d, samp, s0, s1, s2, s3)
+    return _pick_pod_rej(q, d, samp, s0, s1, s2, s3)
+
+
+# The two pod samplers (shortest_fy, _pick_pod_rej) are inlined into the event loop at numba-IR
+# level (inline='always'): left to LLVM, _pick_pod_rej stays an out-of-line call on every arrival (its loops exceed the
+# inlining threshold) -- 16 arguments pushed on the stack, the result tuple returned through
+# memory and the RNG state spilled (figures: docs/performance.md).
+@njit(cache=True, inline='always')
+def _pick_pod_rej(q, d, samp, s0, s1, s2, s3):
+    """Power-of-d by rejection of repeats (``samp[:d]`` is scratch): O(d**2), for d << N."""
+    n_servers = q.size
+    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+    best = below(r, n_servers)
+    bq = q[best]
+    samp[0] = best
+    for j in range(1, d):
+        while True:
+            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+            c = below(r, n_servers)
+            dup = False
+            for k in range(j):
+                if samp[k] == c:
+                    dup = True
+                    break
+            if not dup:
+                break
+        samp[j] = c
+        if q[c] < bq:
+            best = c
+            bq = q[c]
+    return best, s0, s1, s2, s3
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +161,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                     if policy == POD and use_fy:
                         n, s0, s1, s2, s3 = shortest_fy(q, d, samp, s0, s1, s2, s3)
                     elif policy == POD:
-                        n, s0, s1, s2, s3 = shortest_seq(q, d, samp, s0, s1, s2, s3)
+                        n, s0, s1, s2, s3 = _pick_pod_rej(q, d, samp, s0, s1, s2, s3)
                     elif policy == JSQ:
                         n, s0, s1, s2, s3 = pick_lowest(q, perm, start, s0, s1, s2, s3)
                     else:

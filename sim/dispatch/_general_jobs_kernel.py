@@ -41,7 +41,7 @@ from numba import njit
 
 from sim.core.buckets import pick_lowest
 from sim.core.rng import below, next_raw
-from sim.core.service import exp_draw
+from sim.core.service import draw_size, exp_draw
 from sim.dispatch._agent_jobs_kernel import UNBOUNDED, _draw_sample, _fill_plan, _sampling_plan
 from sim.dispatch._general_kernel import apply_departures, join, loop_sizes, pop_done, shortest_lazy
 
@@ -141,9 +141,9 @@ def make_jobs_loop(policy: int):
                     lvl = q[n]
                 else:
                     lvl = pop_done(n, t, ring, head, q, mask)
-                wait, size, own, s0, s1, s2, s3 = join(
-                    n, lvl, t, w, law, law_params, ring, head, q, clast, mask, w_tail, calendar,
-                    perm, pos, start, cal_head, nxt, prv, calb, inv_delta, bmask, s0, s1, s2, s3)
+                size, s0, s1, s2, s3 = draw_size(law, law_params, s0, s1, s2, s3)
+                wait, own = join(n, lvl, t, w, size, ring, head, q, clast, mask, w_tail, calendar,
+                                 perm, pos, start, cal_head, nxt, prv, calb, inv_delta, bmask)
                 if policy == LL_FILLING:
                     hkey[0] = own
                     _sift_down(hkey, hidx, 0, m)

@@ -49,7 +49,7 @@ from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
 from sim.core.rng import below, next_raw, seed_state
-from sim.core.sampling import first_min, sample_fy, sample_seq
+from sim.core.sampling import first_min, sample_fy
 from sim.core.service import draw_size, exp_draw
 from sim.core.windows import window_bounds, window_shift
 
@@ -145,15 +145,18 @@ def shortest_lazy(samp, m, t, ring, head, q, mask):
 
 
 @njit(cache=True, inline="always")
-def join(n, lvl, t, w, law, law_params, ring, head, q, clast, mask, w_tail, calendar, perm, pos,
-         start, cal_head, nxt, prv, calb, inv_delta, bmask, s0, s1, s2, s3):
-    """A task arriving at ``t`` (window ``w``) joins server ``n``, which holds ``lvl`` tasks:
-    its size is drawn, its completion ``max(t, clast[n]) + size`` written to the ring, and the
+def join(n, lvl, t, w, size, ring, head, q, clast, mask, w_tail, calendar, perm, pos, start,
+         cal_head, nxt, prv, calb, inv_delta, bmask):
+    """A task of ``size`` arriving at ``t`` (window ``w``) joins server ``n``, which holds
+    ``lvl`` tasks: its completion ``max(t, clast[n]) + size`` is written to the ring, and the
     time it will spend at positions ``1..min(lvl + 1, max_level)`` of the queue credited to
     ``w_tail[w]`` (``D[j + 1] - D[j]``, ``j = lvl + 1 - p``: the module's docstring); with the
     ``calendar`` the server moves up its JSQ bucket and, if it was idle, enters the calendar
-    under the task's completion. Returns ``(wait, size, completion, s0..s3)``."""
-    size, s0, s1, s2, s3 = draw_size(law, law_params, s0, s1, s2, s3)
+    under the task's completion. Returns ``(wait, completion)``.
+
+    The caller draws the size: an RNG draw inlined into a function that is itself inlined
+    (``inline='always'`` two levels deep) measured 37% slower per arrival (SQ(2),
+    N = 10**4), the RNG state then passing through memory."""
     wait = max(clast[n] - t, 0.0)
     own = t + wait + size
     h = head[n]
@@ -170,7 +173,7 @@ def join(n, lvl, t, w, law, law_params, ring, head, q, clast, mask, w_tail, cale
         bucket_up(perm, pos, start, n, lvl)
         if lvl == 0:
             _cal_insert(n, own, inv_delta, bmask, cal_head, nxt, prv, calb)
-    return wait, size, own, s0, s1, s2, s3
+    return wait, own
 
 
 @njit(cache=True, inline="always")
@@ -243,7 +246,18 @@ def make_loop(policy: int, use_fy: bool):
                 if use_fy:
                     s0, s1, s2, s3 = sample_fy(samp, d, s0, s1, s2, s3)
                 else:
-                    s0, s1, s2, s3 = sample_seq(samp, d, n_servers, s0, s1, s2, s3)
+                    for j in range(d):
+                        while True:
+                            r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                            cand = below(r, n_servers)
+                            dup = False
+                            for i in range(j):
+                                if samp[i] == cand:
+                                    dup = True
+                                    break
+                            if not dup:
+                                break
+                        samp[j] = cand
                 if policy == SQD:
                     n = shortest_lazy(samp, d, t, ring, head, q, mask)
                 else:
@@ -260,9 +274,9 @@ def make_loop(policy: int, use_fy: bool):
                 lvl = q[n]
             else:
                 lvl = pop_done(n, t, ring, head, q, mask)
-            wait, size, own, s0, s1, s2, s3 = join(
-                n, lvl, t, w, law, law_params, ring, head, q, clast, mask, w_tail, calendar, perm,
-                pos, start, cal_head, nxt, prv, calb, inv_delta, bmask, s0, s1, s2, s3)
+            size, s0, s1, s2, s3 = draw_size(law, law_params, s0, s1, s2, s3)
+            wait, _ = join(n, lvl, t, w, size, ring, head, q, clast, mask, w_tail, calendar, perm,
+                           pos, start, cal_head, nxt, prv, calb, inv_delta, bmask)
             resp = wait + size
             x_n += 1
             x_wait += wait
