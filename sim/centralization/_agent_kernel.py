@@ -37,48 +37,6 @@ from sim.core.rng import below, next_raw
 from sim.core.windows import flush_window, window_of, window_shift
 
 
-@njit(cache=True, inline="always")
-def _served(r, thr_local, central, q, perm, start, top, s0, s1, s2, s3):
-    """The server that a service token (the raw draw ``r``) serves: a local token (``r <
-    thr_local``, or every token without the ``central`` server) goes to a uniform server and
-    is wasted (-1) if that server is idle; a central one to a uniform server among the longest
-    queues (level ``top``, the servers from ``start[top]`` on in ``perm``), -1 if all are
-    idle. Returns ``(server or -1, s0..s3)``."""
-    n_servers = q.size
-    n = np.int64(-1)
-    if r < thr_local or not central:
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        n = below(r, n_servers)
-        if q[n] == 0:
-            n = -1
-    elif top > 0:
-        r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-        b = start[top]
-        n = perm[b + below(r, n_servers - b)]
-    return n, s0, s1, s2, s3
-
-
-@njit(cache=True, inline="always")
-def _complete(n, e, q, buf, head, mask, cnt, perm, pos, start, shift, w_jobs, w_resp):
-    """Server ``n`` completes its head task at event ``e``: the ring's head advances, the
-    queue and the count at its level fall by one, the server moves down its bucket; a measured
-    task (arrival index not NaN) is credited to its arrival window with its response. Returns
-    ``(the queue length before, whether the task was measured)``."""
-    lvl = q[n]
-    hd = head[n]
-    a = buf[n, hd]
-    measured = a == a
-    if measured:
-        wa = window_of(a, shift)
-        w_jobs[wa] += 1
-        w_resp[wa] += e - a
-    head[n] = (hd + 1) & mask
-    q[n] = lvl - 1
-    cnt[lvl] -= 1
-    bucket_down(perm, pos, start, n, lvl)
-    return lvl, measured
-
-
 @njit(cache=True)
 def agent_span(thr_arrival, thr_local, central, h,
                q, buf, head, cnt, acc, perm, pos, start, top_ref, bounds, state, w_first, e_first,
@@ -127,14 +85,32 @@ def agent_span(thr_arrival, thr_local, central, h,
                     e += 1
                     break
             else:
-                n, s0, s1, s2, s3 = _served(r, thr_local, central, q, perm, start, top, s0, s1, s2, s3)
+                n = np.int64(-1)
+                if r < thr_local or not central:
+                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                    n = below(r, n_servers)
+                    if q[n] == 0:
+                        n = -1  # wasted local tick
+                elif top > 0:
+                    r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                    b = start[top]
+                    n = perm[b + below(r, n_servers - b)]
                 if n >= 0:
-                    lvl, _ = _complete(n, e, q, buf, head, mask, cnt, perm, pos, start, shift, w_jobs,
-                                       w_resp)
+                    lvl = q[n]
+                    hd = head[n]
+                    a = buf[n, hd]
+                    if a == a:  # not NaN: a measured task
+                        wa = window_of(a, shift)
+                        w_jobs[wa] += 1
+                        w_resp[wa] += e - a
+                    head[n] = (hd + 1) & mask
+                    q[n] = lvl - 1
                     de = e - e0
+                    cnt[lvl] -= 1
                     acc[lvl] -= de
                     qacc -= de
                     total -= 1
+                    bucket_down(perm, pos, start, n, lvl)
                     if lvl == top and start[top] == n_servers:
                         top -= 1
             e += 1
@@ -199,12 +175,29 @@ def drain_span(thr_arrival, thr_local, central, q, buf, head, cnt, perm, pos, st
                 e += 1
                 break
         else:
-            n, s0, s1, s2, s3 = _served(r, thr_local, central, q, perm, start, top, s0, s1, s2, s3)
+            n = np.int64(-1)
+            if r < thr_local or not central:
+                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                n = below(r, n_servers)
+                if q[n] == 0:
+                    n = -1
+            elif top > 0:
+                r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
+                b = start[top]
+                n = perm[b + below(r, n_servers - b)]
             if n >= 0:
-                lvl, tracked = _complete(n, e, q, buf, head, mask, cnt, perm, pos, start, shift,
-                                         w_jobs, w_resp)
-                if tracked:
+                lvl = q[n]
+                hd = head[n]
+                a = buf[n, hd]
+                if a == a:  # not NaN: a tracked task
+                    wa = window_of(a, shift)
+                    w_jobs[wa] += 1
+                    w_resp[wa] += e - a
                     remaining -= 1
+                head[n] = (hd + 1) & mask
+                q[n] = lvl - 1
+                cnt[lvl] -= 1
+                bucket_down(perm, pos, start, n, lvl)
                 if lvl == top and start[top] == n_servers:
                     top -= 1
         e += 1
