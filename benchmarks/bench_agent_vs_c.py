@@ -15,8 +15,6 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
-import argparse
-import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import cpu_model  # noqa: E402
+from benchmarks.common import c_loop_arguments, cpu_model, run_c_loop  # noqa: E402
 from sim.dispatch.agent import simulate  # noqa: E402
 
 
@@ -42,9 +40,7 @@ def build_c(source: Path, binary: Path) -> Path:
 
 
 def run_c(binary: Path, n: int, lam: float, d: int, events: int, seed: int) -> dict:
-    out = subprocess.run([str(binary), str(n), repr(lam), str(d), str(events), str(seed)],
-                         check=True, capture_output=True, text=True).stdout
-    fields = dict(re.findall(r"(\w+)=([^\s]+)", out))
+    fields = run_c_loop(binary, n, lam, d, events, seed)
     return {"events_per_s": float(fields["events_per_s"]),
             "mean_response": float(fields["mean_response"]), "seconds": float(fields["seconds"])}
 
@@ -58,18 +54,11 @@ def run_agent(n: int, lam: float, d: int, events: int, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--c-source", type=Path,
-                   default=REPO / ".." / "shared" / "limits" / "pod_limit.c",
-                   help="pod_limit.c (default: ../shared/limits/pod_limit.c from the repo root)")
-    p.add_argument("--binary", type=Path, default=REPO / "benchmarks" / "pod_limit",
-                   help="where to put the compiled C loop (default: benchmarks/pod_limit)")
-    p.add_argument("--n-servers", type=int, default=10_000)
-    p.add_argument("--lam", type=float, default=0.9)
-    p.add_argument("--d", type=int, default=2)
-    p.add_argument("--events", type=int, default=100_000_000)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--repeat", type=int, default=3, help="runs of each; the fastest is reported")
+    p = c_loop_arguments(
+        __doc__, REPO / ".." / "shared" / "limits" / "pod_limit.c", REPO / "benchmarks" / "pod_limit",
+        "events", 100_000_000,
+        c_help="pod_limit.c (default: ../shared/limits/pod_limit.c from the repo root)",
+        binary_help="where to put the compiled C loop (default: benchmarks/pod_limit)")
     a = p.parse_args(argv)
 
     binary = build_c(a.c_source.resolve(), a.binary)

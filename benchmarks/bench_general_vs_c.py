@@ -27,9 +27,6 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
-import argparse
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,14 +35,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_agent_vs_c import build_c  # noqa: E402
-from benchmarks.common import cpu_model  # noqa: E402
+from benchmarks.common import c_loop_arguments, cpu_model, run_c_loop  # noqa: E402
 from sim.dispatch import agent, general  # noqa: E402
 
 
 def run_c(binary: Path, n: int, lam: float, d: int, jobs: int, seed: int) -> dict:
-    out = subprocess.run([str(binary), str(n), repr(lam), str(d), str(jobs), str(seed)],
-                         check=True, capture_output=True, text=True).stdout
-    fields = dict(re.findall(r"(\w+)=([^\s]+)", out))
+    fields = run_c_loop(binary, n, lam, d, jobs, seed)
     return {"seconds": float(fields["seconds"]), "mean_response": float(fields["mean_response"]),
             "se": float("nan")}
 
@@ -66,15 +61,8 @@ def run_agent(n: int, lam: float, d: int, jobs: int, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--c-source", type=Path, default=REPO / "benchmarks" / "general_limit.c")
-    p.add_argument("--binary", type=Path, default=REPO / "benchmarks" / "general_limit")
-    p.add_argument("--n-servers", type=int, default=10_000)
-    p.add_argument("--lam", type=float, default=0.9)
-    p.add_argument("--d", type=int, default=2)
-    p.add_argument("--jobs", type=int, default=20_000_000)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--repeat", type=int, default=3, help="runs of each; the fastest is reported")
+    p = c_loop_arguments(__doc__, REPO / "benchmarks" / "general_limit.c",
+                         REPO / "benchmarks" / "general_limit", "jobs", 20_000_000)
     a = p.parse_args(argv)
 
     binary = build_c(a.c_source.resolve(), a.binary)

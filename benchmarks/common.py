@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
+import subprocess
 from pathlib import Path
 
 
@@ -35,3 +37,29 @@ def engine_arguments(doc: str, events: int, lam: float = 0.9) -> argparse.Argume
     p.add_argument("--lam", type=float, default=lam)
     p.add_argument("--repeat", type=int, default=3)
     return p
+
+
+def c_loop_arguments(doc: str, c_source: Path, binary: Path, count: str, default: int,
+                     c_help: str | None = None, binary_help: str | None = None
+                     ) -> argparse.ArgumentParser:
+    """The command line of a benchmark of an engine against a C loop of the same chain on one
+    power-of-d workload: the loop's C source and the binary to build from it, N, the load, d,
+    the run length ``--<count>`` (``default``), the seed and the repeats (the best of 3)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--c-source", type=Path, default=c_source, help=c_help)
+    p.add_argument("--binary", type=Path, default=binary, help=binary_help)
+    p.add_argument("--n-servers", type=int, default=10_000)
+    p.add_argument("--lam", type=float, default=0.9)
+    p.add_argument("--d", type=int, default=2)
+    p.add_argument(f"--{count}", type=int, default=default)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3, help="runs of each; the fastest is reported")
+    return p
+
+
+def run_c_loop(binary: Path, n: int, lam: float, d: int, count: int, seed: int) -> dict[str, str]:
+    """Run a C loop (arguments N, lam, d, run length, seed) and return the ``name=value`` fields
+    it prints."""
+    out = subprocess.run([str(binary), str(n), repr(lam), str(d), str(count), str(seed)],
+                         check=True, capture_output=True, text=True).stdout
+    return dict(re.findall(r"(\w+)=([^\s]+)", out))

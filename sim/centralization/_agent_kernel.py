@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up
+from sim.core.fifo import append_task
 from sim.core.rng import below, next_raw
 from sim.core.windows import flush_window, window_of, window_shift
 
@@ -68,13 +69,8 @@ def agent_span(thr_arrival, thr_local, central, h,
             if r < thr_arrival:
                 r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
                 n = below(r, n_servers)
-                lvl = q[n]
-                buf[n, (head[n] + lvl) & mask] = e
-                q[n] = lvl + 1
-                de = e - e0
-                cnt[lvl + 1] += 1
-                acc[lvl + 1] += de
-                qacc += de
+                lvl = append_task(n, e, e0, q, buf, head, mask, cnt, acc)
+                qacc += e - e0
                 total += 1
                 bucket_up(perm, pos, start, n, lvl)
                 if lvl + 1 > top:

@@ -16,7 +16,22 @@ from sim.core.buckets import build_buckets
 from sim.core.rng import u01, xoshiro_next
 from sim.core.windows import window_of, window_shift
 
-__all__ = ["close_censored", "grow_rings", "draw_initial_queues", "queue_dtype", "new_rings"]
+__all__ = ["append_task", "close_censored", "grow_rings", "draw_initial_queues", "queue_dtype",
+           "new_rings"]
+
+@njit(cache=True, inline="always")
+def append_task(n, e, e0, q, buf, head, mask, cnt, acc):
+    """A task arriving at event ``e`` joins server ``n``'s FIFO: its arrival index written to
+    the ring, the queue raised by one, and the count of servers at the new level raised with
+    its lazily integrated area (``acc`` gains ``e - e0``, ``e0`` the window's first event:
+    :func:`sim.core.windows.flush_window`). Returns the queue length the task found."""
+    lvl = q[n]
+    buf[n, (head[n] + lvl) & mask] = e
+    q[n] = lvl + 1
+    cnt[lvl + 1] += 1
+    acc[lvl + 1] += e - e0
+    return lvl
+
 
 @njit(cache=True)
 def draw_initial_queues(tail, n_servers, state):

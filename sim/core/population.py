@@ -169,6 +169,17 @@ class Fluid:
             raise ValueError("Fluid: fixed_point and path must be callables")
 
 
+def _declared_names(where: str, attr: str, noun: str, items, cls) -> list[str]:
+    """The names of ``items``, refused (``ValueError`` naming ``where`` and ``attr``) unless a
+    non-empty tuple of ``cls`` with no name twice."""
+    if not isinstance(items, tuple) or not items or not all(isinstance(i, cls) for i in items):
+        raise ValueError(f"{where}: {attr} must be a non-empty tuple of {cls.__name__}")
+    names = [i.name for i in items]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}: a {noun} name is declared twice")
+    return names
+
+
 @dataclass(frozen=True)
 class Population:
     """A model (or a policy of one) declared by its transitions.
@@ -211,18 +222,8 @@ class Population:
 
     def __post_init__(self):
         where = f"population {self.name!r}"
-        if not isinstance(self.vectors, tuple) or not self.vectors or not all(
-                isinstance(v, Vector) for v in self.vectors):
-            raise ValueError(f"{where}: vectors must be a non-empty tuple of Vector")
-        names = [v.name for v in self.vectors]
-        if len(set(names)) != len(names):
-            raise ValueError(f"{where}: a vector name is declared twice")
-        if not isinstance(self.transitions, tuple) or not self.transitions or not all(
-                isinstance(t, Transitions) for t in self.transitions):
-            raise ValueError(f"{where}: transitions must be a non-empty tuple of Transitions")
-        fam = [t.name for t in self.transitions]
-        if len(set(fam)) != len(fam):
-            raise ValueError(f"{where}: a transitions name is declared twice")
+        names = _declared_names(where, "vectors", "vector", self.vectors, Vector)
+        _declared_names(where, "transitions", "transitions", self.transitions, Transitions)
         for t in self.transitions:
             for v, _, _ in t.jump:
                 if v not in names:

@@ -24,7 +24,7 @@ from sim.core.rng import below, below64, next_raw, threshold, u01
 
 __all__ = ["probes_in", "prefetch", "sample_fy", "sample_rej", "draw_levels", "draw_levels_hg", "hypergeometric",
            "log_falling", "log_none_marked", "min_level", "sample_min_levels", "sample_levels", "sample_levels_hg", "hypergeometric_draws",
-           "lowest_occupied", "alias_table", "HG_MIN_SAMPLE"]
+           "lowest_occupied", "level_totals", "alias_table", "HG_MIN_SAMPLE"]
 
 #: batch samples of at least this many servers are drawn by :func:`draw_levels_hg` in the
 #: occupancy engine (one hypergeometric per level, about 0.4 us a sample at N = 10**6) instead of
@@ -136,6 +136,19 @@ def lowest_occupied(x):
     while x[lvl] == 0:
         lvl += 1
     return lvl
+
+
+@njit(cache=True, inline="always")
+def level_totals(x):
+    """Of counts per level ``x[l]`` (servers with ``l`` tasks): the total ``sum l x[l]`` (tasks)
+    and the highest level with a positive count (0 if none)."""
+    total = np.int64(0)
+    top = 0
+    for lvl in range(x.size):
+        total += lvl * x[lvl]
+        if x[lvl] > 0:
+            top = lvl
+    return total, top
 
 
 @njit(cache=True)

@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, pick_lowest
-from sim.core.fifo import grow_rings, level_arrays, queue_dtype
+from sim.core.fifo import append_task, grow_rings, level_arrays, queue_dtype
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below, next_raw
 from sim.core.sampling import alias_server, shortest_fy
@@ -167,12 +167,7 @@ def _make_run_span(policy: int, use_fy: bool, hetero: bool, record: bool = False
                     else:
                         r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
                         n = below(r, n_servers)
-                    lvl = q[n]
-                    buf[n, (head[n] + lvl) & mask] = e
-                    q[n] = lvl + 1
-                    de = e - e0
-                    cnt[lvl + 1] += 1
-                    acc[lvl + 1] += de
+                    lvl = append_task(n, e, e0, q, buf, head, mask, cnt, acc)
                     if policy == JSQ:
                         bucket_up(perm, pos, start, n, lvl)
                     arrivals += 1

@@ -37,16 +37,13 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 from numba import njit
 
-from sim.core.buckets import bucket_up, pick_lowest
+from sim.core.buckets import pick_lowest
 from sim.core.rng import below, next_raw
-from sim.core.sampling import first_min
 from sim.core.service import draw_size, exp_draw
-from sim.core.windows import window_shift
 from sim.dispatch._agent_jobs_kernel import UNBOUNDED, _draw_sample, _fill_plan, _sampling_plan
-from sim.dispatch._general_kernel import _cal_insert, apply_departures, pop_done
+from sim.dispatch._general_kernel import apply_departures, join, loop_sizes, pop_done, shortest_lazy
 
 #: policy codes of this loop
 RANDOM, JSQ, BATCH_FILLING, BATCH_SAMPLING, POD_PER_TASK, LL_FILLING = 0, 1, 2, 3, 4, 5
@@ -90,17 +87,9 @@ def make_jobs_loop(policy: int):
         ring without room for another job. ``istate``: next job, calendar bucket of the last
         scan, sampling stamp; ``fstate``: the clock. Returns True when the run is done."""
         n_servers = q.size
-        c = ring.shape[1]
-        mask = c - 1
-        bmask = cal_head.size - 1
-        max_level = w_tail.shape[1]
-        shift = window_shift(bounds)
-        end = bounds[bounds.size - 1]
+        c, mask, bmask, shift, end = loop_sizes(ring, cal_head, bounds)
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-        a = istate[0]
-        jcur = istate[1]
-        stamp = istate[2]
-        t = fstate[0]
+        a, jcur, stamp, t = istate[0], istate[1], istate[2], fstate[0]
         done = True
         while a < end:
             w = a >> shift
@@ -109,10 +98,8 @@ def make_jobs_loop(policy: int):
             t += gap
             w_time[w] += gap
             if calendar:
-                jt = np.int64(t * inv_delta)
-                apply_departures(t, jcur, jt, mask, bmask, ring, head, q, perm, pos, start,
-                                 cal_head, nxt, prv, calb, inv_delta)
-                jcur = jt
+                jcur = apply_departures(t, jcur, mask, bmask, ring, head, q, perm, pos, start,
+                                        cal_head, nxt, prv, calb, inv_delta)
             # ---- one sample for the job (batch policies)
             if batch or policy == LL_FILLING:
                 stamp, s0, s1, s2, s3 = _draw_sample(samp, m, use_fy, mark, stamp,
@@ -146,9 +133,7 @@ def make_jobs_loop(policy: int):
                 elif policy == POD_PER_TASK:
                     stamp, s0, s1, s2, s3 = _draw_sample(samp, m, use_fy, mark, stamp,
                                                          s0, s1, s2, s3)
-                    for j in range(m):
-                        pop_done(samp[j], t, ring, head, q, mask)
-                    n = first_min(q, samp, m)
+                    n = shortest_lazy(samp, m, t, ring, head, q, mask)
                 else:  # LL_FILLING: the least work of the sample
                     n = hidx[0]
                 # ---- task i joins server n
@@ -157,22 +142,8 @@ def make_jobs_loop(policy: int):
                 else:
                     lvl = pop_done(n, t, ring, head, q, mask)
                 size, s0, s1, s2, s3 = draw_size(law, law_params, s0, s1, s2, s3)
-                wait = max(clast[n] - t, 0.0)
-                own = t + wait + size
-                h = head[n]
-                nxt_time = own  # time at positions 1..min(lvl + 1, max_level), as one task
-                for p in range(1, min(lvl + 1, max_level) + 1):
-                    j = lvl + 1 - p
-                    prev_time = t if j == 0 else ring[n, (h + j - 1) & mask]
-                    w_tail[w, p - 1] += nxt_time - prev_time
-                    nxt_time = prev_time
-                ring[n, (h + lvl) & mask] = own
-                q[n] = lvl + 1
-                clast[n] = own
-                if calendar:
-                    bucket_up(perm, pos, start, n, lvl)
-                    if lvl == 0:
-                        _cal_insert(n, own, inv_delta, bmask, cal_head, nxt, prv, calb)
+                wait, own = join(n, lvl, t, w, size, ring, head, q, clast, mask, w_tail, calendar,
+                                 perm, pos, start, cal_head, nxt, prv, calb, inv_delta, bmask)
                 if policy == LL_FILLING:
                     hkey[0] = own
                     _sift_down(hkey, hidx, 0, m)
@@ -196,14 +167,8 @@ def make_jobs_loop(policy: int):
                 done = a >= end
                 if not done:
                     break
-        state[0] = s0
-        state[1] = s1
-        state[2] = s2
-        state[3] = s3
-        istate[0] = a
-        istate[1] = jcur
-        istate[2] = stamp
-        fstate[0] = t
+        state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+        istate[0], istate[1], istate[2], fstate[0] = a, jcur, stamp, t
         return done
 
     return loop

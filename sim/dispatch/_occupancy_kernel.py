@@ -80,6 +80,7 @@ from sim.core.sampling import (  # noqa: F401
     HG_MIN_SAMPLE,
     draw_levels,
     draw_levels_hg,
+    level_totals,
     lowest_occupied,
     min_level,
     sample_levels,  # (test helper)
@@ -395,12 +396,7 @@ def _make_run_span(policy: int, record: bool = False, single: bool = False):
         cap = x.size
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
-        total = np.int64(0)
-        top = 0
-        for lvl in range(cap):
-            total += lvl * x[lvl]
-            if x[lvl] > 0:
-                top = lvl
+        total, top = level_totals(x)
         s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
         w = w_first
         e = e_first

@@ -39,15 +39,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
 from sim.core.output import epilogue
 from sim.core.results import is_int, simulation_result
-from sim.core.rng import seed_state
 from sim.core.service import Exponential, ServiceLaw
 from sim.core.settings import DEFAULTS, N_WINDOWS, check_run_args
-from sim.core.windows import window_bounds
 from sim.dispatch import MODEL
 from sim.dispatch import _general_kernel as _k
 
@@ -67,6 +63,47 @@ GeneralResult = simulation_result(
         "mean_wait_sq": "mean square wait E[W^2]", "mean_wait_sq_se": "",
         "mean_response_sq": "mean square response E[T^2]", "mean_response_sq_se": "",
         "messages_per_job": "", "service": "the service law (a sim.core.service record)"})
+
+
+def check_system(n_servers, lam, policy, policies) -> tuple[int, float]:
+    """Refuse (``ValueError``, one line naming the value) an N or a load outside their declared
+    domains (the load in ``(0, 1)``), an N of ``2**31`` or more (servers are drawn by the fast
+    32-bit bounded draw, :func:`sim.core.rng.below`) or a policy not among the names of
+    ``policies``; returns N and the load as checked."""
+    n_servers = MODEL.param("n_servers").check("n_servers", n_servers)
+    if n_servers >= 2**31:
+        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
+    lam = POSITIVE_LOAD_BELOW_ONE.check("lam", lam)
+    if not isinstance(policy, str) or policy not in policies:
+        raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(policies)}")
+    return n_servers, lam
+
+
+def check_run(service, jobs, seed, n_batches, max_level, n_windows) -> ServiceLaw:
+    """Refuse a service that is not a law of :func:`sim.core.service.service_law`, a run of
+    fewer ``jobs`` (arrivals) than windows, and bad run settings
+    (:func:`sim.core.settings.check_run_args`); returns the law (exponential for None)."""
+    if service is None:
+        service = Exponential()
+    if not isinstance(service, ServiceLaw):
+        raise ValueError(f"service={service!r} must be a law of sim.core.service.service_law")
+    if not is_int(jobs) or not is_int(n_windows) or jobs < n_windows:
+        raise ValueError(f"jobs={jobs!r} must be an integer >= n_windows={n_windows!r}")
+    check_run_args(events=jobs, seed=seed, init="empty", n_batches=n_batches,
+                   max_level=max_level, n_windows=n_windows)
+    return service
+
+
+def estimates(n_servers, n_batches, se_method, jobs, w_time, w_qarea, w_tail, ratios):
+    """The estimates of a run of this engine from its arrival windows, weighted by their time
+    (:func:`sim.core.output.epilogue`: ``w_qarea`` the window sums of responses, ``ratios``
+    the ratio estimates), with the run's length (``events_run``: arrivals; ``sim_time``,
+    ``warmup_time``); and the warm-up cut in windows."""
+    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
+                   w_tail=w_tail, se_method=se_method, ratios=ratios)
+    cut = est["warmup_windows"]
+    est.update(events_run=jobs, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()))
+    return est, cut
 
 
 def simulate(n_servers: int, lam: float, policy: str, d: int = 1, jobs: int = 10**6,
@@ -89,12 +126,7 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, jobs: int = 10
     Memory: rings of ``8 N C`` bytes, ``C`` the power of two above the longest queue seen
     (at least 16), and for jsq and jiq a calendar of about ``32 lam N`` bytes.
     """
-    n_servers = MODEL.param("n_servers").check("n_servers", n_servers)
-    if n_servers >= 2**31:  # servers are drawn by the fast 32-bit bounded draw (sim.core.rng.below)
-        raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
-    lam = POSITIVE_LOAD_BELOW_ONE.check("lam", lam)
-    if not isinstance(policy, str) or policy not in GENERAL_POLICIES:
-        raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(GENERAL_POLICIES)}")
+    n_servers, lam = check_system(n_servers, lam, policy, GENERAL_POLICIES)
     code, samples = GENERAL_POLICIES[policy]
     if samples:
         d = MODEL.param("d").check("d", d)
@@ -103,29 +135,15 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, jobs: int = 10
                              "(sampling without replacement)")
     else:
         d = 1
-    if service is None:
-        service = Exponential()
-    if not isinstance(service, ServiceLaw):
-        raise ValueError(f"service={service!r} must be a law of sim.core.service.service_law")
-    if not is_int(jobs) or not is_int(n_windows) or jobs < n_windows:
-        raise ValueError(f"jobs={jobs!r} must be an integer >= n_windows={n_windows!r}")
-    check_run_args(events=jobs, seed=seed, init="empty", n_batches=n_batches,
-                   max_level=max_level, n_windows=n_windows)
+    service = check_run(service, jobs, seed, n_batches, max_level, n_windows)
     n_servers, jobs, n_batches, max_level = int(n_servers), int(jobs), int(n_batches), int(max_level)
 
     rate = lam * n_servers
     calendar = code in _k.CALENDAR
     (ring, head, q, clast, samp, perm, pos, start, cal_head, nxt, prv, calb,
      inv_delta) = _k.new_state(n_servers, _CAPACITY, calendar, rate)
-    bounds = window_bounds(jobs, n_windows)
-    n_win = bounds.size - 1
-    w_time, w_wait, w_wait2, w_resp, w_resp2 = (np.zeros(n_win) for _ in range(5))
-    w_n = np.zeros(n_win, dtype=np.int64)
-    w_waited = np.zeros(n_win, dtype=np.int64)
-    w_tail = np.zeros((n_win, max_level))
-    state = seed_state(seed)
-    istate = np.zeros(2, dtype=np.int64)
-    fstate = np.zeros(1)
+    (bounds, (w_time, w_wait, w_wait2, w_resp, w_resp2), (w_n, w_waited), w_tail, state, istate,
+     fstate) = _k.new_run(jobs, n_windows, max_level, seed, 5, 2, 2)
     loop = _k.make_loop(code, samples and 2 * d > n_servers)
     law_params = service.params()
     while not loop(d, rate, service.code, law_params, ring, head, q, clast, samp, perm, pos,
@@ -133,16 +151,11 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, jobs: int = 10
                    w_time, w_n, w_waited, w_wait, w_wait2, w_resp, w_resp2, w_tail):
         ring, start = _k.grow(ring, head, q, start)
 
-    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_resp,
-                   w_tail=w_tail, se_method=se_method, ratios={
-                       "mean_response": (w_resp, w_n), "mean_wait": (w_wait, w_n),
-                       "prob_wait": (w_waited, w_n), "mean_wait_sq": (w_wait2, w_n),
-                       "mean_response_sq": (w_resp2, w_n)})
-    cut = est["warmup_windows"]
+    est, cut = estimates(n_servers, n_batches, se_method, jobs, w_time, w_resp, w_tail, {
+        "mean_response": (w_resp, w_n), "mean_wait": (w_wait, w_n), "prob_wait": (w_waited, w_n),
+        "mean_wait_sq": (w_wait2, w_n), "mean_response_sq": (w_resp2, w_n)})
     kept = w_n[cut:].sum()
     found_idle = kept - w_waited[cut:].sum()
     messages = {_k.RANDOM: 0.0, _k.SQD: 2.0 * d, _k.LLD: 2.0 * d, _k.JSQ: 2.0 * n_servers,
                 _k.JIQ: float(found_idle / kept) if kept else math.nan}[code]
-    return GeneralResult(**est, messages_per_job=messages, n_jobs=int(kept), events_run=jobs,
-                         sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
-                         service=service)
+    return GeneralResult(**est, messages_per_job=messages, n_jobs=int(kept), service=service)

@@ -46,14 +46,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.core.output import epilogue
-from sim.core.results import check_real, is_int, simulation_result
-from sim.core.rng import seed_state
-from sim.core.service import Exponential, ServiceLaw
-from sim.core.settings import DEFAULTS, N_WINDOWS, check_run_args
-from sim.core.windows import window_bounds
+from sim.core.results import is_int, simulation_result
+from sim.core.service import ServiceLaw
+from sim.core.settings import DEFAULTS, N_WINDOWS
 from sim.dispatch import _general_jobs_kernel as _k
 from sim.dispatch import _general_kernel as _g
+from sim.dispatch.general import check_run, check_system, estimates
 
 __all__ = ["GeneralJobsResult", "JOBS_POLICIES", "simulate"]
 
@@ -106,11 +104,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     ``k`` (at least 16), a permutation of N int64 where ``2 k d > N``, else N int64 sampling
     stamps; for jsq the buckets (3 N int64) and a calendar of about ``32 lam N`` bytes.
     """
-    if not is_int(n_servers) or not 1 <= n_servers < 2**31:
-        raise ValueError(f"n_servers={n_servers!r} must be an integer in [1, 2**31)")
-    lam = check_real("lam", lam, lambda v: 0.0 < v < 1.0, "a number with 0 < lam < 1")
-    if not isinstance(policy, str) or policy not in JOBS_POLICIES:
-        raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(JOBS_POLICIES)}")
+    n_servers, lam = check_system(n_servers, lam, policy, JOBS_POLICIES)
     code = JOBS_POLICIES[policy]
     if not is_int(k) or not 1 <= k <= n_servers:
         raise ValueError(f"k={k!r} must be an integer with 1 <= k <= n_servers={n_servers}")
@@ -118,14 +112,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     if samples and (not is_int(d) or d < 1 or k * d > n_servers):
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} (k={k})")
     d = int(d) if samples else 1
-    if service is None:
-        service = Exponential()
-    if not isinstance(service, ServiceLaw):
-        raise ValueError(f"service={service!r} must be a law of sim.core.service.service_law")
-    if not is_int(jobs) or not is_int(n_windows) or jobs < n_windows:
-        raise ValueError(f"jobs={jobs!r} must be an integer >= n_windows={n_windows!r}")
-    check_run_args(events=jobs, seed=seed, init="empty", n_batches=n_batches,
-                   max_level=max_level, n_windows=n_windows)
+    service = check_run(service, jobs, seed, n_batches, max_level, n_windows)
     n_servers, k, jobs = int(n_servers), int(k), int(jobs)
     n_batches, max_level = int(n_batches), int(max_level)
 
@@ -141,14 +128,8 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     dest = np.zeros(k, dtype=np.int64)
     hkey = np.zeros(m)
     hidx = np.zeros(m, dtype=np.int64)
-    bounds = window_bounds(jobs, n_windows)
-    n_win = bounds.size - 1
-    w_time, w_resp, w_resp2, w_wait, w_tresp = (np.zeros(n_win) for _ in range(5))
-    w_jobs, w_waited, w_tasks = (np.zeros(n_win, dtype=np.int64) for _ in range(3))
-    w_tail = np.zeros((n_win, max_level))
-    state = seed_state(seed)
-    istate = np.zeros(3, dtype=np.int64)
-    fstate = np.zeros(1)
+    (bounds, (w_time, w_resp, w_resp2, w_wait, w_tresp), (w_jobs, w_waited, w_tasks), w_tail,
+     state, istate, fstate) = _g.new_run(jobs, n_windows, max_level, seed, 5, 3, 3)
     loop = _k.make_jobs_loop(code)
     law_params = service.params()
     while True:
@@ -160,16 +141,13 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
             break
         ring, start = _g.grow(ring, head, q, start)
 
-    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_tresp,
-                   w_tail=w_tail, se_method=se_method, ratios={
-                       "mean_response": (w_resp, w_jobs), "mean_response_sq": (w_resp2, w_jobs),
-                       "mean_wait": (w_wait, w_tasks), "mean_task_response": (w_tresp, w_tasks),
-                       "prob_wait": (w_waited, w_jobs)})
-    cut = est["warmup_windows"]
+    est, cut = estimates(n_servers, n_batches, se_method, jobs, w_time, w_tresp, w_tail, {
+        "mean_response": (w_resp, w_jobs), "mean_response_sq": (w_resp2, w_jobs),
+        "mean_wait": (w_wait, w_tasks), "mean_task_response": (w_tresp, w_tasks),
+        "prob_wait": (w_waited, w_jobs)})
     emax = service.expected_max(k)
     probes = {_k.RANDOM: 0, _k.JSQ: n_servers * k, _k.POD_PER_TASK: k * k * d}.get(code, k * d)
     return GeneralJobsResult(
         **est, queueing_ratio=(est["mean_response"] - emax) / emax,
         queueing_ratio_se=est["mean_response_se"] / emax, expected_max=emax,
-        messages_per_job=2.0 * probes, n_jobs=int(w_jobs[cut:].sum()), events_run=jobs,
-        sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()), service=service)
+        messages_per_job=2.0 * probes, n_jobs=int(w_jobs[cut:].sum()), service=service)

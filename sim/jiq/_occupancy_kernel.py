@@ -64,7 +64,7 @@ from numba import njit
 
 from sim.core.responses import dummy_recorder, record_job
 from sim.core.rng import below64, next_raw, u01
-from sim.core.sampling import lowest_occupied, min_of_sample
+from sim.core.sampling import level_totals, lowest_occupied, min_of_sample
 from sim.core.windows import flush_occupancy_window
 
 #: kernel codes of the policies this engine serves (``occupancy_code`` of sim.jiq.policies)
@@ -221,12 +221,7 @@ def _make_run_span(policy: int, record: bool = False):
         ycap = y.size
         n_windows = bounds.size - 1
         busy = n_servers - x[0]
-        total = np.int64(0)
-        top = 0
-        for lvl in range(cap):
-            total += lvl * x[lvl]
-            if x[lvl] > 0:
-                top = lvl
+        total, top = level_totals(x)
         listed = np.int64(0)
         ytop = 0
         ylow = -1
