@@ -98,7 +98,7 @@ _BUFFERED = ("b",)
 _DECLARED = {"population": ("b", "replacement"), "population_meanfield": ("b", "replacement"),
              "population_refined": ("replacement",), "population_trajectory": ("init_tail", "replacement")}
 #: the batch policies' heavy-traffic limit (sim.dispatch.meanfield.heavy_traffic)
-_HEAVY = {"heavy_traffic": ()}
+_HEAVY_TRAFFIC_ENGINE = {"heavy_traffic": ()}
 
 #: name -> record, the dispatch model's one table of policies (its entries' order)
 POLICIES: dict[str, DispatchPolicy] = policy_table(
@@ -120,11 +120,11 @@ POLICIES: dict[str, DispatchPolicy] = policy_table(
     DispatchPolicy("batch_filling", BATCH_FILLING, "batch-filling", samples=True, k_task=True,
                    batch=True, fills=True, agent_event_cost=lambda k, d: 1.0 + d / 16.0,
                    engines={"agent": _BUFFERED, "meanfield": (), "refined": (),
-                            "occupancy": _BUFFERED, "trajectory": ("init_tail",), **_HEAVY}),
+                            "occupancy": _BUFFERED, "trajectory": ("init_tail",), **_HEAVY_TRAFFIC_ENGINE}),
     # k tasks to the k shortest of k*d sampled queues
     DispatchPolicy("batch_sampling", BATCH_SAMPLING, "batch-sampling", samples=True, k_task=True,
                    batch=True, agent_event_cost=lambda k, d: 1.0 + d / 16.0,
-                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED, **_HEAVY}),
+                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED, **_HEAVY_TRAFFIC_ENGINE}),
     # each task samples its own k*d queues and joins the shortest
     DispatchPolicy("pod_per_task", POD_PER_TASK, "power-of-d per task", samples=True, k_task=True,
                    agent_event_cost=lambda k, d: (1.0 + k / 40.0) * (1.0 + d / 32.0),
