@@ -141,7 +141,6 @@ MODEL = Model(
     memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"central": "partial centralization"},
-    analyses={"centralization": "analysis.models.centralization:analyze_centralization"},
     theory={  # closed forms of the invariant state at points no row has (docs/centralization.md)
         "invariant_tail": f"{_C}.meanfield:fixed_point",
         "invariant_mean_queue": f"{_C}.meanfield:invariant_mean_queue",

@@ -190,8 +190,6 @@ MODEL = Model(
     check_task=check_task,
     event_cost=event_cost,
     memory_bytes=memory_bytes,
-    analyses={"led": "analysis.models.led:analyze_led",
-              "led_heavy_traffic": "analysis.models.led:analyze_led_heavy_traffic"},
     engine_decls=(
         Engine("slotted", "stochastic", "slotted simulation", per_server=True),
     ),
