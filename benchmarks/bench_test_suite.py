@@ -8,7 +8,9 @@ Each process writes ``DIR/suite-<worker>.json``: per test, the CPU time of the w
 (``time.process_time``: the share of a shared machine's load is left out, but so is the CPU of
 any subprocess a test starts), and every numba compilation, that is every cache miss (a kernel
 loaded from the disk cache fires no event), with the function, its argument types, its nesting
-depth (0: called from Python) and its duration. Then::
+depth (0: called from Python), its wall time and its CPU time (``time.process_time``, the
+compile runs in the test's process: on a loaded machine the wall time is several times the
+CPU time). Then::
 
     python -m benchmarks.bench_test_suite DIR
 
@@ -36,17 +38,18 @@ def _listen() -> None:
 
     class Compiles(event.Listener):
         def on_start(self, ev):
-            _STATE["starts"].append((time.perf_counter(), _STATE["depth"]))
+            _STATE["starts"].append((time.perf_counter(), time.process_time(), _STATE["depth"]))
             _STATE["depth"] += 1
 
         def on_end(self, ev):
-            t0, depth = _STATE["starts"].pop()
+            t0, c0, depth = _STATE["starts"].pop()
             _STATE["depth"] -= 1
             data = ev.data or {}
             py = getattr(data.get("dispatcher"), "py_func", None)
             name = f"{py.__module__}.{py.__qualname__}" if py is not None else "?"
             _STATE["compiles"].append({"test": _STATE["node"], "func": name, "depth": depth,
-                                       "args": str(data.get("args")), "seconds": time.perf_counter() - t0})
+                                       "args": str(data.get("args")), "seconds": time.perf_counter() - t0,
+                                       "cpu": time.process_time() - c0})
 
     event.register("numba:compile", Compiles())
 
@@ -101,17 +104,18 @@ def summarize(folder: str, top: int = 30) -> None:
     for node, t in collections.Counter(cpu).most_common(top):
         print(f"{t:8.1f} s  {node}")
     outer = [c for c in compiles if c["depth"] == 0]
+    cpu_of = [c.get("cpu", c["seconds"]) for c in outer]  # files written before CPU was recorded: wall
     print(f"\n{len(compiles)} compilations ({len(outer)} called from Python), "
-          f"{sum(c['seconds'] for c in outer):.0f} s")
+          f"{sum(c['seconds'] for c in outer):.0f} s wall, {sum(cpu_of):.0f} s CPU")
     compile_by_file, by_kernel, count = collections.Counter(), collections.Counter(), collections.Counter()
-    for c in outer:
-        compile_by_file[_file(c["test"])] += c["seconds"]
-        by_kernel[c["func"]] += c["seconds"]
+    for c, t in zip(outer, cpu_of):
+        compile_by_file[_file(c["test"])] += t
+        by_kernel[c["func"]] += t
         count[c["func"]] += 1
-    print("\ncompile time by test file")
+    print("\ncompile CPU time by test file")
     for name, t in compile_by_file.most_common(top):
         print(f"{t:8.1f} s  {name}")
-    print("\ncompile time by kernel (called from Python)")
+    print("\ncompile CPU time by kernel (called from Python)")
     for name, t in by_kernel.most_common(top):
         print(f"{t:8.1f} s  {count[name]:3d}x  {name}")
     seen = collections.defaultdict(set)

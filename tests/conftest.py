@@ -30,23 +30,26 @@ def _tree(root: Path) -> set[str]:
 
 
 def pytest_sessionstart(session):
-    """Before xdist starts its workers (its own hook runs last), compile the shipped models'
-    kernels into the disk cache, one :mod:`tests.warm_numba` process per worker, so that no two
-    workers compile the same kernel. Only in the controller of a run on several workers; a
-    failed warm-up is reported and the tests run (they then compile, and show the failure)."""
+    """Before xdist starts its workers (its own hook runs last), compile the kernels of the
+    shipped models' examples and golden tasks into the disk cache, one :mod:`tests.warm_numba`
+    process per worker taking groups of tasks from one list, so that no two workers compile the
+    same kernel. Only in the controller of a run on several workers; a failed warm-up is
+    reported and the tests run (they then compile, and show the failure)."""
     config = session.config
     workers = config.getoption("numprocesses", None) if hasattr(config.option, "numprocesses") else None
     if hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2:
         return
     import subprocess
     import sys
+    import tempfile
     import time
 
     t0 = time.monotonic()
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.warm_numba", str(i), str(workers)], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in range(workers)]
-    outs = [(p.communicate()[0], p.returncode) for p in procs]
+    with tempfile.TemporaryDirectory(prefix="warm_numba-") as claims:
+        procs = [subprocess.Popen([sys.executable, "-m", "tests.warm_numba", claims], cwd=REPO,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for _ in range(workers)]
+        outs = [(p.communicate()[0], p.returncode) for p in procs]
     failed = [out[-2000:] for out, code in outs if code != 0]
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:

@@ -1,31 +1,59 @@
-"""Fill numba's disk cache with the shipped models' kernels before the test workers start.
+"""Fill numba's disk cache with the kernels the tests use before the test workers start.
 
-``python -m tests.warm_numba SHARD SHARDS`` runs the declared example task (:func:`sim.testing.example_task`)
-of every ``SHARDS``-th shipped (model, engine, policy) entry, from the ``SHARD``-th on, grouped by
-(model, engine) so that kernels shared by one engine's policies are compiled in one process.
-tests/conftest.py starts one process per xdist worker before the workers exist: each kernel is then
-compiled once, both cores busy, instead of once in each worker that meets it first (two workers
-running test files of one model compile its kernels side by side). The examples are what the
-contract test (tests/test_contract.py) runs; a kernel a test calls with other argument types is
-still compiled by that test.
+``python -m tests.warm_numba CLAIMS`` runs groups of small tasks through ``sim.run``: the declared
+example (:func:`sim.testing.example_task`) of every shipped (model, engine, policy) entry, which
+the contract test (tests/test_contract.py) runs, and every golden task
+(``tests/golden/<model>.json``), which tests/golden/test_golden.py runs and which reach
+kernel variants the examples do not (a closure per policy code compiled for k-task jobs, a
+buffer, response recording, per-server rates, a large N's sampler): each variant is a full
+compile. A group is every task of one (model, engine, policy), so that the kernels of one
+policy are compiled in one process.
+
+tests/conftest.py starts one process per xdist worker, all with the same folder ``CLAIMS``. The
+processes walk the same list of groups, stochastic engines (the large event loops) first, and
+each takes the next group that no other has claimed (an exclusive create of ``CLAIMS/<i>``): both
+cores stay busy to the end however the compile times fall, and each kernel is compiled once,
+not once in each worker that meets it first. A kernel a test calls with other arguments than
+these tasks is still compiled by that test.
 """
 from __future__ import annotations
 
+import os
 import sys
+import traceback
+
+#: engines whose kernels are event loops (each variant a compile of tens of seconds): claimed first
+_LOOPS = ("agent", "occupancy", "slotted", "population", "trajectory", "population_trajectory")
 
 
-def shards(n: int) -> list[list]:
-    """The shipped entries in ``n`` lists of about equal size, each (model, engine) in one list."""
+def groups() -> list[list[dict]]:
+    """The warm-up's tasks, one list per (model, engine, policy), in the order they are claimed."""
+    import json
+    from pathlib import Path
+
     from sim import registry
+    from sim.testing import example_task
+    from tests.golden.make_golden import TASKS
 
-    groups: dict[tuple, list] = {}
+    by_key: dict[tuple, list[dict]] = {}
     for e in registry.ENTRIES:
         if e.model in registry.SHIPPED:
-            groups.setdefault((e.model, e.engine), []).append(e)
-    out: list[list] = [[] for _ in range(n)]
-    for group in sorted(groups.values(), key=len, reverse=True):  # largest first, into the smallest list
-        min(out, key=len).extend(group)
-    return out
+            by_key.setdefault((e.model, e.engine, e.policy), []).append(example_task(e))
+    for name in TASKS:  # the tasks as stored, which the golden test reruns
+        for rec in json.loads((Path(__file__).parent / "golden" / f"{name}.json").read_text()):
+            task = rec["task"]
+            by_key.setdefault((task["model"], task["engine"], task["policy"]), []).append(task)
+    order = sorted(by_key, key=lambda k: (k[1] not in _LOOPS, -len(by_key[k]), k))
+    return [by_key[k] for k in order]
+
+
+def claim(folder: str, i: int) -> bool:
+    """True for the one process that creates ``folder/i`` first."""
+    try:
+        os.close(os.open(os.path.join(folder, str(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def main(argv: list[str]) -> int:
@@ -33,12 +61,19 @@ def main(argv: list[str]) -> int:
 
     configure_numba(1)  # the folder the tests use (tests/conftest.py), before sim imports numba
     import sim
-    from sim.testing import example_task
 
-    shard, n = int(argv[0]), int(argv[1])
-    for entry in shards(n)[shard]:
-        sim.run(example_task(entry))
-    return 0
+    folder = argv[0]
+    failed = 0
+    for i, group in enumerate(groups()):
+        if not claim(folder, i):
+            continue
+        for task in group:
+            try:
+                sim.run(task)
+            except Exception:  # noqa: BLE001 -- reported; the tests that run it will show it too
+                failed += 1
+                print(f"warm-up task failed: {task}\n{traceback.format_exc()}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

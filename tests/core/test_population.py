@@ -227,9 +227,19 @@ def test_fixed_coordinate_stencils_agree_with_recomputing_every_rate():
 
     JIQ_POD = DECLS["jiq_pod"]
 
+    def called(rate):
+        # the same rate function behind a one-line one: the kernel inlines every rate it
+        # calls, and with each of the five families recomputed after each jump the JIQ rates
+        # inlined 25 times made a kernel that took minutes to compile; called out of line they
+        # give the same numbers (no fast-math: inlining does not change a float operation)
+        @njit
+        def call(i, s, P, n, p):
+            return rate(i, s, P, n, p)
+        return call
+
     whole = dataclasses.replace(
         JIQ_POD, name="jiq_pod_whole",
-        transitions=tuple(dataclasses.replace(t, reads=None) for t in JIQ_POD.transitions),
+        transitions=tuple(dataclasses.replace(t, reads=None, rate=called(t.rate)) for t in JIQ_POD.transitions),
         _cache={})
     task = {"policy": "jiq_pod", "n_servers": 60, "lam": 0.85, "r": 3.0, "d": 2,
             "events": 20_000, "seed": 5, "init": "empty", "n_batches": 10, "max_level": 8,
@@ -247,21 +257,22 @@ def test_kernels_come_from_a_cached_module_and_match_the_in_memory_ones(tmp_path
     generated module in the cache folder (numba's disk cache then serves the next process);
     the numbers are those of the kernels compiled in memory; a rate made at run time (a
     closure) is compiled in memory."""
-    import dataclasses
-
     from sim.core import population_engine as pe
-    from sim.dispatch.population import POD
 
+    # the toy of this file: its rates are importable by name (tests.core.test_population._arr),
+    # and its two-family kernel compiles in a fraction of a shipped model's time (it is
+    # compiled twice here, in a fresh cache folder and in memory)
+    assert _arr.py_func.__module__ == __name__ and sys.modules[__name__]._arr is _arr
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     for name in [m for m in sys.modules if m.startswith("_lbsweep_population_")]:
         monkeypatch.delitem(sys.modules, name)  # loaded by an earlier test: written anew here
-    decl = dataclasses.replace(POD, _cache={})
+    decl = toy()
     kernel, _ = pe.kernels(decl)
     written = list((tmp_path / "population").glob("_lbsweep_population_*.py"))
     assert len(written) == 1 and kernel.__module__ == written[0].stem
-    task = {"policy": "pod", "n_servers": 50, "lam": 0.8, "d": 2, "events": 20_000, "seed": 3}
+    task = _task(lam=0.8, events=20_000)
     cached = simulate(decl, task)
-    memory = dataclasses.replace(POD, _cache={})
+    memory = toy()
     memory._cache["kernels"] = pe._exec_kernels(memory, pe._source(memory))
     again = simulate(memory, task)
     for name in cached._fields:  # bitwise, every field
@@ -272,6 +283,4 @@ def test_kernels_come_from_a_cached_module_and_match_the_in_memory_ones(tmp_path
     def depart_closure(i, s, n, p):
         return s[i] - s[i + 1]
 
-    fam = tuple(dataclasses.replace(t, rate=depart_closure) if t.name == "depart" else t
-                for t in POD.transitions)
-    assert pe._module_text(dataclasses.replace(POD, transitions=fam, _cache={}), "") is None
+    assert pe._module_text(toy(dep=depart_closure), "") is None
