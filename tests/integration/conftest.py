@@ -27,10 +27,42 @@ SWEEP = ["+sweep=smoke", "params.events=20000000", "replications=2"]
 VOLATILE = ("wall_time", "node", "run_id")
 
 
+#: The integration tier runs on two pytest-xdist workers (README's test command: ``-n 2 --dist
+#: loadgroup --no-loadscope-reorder``): most of its tests hold one core (an in-process simulation,
+#: a driver's imports, Ray's start) while the other waits. Each test file is one xdist group, so
+#: that a module's fixtures are built once, as with ``--dist loadfile``; the tests that use the
+#: loopback ``cluster`` share one group, so that one three-node cluster serves them all (a second
+#: worker would start a second one on the same loopback addresses). Groups are handed out longest
+#: first, by the CPU seconds each took in a sequential run (2026-12-07, AMD EPYC, machine shared;
+#: a group not listed comes after those listed), so that no long group starts last.
+CLUSTER_GROUP = "loopback_cluster"
+GROUP_CPU_SECONDS = {CLUSTER_GROUP: 900, "tests/integration/test_many_tasks.py": 400,
+                     "tests/integration/test_headline_path.py": 300, "tests/jiq/test_population.py": 250,
+                     "tests/integration/test_mlflow_browser.py": 200, "tests/integration/test_run_control.py": 150,
+                     "tests/dispatch/test_population.py": 120, "tests/centralization/test_population.py": 80,
+                     "tests/pipeline/test_console.py": 90}
+
+
+def xdist_group(item) -> str:
+    """The xdist group of an integration test: the loopback cluster's, else its file's."""
+    if "cluster" in getattr(item, "fixturenames", ()):
+        return CLUSTER_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects and xdist reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+    # every integration test in its group, the groups longest first (a stable sort: within a
+    # group, tests keep their order); the marks matter only under --dist loadgroup
+    groups = {}
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            groups[id(item)] = xdist_group(item)
+            item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    items.sort(key=lambda item: -GROUP_CPU_SECONDS.get(groups.get(id(item)), 0.0))
 
 
 def assert_same_rows(a: pl.DataFrame, b: pl.DataFrame) -> None:
@@ -58,8 +90,22 @@ def serial_reference(sweep: list, out):
 
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory):
-    """The integration sweep run in-process with the serial backend: the rows to match."""
-    return serial_reference(SWEEP, tmp_path_factory.mktemp("reference") / "out")
+    """The integration sweep run in-process with the serial backend: the rows to match. Under
+    pytest-xdist the first worker that needs it computes it and leaves it as Parquet in the
+    session's folder (shared by its workers, under a lock) for the other."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return serial_reference(SWEEP, tmp_path_factory.mktemp("reference") / "out")
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent  # pytest-N/, the parent of each worker's popen-gwK/
+    path = shared / "reference.parquet"
+    with open(shared / "reference.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not path.exists():
+            frame = serial_reference(SWEEP, tmp_path_factory.mktemp("reference") / "out")
+            frame.write_parquet(shared / "reference.parquet.tmp")
+            os.replace(shared / "reference.parquet.tmp", path)
+    return pl.read_parquet(path)
 
 
 @pytest.fixture(scope="session")
