@@ -33,14 +33,19 @@ VOLATILE = ("wall_time", "node", "run_id")
 #: that a module's fixtures are built once, as with ``--dist loadfile``; the tests that use the
 #: loopback ``cluster`` share one group, so that one three-node cluster serves them all (a second
 #: worker would start a second one on the same loopback addresses). Groups are handed out longest
-#: first, by the CPU seconds each took in a sequential run (2026-12-07, AMD EPYC, machine shared;
-#: a group not listed comes after those listed), so that no long group starts last.
+#: first, so that no long group starts last: the wall seconds each group took in a two-worker run
+#: (2026-12-07, AMD EPYC, a machine shared with other jobs, load 17-30; the cluster's group run on
+#: its own, load 10-18; only their order matters; a group not listed comes after those listed).
 CLUSTER_GROUP = "loopback_cluster"
-GROUP_CPU_SECONDS = {CLUSTER_GROUP: 900, "tests/integration/test_many_tasks.py": 400,
-                     "tests/integration/test_headline_path.py": 300, "tests/jiq/test_population.py": 250,
-                     "tests/integration/test_mlflow_browser.py": 200, "tests/integration/test_run_control.py": 150,
-                     "tests/dispatch/test_population.py": 120, "tests/centralization/test_population.py": 80,
-                     "tests/pipeline/test_console.py": 90}
+GROUP_SECONDS = {CLUSTER_GROUP: 1428, "tests/integration/test_many_tasks.py": 1020,
+                 "tests/integration/test_headline_path.py": 813, "tests/integration/test_run_control.py": 411,
+                 "tests/dispatch/test_population.py": 332, "tests/jiq/test_population.py": 302,
+                 "tests/integration/test_mlflow_browser.py": 298, "tests/pipeline/test_console.py": 297,
+                 "tests/pipeline/test_pipeline.py": 263, "tests/pipeline/test_execute.py": 177,
+                 "tests/integration/test_run_folder_cli.py": 176, "tests/integration/test_multirun.py": 159,
+                 "tests/centralization/test_population.py": 119, "tests/analysis/test_model_analyses.py": 96,
+                 "tests/pipeline/test_bad_input_corpus.py": 90, "tests/pipeline/test_tracking_faults.py": 75,
+                 "tests/pipeline/test_reproduce.py": 72, "tests/pipeline/test_resume_contract.py": 62}
 
 
 def xdist_group(item) -> str:
@@ -62,7 +67,7 @@ def pytest_collection_modifyitems(items):
         if item.get_closest_marker("integration") is not None:
             groups[id(item)] = xdist_group(item)
             item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
-    items.sort(key=lambda item: -GROUP_CPU_SECONDS.get(groups.get(id(item)), 0.0))
+    items.sort(key=lambda item: -GROUP_SECONDS.get(groups.get(id(item)), 0.0))
 
 
 def assert_same_rows(a: pl.DataFrame, b: pl.DataFrame) -> None:
