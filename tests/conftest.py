@@ -39,6 +39,11 @@ def pytest_sessionstart(session):
     workers = config.getoption("numprocesses", None) if hasattr(config.option, "numprocesses") else None
     if hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2:
         return
+    if config.getoption("markexpr", "") == "integration":
+        # the integration tier: CI runs it after the fast suite, whose warm-up filled the cache
+        # (loading every example task again cost about 50 CPU seconds a process); its kernels
+        # are mostly loaded by drivers' Ray workers, which a warm-up here would not spare
+        return
     import subprocess
     import sys
     import tempfile

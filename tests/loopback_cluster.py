@@ -23,6 +23,11 @@ import time
 from pathlib import Path
 
 RAY = str(Path(sys.executable).with_name("ray"))
+#: what ``ray start`` says when its raylet did not register with the GCS within Ray's fixed 30 s
+#: (seen on a 2-core machine under a load of 29: the GCS answered one call after its deadline);
+#: a worker node that says so is started once more, any other failure is raised at once
+STARTUP_TIMEOUT = "The current node timed out during startup"
+STARTS = 2
 
 
 def free_port(host: str) -> int:
@@ -169,13 +174,21 @@ class LoopbackCluster:
     def add_node(self, cpus: int = 1) -> Node:
         ip = f"127.0.0.{self._next_ip}"
         self._next_ip += 1
-        node = self._start([f"--address={self.gcs_address}", f"--num-cpus={cpus}"], ip,
-                           f"worker{len(self.nodes)}")
-        # Wait for this node's own address, not for a count: a node just SIGKILLed stays ALIVE
-        # in the GCS until its health checks time out, so a count taken before the start can
-        # be one too high and never be reached.
-        self._wait(lambda: ip in self._alive_ips(), node, ip)
-        return node
+        for attempt in range(STARTS):
+            node = self._start([f"--address={self.gcs_address}", f"--num-cpus={cpus}"], ip,
+                               f"worker{len(self.nodes)}")
+            # Wait for this node's own address, not for a count: a node just SIGKILLed stays
+            # ALIVE in the GCS until its health checks time out, so a count taken before the
+            # start can be one too high and never be reached.
+            try:
+                self._wait(lambda: ip in self._alive_ips(), node, ip)
+                return node
+            except RuntimeError:
+                if attempt + 1 == STARTS or STARTUP_TIMEOUT not in node.log.read_text():
+                    raise
+                self.nodes.remove(node)  # its processes went with it; start it again
+                node.kill(signal.SIGKILL)
+        raise AssertionError("unreachable")
 
     @property
     def gcs_address(self) -> str:

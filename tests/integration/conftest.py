@@ -27,10 +27,47 @@ SWEEP = ["+sweep=smoke", "params.events=20000000", "replications=2"]
 VOLATILE = ("wall_time", "node", "run_id")
 
 
+#: The integration tier runs on two pytest-xdist workers (README's test command: ``-n 2 --dist
+#: loadgroup --no-loadscope-reorder``): most of its tests hold one core (an in-process simulation,
+#: a driver's imports, Ray's start) while the other waits. Each test file is one xdist group, so
+#: that a module's fixtures are built once, as with ``--dist loadfile``; the tests that use the
+#: loopback ``cluster`` share one group, so that one three-node cluster serves them all (a second
+#: worker would start a second one on the same loopback addresses). Groups are handed out longest
+#: first, so that no long group starts last: the wall seconds each group took in a two-worker run
+#: (2026-12-07, AMD EPYC, a machine shared with other jobs, load 17-30; the cluster's group run on
+#: its own, load 10-18; only their order matters; a group not listed comes after those listed).
+CLUSTER_GROUP = "loopback_cluster"
+GROUP_SECONDS = {CLUSTER_GROUP: 1428, "tests/integration/test_many_tasks.py": 1020,
+                 "tests/integration/test_headline_path.py": 813, "tests/integration/test_run_control.py": 411,
+                 "tests/dispatch/test_population.py": 332, "tests/jiq/test_population.py": 302,
+                 "tests/integration/test_mlflow_browser.py": 298, "tests/pipeline/test_console.py": 297,
+                 "tests/pipeline/test_pipeline.py": 263, "tests/pipeline/test_execute.py": 177,
+                 "tests/integration/test_run_folder_cli.py": 176, "tests/integration/test_multirun.py": 159,
+                 "tests/centralization/test_population.py": 119, "tests/analysis/test_model_analyses.py": 96,
+                 "tests/pipeline/test_bad_input_corpus.py": 90, "tests/pipeline/test_tracking_faults.py": 75,
+                 "tests/pipeline/test_reproduce.py": 72, "tests/pipeline/test_resume_contract.py": 62}
+
+
+def xdist_group(item) -> str:
+    """The xdist group of an integration test: the loopback cluster's, else its file's."""
+    if "cluster" in getattr(item, "fixturenames", ()):
+        return CLUSTER_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects and xdist reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+    # every integration test in its group, the groups longest first (a stable sort: within a
+    # group, tests keep their order); the marks matter only under --dist loadgroup
+    groups = {}
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            groups[id(item)] = xdist_group(item)
+            item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    items.sort(key=lambda item: -GROUP_SECONDS.get(groups.get(id(item)), 0.0))
 
 
 def assert_same_rows(a: pl.DataFrame, b: pl.DataFrame) -> None:
@@ -58,8 +95,22 @@ def serial_reference(sweep: list, out):
 
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory):
-    """The integration sweep run in-process with the serial backend: the rows to match."""
-    return serial_reference(SWEEP, tmp_path_factory.mktemp("reference") / "out")
+    """The integration sweep run in-process with the serial backend: the rows to match. Under
+    pytest-xdist the first worker that needs it computes it and leaves it as Parquet in the
+    session's folder (shared by its workers, under a lock) for the other."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return serial_reference(SWEEP, tmp_path_factory.mktemp("reference") / "out")
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent  # pytest-N/, the parent of each worker's popen-gwK/
+    path = shared / "reference.parquet"
+    with open(shared / "reference.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not path.exists():
+            frame = serial_reference(SWEEP, tmp_path_factory.mktemp("reference") / "out")
+            frame.write_parquet(shared / "reference.parquet.tmp")
+            os.replace(shared / "reference.parquet.tmp", path)
+    return pl.read_parquet(path)
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,16 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def headline_console(tmp_path_factory):
-    out_dir = tmp_path_factory.mktemp("console") / "out"
+def headline_console():
+    # the run folder's path is on the screen (its last line names it): a short folder of its own,
+    # so that the width checked does not depend on pytest's temporary folder (under pytest-xdist
+    # it gains "popen-gwN/", and that line reached 124 characters)
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.mkdtemp(prefix="console-"))
+    out_dir = root / "out"
     # the headline's policies, rules and path, made small: 4 N, 2 runs, short runs, the exact
     # mean field to 10^6 and the heavy-traffic path 10^10..10^300 every 58 decades; serial
     cfg = compose(["+sweep=sub_halfin_whitt", f"output_dir={out_dir}", "mlflow.enabled=false",
@@ -32,9 +40,12 @@ def headline_console(tmp_path_factory):
     import io
 
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        out = run_sweep(to_plain(cfg))
-    return out, buf.getvalue()
+    try:
+        with contextlib.redirect_stdout(buf):
+            out = run_sweep(to_plain(cfg))
+        yield out, buf.getvalue()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_console_ends_on_one_screen(headline_console):
