@@ -23,6 +23,7 @@ from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
 from sim.core.declare import INT_LIMIT, PrecisePath, bound_text
+from sim.core.service_keys import EXPONENTIAL_NAME, SERVICE_KEYS
 from sim.core.settings import SETTING_KEYS, RunSettings
 from sim.engines import AUTO_CHOICE
 from sim.registry import ENGINE_POLICIES, PARAMS, PATH_ENGINES, POLICIES, STOCHASTIC_ENGINES
@@ -670,9 +671,9 @@ def _variants(cfg: dict) -> dict:
 
 #: parameters a limit (mean-field) row may leave out although a simulation of the point uses
 #: them: the run length and the start of a path (a stationary limit depends on neither), and
-#: a value equal to the model without the parameter
+#: a value equal to the model without the parameter (single-task jobs, exponential sizes)
 _NOT_IN_LIMIT = ("events", "time", "init_tail")
-_NEUTRAL = {"k": 1}
+_NEUTRAL = {"k": 1, SERVICE_KEYS[0]: EXPONENTIAL_NAME}
 
 
 def _entry(cfg: dict, engine: str, policy: str):
