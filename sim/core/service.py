@@ -53,10 +53,7 @@ from scipy import integrate, optimize, special, stats
 
 from sim.core.results import is_integral, is_number
 from sim.core.rng import next_raw, u01
-
-# the laws' names, task keys and ranges are declared once, in the light module that the model
-# declarations import (sim.core.service_keys)
-from sim.core.service_keys import (
+from sim.core.service_keys import (  # the laws' names, keys and ranges, declared once there
     LAW_KEYS,
     LAW_NAMES,
     MAX_LOGNORMAL_SCV,
