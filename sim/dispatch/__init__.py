@@ -169,15 +169,16 @@ def event_cost(task: dict) -> float:
 
 
 def _general_job_cost(task: dict, k: int, d: int) -> float:
-    """Planning cost of one job of the general-size engine, in plain agent events (20 ns):
-    measured (docs/service.md, "Declared"): about 70 ns a single-task job (pod, lam 0.9), and for
-    k-task jobs about 16 ns a task plus 3 ns a sampled server (k d per job for the batch
-    policies, k^2 d for the per-task one); heavy tails add the calendar's later years for jsq
-    and jiq only, ignored here."""
+    """Planning cost of one job of the general-size engine, in plain agent events (20 ns): a
+    single-task job about 70 ns (power-of-2, lam 0.9: docs/service.md, "Speed"); a k-task job
+    about 100 ns a sampled server (k d per job for the batch policies, k^2 d for the per-task
+    one) plus 50 ns a task, from ``plan=true``'s CPU time of batch-filling at N = 10^5 on the
+    headline's path (80-120 us a job, k d = 931; a machine shared with other jobs). Only the
+    ranking of tasks rests on it: the progress bar learns the real ratio (docs/architecture.md)."""
     pol = policy_of(task)
     if k == 1 and not pol.k_task:
         return 3.5
-    return (16.0 * k + 3.0 * pol.probes(1, k, d) + 40.0) / 20.0
+    return (100.0 * pol.probes(1, k, d) + 50.0 * k + 70.0) / 20.0
 
 
 def memory_bytes(task: dict) -> float:
