@@ -9,55 +9,47 @@ The rules (aggregation, interval methods, the fit and the verdict) are in ``docs
 """
 from __future__ import annotations
 
-from analysis import models as _models
-from analysis import response_times as _response_times
-from analysis import transients as _transients
-from analysis.aggregate import METRICS, aggregate, compare_to_meanfield
-from analysis.fit import arm_columns, fit_gap_rate, wls_loglog
-from analysis.plots import make_plots
-from analysis.report import count_tasks, write_report
-from analysis.summary import analyze, summarize
+import importlib
 
-#: analyses a sweep can ask for by name (config key ``extra_analyses``), beside the standard
-#: mean-field comparison that every sweep gets: the general ones (response times, transients),
-#: every module of :mod:`analysis.models`, and those an out-of-tree model declares
-#: (:func:`model_analyses`). Each takes ``(frame, params, outdir, sweep_name)`` and returns a
-#: dict with at least ``report`` (a Path), ``plots`` (a list of Paths) and ``verdict_lines``
-#: (its console lines), optionally ``metrics`` ([(key, value, step, arm)]) for MLflow and
-#: ``console_lines`` (its answer on one screen, lines of at most 120 characters, printed by the
-#: pipeline in place of ``verdict_lines``, which the report keeps; docs/running.md).
-ANALYSES: dict = {**_response_times.ANALYSES, **_transients.ANALYSES, **_models.ANALYSES}
+from analysis.catalog import ANALYSES as CATALOG
+
+#: the package's entry points, imported on first use (PEP 562): importing a light submodule
+#: such as :mod:`analysis.catalog` (the plan does) loads neither Polars nor matplotlib
+_EXPORTS = {
+    "METRICS": "analysis.aggregate", "compare_to_meanfield": "analysis.aggregate",
+    "arm_columns": "analysis.fit", "fit_gap_rate": "analysis.fit", "wls_loglog": "analysis.fit",
+    "make_plots": "analysis.plots", "count_tasks": "analysis.report",
+    "write_report": "analysis.report", "analyze": "analysis.summary",
+    "summarize": "analysis.summary",
+}
+
+
+def _load(ref: str):
+    module, _, func = ref.partition(":")
+    return getattr(importlib.import_module(module), func)
 
 
 def model_analyses() -> dict:
-    """:data:`ANALYSES` with the analyses the registered models declare
-    (:attr:`sim.core.declare.Model.analyses`, ``"module:function"``, read through
-    :mod:`analysis.declared`), imported here. The plan checks the same names without importing
-    analysis (``pipeline/analyses.py``)."""
-    import importlib
-
+    """Every analysis a sweep can ask for, imported: those of :data:`analysis.catalog.ANALYSES`
+    in its order, then those the registered models declare that it does not list (a model kept
+    outside the project, :attr:`sim.core.declare.Model.analyses`, read through
+    :mod:`analysis.declared`). The plan checks the same names without importing them
+    (``pipeline/analyses.py``)."""
     from analysis.declared import models
 
+    refs = dict(CATALOG)
     for decl in models().values():
-        for name, ref in decl.analyses.items():
-            if name not in ANALYSES:
-                module, _, func = ref.partition(":")
-                ANALYSES[name] = getattr(importlib.import_module(module), func)
-    return ANALYSES
+        for name, ref in sorted(decl.analyses.items()):
+            refs.setdefault(name, ref)
+    return {name: _load(ref) for name, ref in refs.items()}
 
 
-__all__ = [
-    "ANALYSES",
-    "model_analyses",
-    "METRICS",
-    "aggregate",
-    "compare_to_meanfield",
-    "arm_columns",
-    "fit_gap_rate",
-    "wls_loglog",
-    "make_plots",
-    "count_tasks",
-    "write_report",
-    "summarize",
-    "analyze",
-]
+def __getattr__(name: str):
+    if name == "ANALYSES":
+        return model_analyses()
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+
+
+__all__ = ["ANALYSES", "CATALOG", "model_analyses", *_EXPORTS]

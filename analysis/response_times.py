@@ -1,6 +1,6 @@
 """Response-time distributions: quantiles against N and the CCDF, simulation beside mean field.
 
-Registered as ``analysis.ANALYSES["response_times"]`` (a sweep's ``extra_analyses``); it reads
+Listed in ``analysis.catalog`` as ``response_times`` (a sweep's ``extra_analyses``); it reads
 the rows of a run with ``run.responses: true`` (columns ``response_p50 .. response_p999`` with
 their ``_se``, ``response_grid``, ``response_ccdf``, ``response_ccdf_se``; docs/responses.md).
 
@@ -322,4 +322,3 @@ def analyze_response_times(frame, params, outdir, sweep_name: str, x: str = "n_s
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis collects them)
-ANALYSES = {"response_times": analyze_response_times}

@@ -443,4 +443,3 @@ def analyze_transients(frame, params, outdir, sweep_name: str = "") -> dict:
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis collects them)
-ANALYSES = {"transients": analyze_transients}

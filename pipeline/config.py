@@ -178,7 +178,7 @@ class Config:
     params: Dict[str, Any] = field(default_factory=dict)
     #: variant name -> parameters overriding ``params`` (a categorical axis, column ``variant``)
     variants: Dict[str, Any] = field(default_factory=dict)
-    #: analyses beyond the standard mean-field comparison (names in ``analysis.ANALYSES``)
+    #: analyses beyond the standard mean-field comparison (names in ``analysis/catalog.py``)
     extra_analyses: List[str] = field(default_factory=list)
     run: RunConfig = field(default_factory=RunConfig)
     #: the limit engine along the sweep's path of N, far beyond simulation

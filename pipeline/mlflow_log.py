@@ -49,7 +49,7 @@ plan's points. So N is never part of a key and arm values are never part of a me
   ``fit_slope_hi``, ``fit_slope_se``) at step 0. Two sweeps that differ in lam therefore
   overlay on one chart of ``mean_response`` against N.
 
-An extra analysis (``analysis.ANALYSES``) may return metrics as ``(key, value, step)``, logged
+An extra analysis (``analysis/catalog.py``) may return metrics as ``(key, value, step)``, logged
 on the parent as they are, or as ``(key, value, step, arm)`` with ``arm`` a dict of ``engine``,
 ``policy`` and parameter values: such a metric goes to the child runs whose values match
 (all given keys equal), so that its key need not carry the arm.

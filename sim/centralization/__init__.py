@@ -104,23 +104,23 @@ _C = "sim.centralization"
 #: the contract check's example (sim.testing): N = 500, lam = 0.7, p = 0.2, 400,000 events. The
 #: agent engine's finite-N gap to the mean field there, measured over 10 seeds: +0.0225 +- 0.0024
 #: (E[T] 1.3534 against 1.3309), so 0.028 is allowed beyond 4 SE
-_EX = {"n_servers": 500, "lam": 0.7, "p": 0.2}
+_EXAMPLE = {"n_servers": 500, "lam": 0.7, "p": 0.2}
 MODEL = Model(
     name="centralization",
     title="partial centralization (Tsitsiklis & Xu): local servers and a central one serving the longest queue",
     entries=(
-        Entry("agent", "central", f"{_C}.agent:run_task", ("p",), example={**_EX, "events": 400_000},
+        Entry("agent", "central", f"{_C}.agent:run_task", ("p",), example={**_EXAMPLE, "events": 400_000},
               example_allowance={"meanfield": 0.028}),
         Entry("occupancy", "central", f"{_C}.occupancy:run_task", ("p",),
-              example={**_EX, "events": 400_000}),
-        Entry("meanfield", "central", f"{_C}.meanfield:run_task", ("p",), example=_EX),
+              example={**_EXAMPLE, "events": 400_000}),
+        Entry("meanfield", "central", f"{_C}.meanfield:run_task", ("p",), example=_EXAMPLE),
         Entry("trajectory", "central", f"{_C}.trajectory:run_task", ("p",),
               ("init_tail",), example={"n_servers": 100, "lam": 0.7, "p": 0.2, "time": 5.0, "events": 100_000}),
         # declared by its transitions (sim.centralization.population): the generic
         # population engine, stationary and paths. The example's finite-N gap to the mean field
         # is the model's (the agent entry's allowance, measured again on this engine)
         Entry("population", "central", f"{_C}.population:run_task", ("p",),
-              example={**_EX, "events": 400_000}, example_allowance={"meanfield": 0.028}),
+              example={**_EXAMPLE, "events": 400_000}, example_allowance={"meanfield": 0.028}),
         Entry("population_trajectory", "central", f"{_C}.population:run_path", ("p",),
               ("init_tail",), example={"n_servers": 100, "lam": 0.7, "p": 0.2, "time": 5.0, "events": 100_000}),
     ),
@@ -141,7 +141,6 @@ MODEL = Model(
     memory_bytes=memory_bytes,
     check_task=check_task,
     labels={"central": "partial centralization"},
-    analyses={"centralization": "analysis.models.centralization:analyze_centralization"},
     theory={  # closed forms of the invariant state at points no row has (docs/centralization.md)
         "invariant_tail": f"{_C}.meanfield:fixed_point",
         "invariant_mean_queue": f"{_C}.meanfield:invariant_mean_queue",

@@ -396,10 +396,10 @@ class Model:
     #: ``response_law(policy, params)``: the N = infinity response-time law of a point
     #: (an object with ``quantile(q)`` and ``ccdf(t)``), or None where the model has none
     response_law: Callable[[str, dict], object] | None = None
-    #: analyses a sweep of this model can ask for (``extra_analyses``): name -> ``"module:function"``
-    #: taking ``(frame, params, outdir, sweep_name)``; each returns ``report``, ``plots`` and
-    #: its console lines ``verdict_lines``. The plan checks a sweep's names against these
-    #: declarations (``pipeline/analyses.py``) without importing them; the run imports them
+    #: a model kept outside the project: its own analyses, which live outside analysis/
+    #: (name -> ``"module:function"`` taking ``(frame, params, outdir, sweep_name)``, as in
+    #: ``analysis/catalog.py``, which lists every in-tree analysis). The plan checks a sweep's
+    #: names against both without importing them (``pipeline/analyses.py``); the run imports them
     analyses: dict[str, str] = field(default_factory=dict)
     #: theory the analyses need beyond the rows (closed forms at points no row has, the
     #: headline's asymptotics): name -> ``"module:function"``, a pure numpy/scipy function

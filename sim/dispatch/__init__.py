@@ -441,7 +441,6 @@ MODEL = Model(
     event_cost=event_cost,
     memory_bytes=memory_bytes,
     response_law=response_law,
-    analyses={"zero_queueing": "analysis.models.zero_queueing:analyze_zero_queueing"},
     theory={  # the heavy-traffic form of the mean field along the headline's path
         "limit_ratio": "sim.dispatch.meanfield.heavy_traffic:limit_ratio",
         "leading_rate": "sim.dispatch.meanfield.heavy_traffic:leading_rate",

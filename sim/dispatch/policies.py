@@ -111,7 +111,7 @@ _DECLARED = {"population": ("b", "replacement", *_LAW), "population_meanfield": 
              "population_refined": ("replacement",),
              "population_trajectory": ("init_tail", "replacement", *_LAW)}
 #: the batch policies' heavy-traffic limit (sim.dispatch.meanfield.heavy_traffic)
-_HEAVY = {"heavy_traffic": ()}
+_HEAVY_TRAFFIC_ENGINE = {"heavy_traffic": ()}
 
 #: name -> record, the dispatch model's one table of policies (its entries' order)
 POLICIES: dict[str, DispatchPolicy] = policy_table(
@@ -133,12 +133,12 @@ POLICIES: dict[str, DispatchPolicy] = policy_table(
     DispatchPolicy("batch_filling", BATCH_FILLING, "batch-filling", samples=True, k_task=True,
                    batch=True, fills=True, agent_event_cost=lambda k, d: 1.0 + d / 16.0,
                    engines={"agent": _BUFFERED, "meanfield": (), "refined": (),
-                            "occupancy": _BUFFERED, "trajectory": ("init_tail", *_LAW), **_HEAVY,
+                            "occupancy": _BUFFERED, "trajectory": ("init_tail", *_LAW), **_HEAVY_TRAFFIC_ENGINE,
                             GENERAL: _LAW}),
     # k tasks to the k shortest of k*d sampled queues
     DispatchPolicy("batch_sampling", BATCH_SAMPLING, "batch-sampling", samples=True, k_task=True,
                    batch=True, agent_event_cost=lambda k, d: 1.0 + d / 16.0,
-                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED, **_HEAVY,
+                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED, **_HEAVY_TRAFFIC_ENGINE,
                             GENERAL: _LAW}),
     # each task samples its own k*d queues and joins the shortest
     DispatchPolicy("pod_per_task", POD_PER_TASK, "power-of-d per task", samples=True, k_task=True,

@@ -260,7 +260,6 @@ MODEL = Model(
     check_task=check_task,
     responses=("agent", "occupancy", "meanfield"),
     response_law=response_law,
-    analyses={"jiq": "analysis.models.jiq:analyze_jiq"},
     engine_decls=(
         AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
         POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED,

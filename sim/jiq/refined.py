@@ -247,11 +247,11 @@ def drift_exact(x, policy, lam, r, d, levels, iqueue_levels, n: float) -> np.nda
     dp, dq = _exponents(policy, d)
     s, P, se, Pe = _ext(x, L, K)
     p0 = 1.0 - P[0]
-    hs = probes_in_set(se, dp, n) if dp >= 2 else se.copy()
-    hs[0], hs[-1] = 1.0, 0.0
-    fs = lam * p0 * (hs[:L] - hs[1 : L + 1]) - (se[1 : L + 1] - se[2:])
+    probe_tail = probes_in_set(se, dp, n) if dp >= 2 else se.copy()
+    probe_tail[0], probe_tail[-1] = 1.0, 0.0
+    fs = lam * p0 * (probe_tail[:L] - probe_tail[1 : L + 1]) - (se[1 : L + 1] - se[2:])
     fs[0] += lam * (1.0 - p0)
-    beta = lam * p0 * (1.0 - hs[1]) / (1.0 - s[0])
+    beta = lam * p0 * (1.0 - probe_tail[1]) / (1.0 - s[0])
     HP = probes_in_set(Pe, dq, n / r) if dq >= 2 else Pe.copy()
     HP[0], HP[-1] = 1.0, 0.0
     J = r * (s[0] - s[1])

@@ -152,7 +152,7 @@ _LAWS = ("m_dispatchers", "arrival_dist", "arrival_n", "service_dist", "service_
 _UPDATES = ("update", "p_hat", "d_u", "count_own", "msg_budget", "msg_budget_pod_d")
 _RUN = ("queue_cap",)
 #: the contract check's example (sim.testing): 20 servers at load 0.8, 20,000 slots
-_EX = {"n_servers": 20, "lam": 0.8, "events": 20_000}
+_EXAMPLE = {"n_servers": 20, "lam": 0.8, "events": 20_000}
 #: the optional parameters of a policy's entry: the laws and the run's cap, the updates of an
 #: LED policy, the tie rule of a policy on true lengths
 def _optional(pol) -> tuple[str, ...]:
@@ -162,7 +162,7 @@ def _optional(pol) -> tuple[str, ...]:
 def _example(pol) -> dict:
     """A policy's contract example: ``d = 2`` where it samples, unequal rates for the blind
     draw by rate (with equal rates it is random routing)."""
-    return {**_EX, **({"d": 2} if pol.samples else {}),
+    return {**_EXAMPLE, **({"d": 2} if pol.samples else {}),
             **({"service_rates": [0.5, 1.5] * 10} if pol.blind_by_rate else {})}
 
 
@@ -190,8 +190,6 @@ MODEL = Model(
     check_task=check_task,
     event_cost=event_cost,
     memory_bytes=memory_bytes,
-    analyses={"led": "analysis.models.led:analyze_led",
-              "led_heavy_traffic": "analysis.models.led:analyze_led_heavy_traffic"},
     engine_decls=(
         Engine("slotted", "stochastic", "slotted simulation", per_server=True),
     ),

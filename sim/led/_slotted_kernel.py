@@ -14,7 +14,7 @@ one ring per server bounds memory by the entries in use, not by N times the long
 unstable policy makes a few queues very long). Per dispatcher ``m`` (LED policies): estimates
 ``est[m, n]`` (int32) and their sum ``esum[m]``; for ``l_jsq`` a B-ary tree (B = 16) over the
 estimates whose nodes hold (minimum, multiplicity of the minimum) of their subtree
-(``tmin``/``tcnt``, one row per dispatcher, about N / 15 nodes).
+(``tree_min``/``tree_count``, one row per dispatcher, about N / 15 nodes).
 
 Why not the bucket sort of :mod:`sim.core.buckets` for L-JSQ: it moves a server one level per
 O(1) swap, which suits queues that change by one task, but estimates jump (an update sets an
@@ -129,7 +129,7 @@ B = 16
 
 def tree_shape(n_servers: int):
     """Level sizes (``lsize[0] = N`` leaves, then ceil-divisions by B down to one root) and the
-    offsets of the internal levels in a dispatcher's row of ``tmin``/``tcnt``."""
+    offsets of the internal levels in a dispatcher's row of ``tree_min``/``tree_count``."""
     sizes = [n_servers]
     while True:
         sizes.append(-(-sizes[-1] // B))
@@ -142,7 +142,7 @@ def tree_shape(n_servers: int):
 
 
 @njit(cache=True)
-def tree_node(est, tmin, tcnt, lsize, loff, m, k, node):
+def tree_node(est, tree_min, tree_count, lsize, loff, m, k, node):
     """(min, count of the min) of internal node ``node`` of level ``k`` from its children."""
     lo = node * B
     hi = min(lo + B, lsize[k - 1])
@@ -159,17 +159,17 @@ def tree_node(est, tmin, tcnt, lsize, loff, m, k, node):
     else:
         base = loff[k - 1]
         for c in range(lo, hi):
-            v = np.int64(tmin[m, base + c])
+            v = np.int64(tree_min[m, base + c])
             if v < mn:
                 mn = v
-                ct = np.int64(tcnt[m, base + c])
+                ct = np.int64(tree_count[m, base + c])
             elif v == mn:
-                ct += tcnt[m, base + c]
+                ct += tree_count[m, base + c]
     return mn, ct
 
 
 @njit(cache=True)
-def tree_fix(est, tmin, tcnt, lsize, loff, m, n, old, new):
+def tree_fix(est, tree_min, tree_count, lsize, loff, m, n, old, new):
     """Update the ancestors of leaf ``n`` after ``est[m, n]`` went from ``old`` to ``new``.
 
     Incremental: a child's (min, count) going from ``(om, oc)`` to ``(nm, nc)`` changes its
@@ -186,8 +186,8 @@ def tree_fix(est, tmin, tcnt, lsize, loff, m, n, old, new):
     for k in range(1, lsize.size):
         node = child // B
         j = loff[k] + node
-        p_min = np.int64(tmin[m, j])
-        p_cnt = np.int64(tcnt[m, j])
+        p_min = np.int64(tree_min[m, j])
+        p_cnt = np.int64(tree_count[m, j])
         if nm < p_min:
             q_min = nm
             q_cnt = nc
@@ -198,13 +198,13 @@ def tree_fix(est, tmin, tcnt, lsize, loff, m, n, old, new):
             q_min = p_min
             q_cnt = p_cnt - oc
             if q_cnt == 0:
-                q_min, q_cnt = tree_node(est, tmin, tcnt, lsize, loff, m, k, node)
+                q_min, q_cnt = tree_node(est, tree_min, tree_count, lsize, loff, m, k, node)
         else:
             return
         if q_min == p_min and q_cnt == p_cnt:
             return
-        tmin[m, j] = q_min
-        tcnt[m, j] = q_cnt
+        tree_min[m, j] = q_min
+        tree_count[m, j] = q_cnt
         om, oc, nm, nc = p_min, p_cnt, q_min, q_cnt
         child = node
 
@@ -214,26 +214,26 @@ def tree_build(est, lsize, loff):
     """The trees of every row of ``est`` (O(M N))."""
     n_disp = est.shape[0]
     size = max(1, loff[lsize.size - 1] + 1)
-    tmin = np.zeros((n_disp, size), dtype=np.int32)
-    tcnt = np.zeros((n_disp, size), dtype=np.int32)
+    tree_min = np.zeros((n_disp, size), dtype=np.int32)
+    tree_count = np.zeros((n_disp, size), dtype=np.int32)
     for m in range(n_disp):
         for k in range(1, lsize.size):
             for node in range(lsize[k]):
-                mn, ct = tree_node(est, tmin, tcnt, lsize, loff, m, k, node)
-                tmin[m, loff[k] + node] = mn
-                tcnt[m, loff[k] + node] = ct
-    return tmin, tcnt
+                mn, ct = tree_node(est, tree_min, tree_count, lsize, loff, m, k, node)
+                tree_min[m, loff[k] + node] = mn
+                tree_count[m, loff[k] + node] = ct
+    return tree_min, tree_count
 
 
 @njit(cache=True)
-def pick_ljsq(est, tmin, tcnt, lsize, loff, m, s0, s1, s2, s3):
+def pick_ljsq(est, tree_min, tree_count, lsize, loff, m, s0, s1, s2, s3):
     """L-JSQ: a server of smallest estimate, uniform among the ties: a uniform rank ``r`` among
     the root's count of minima, descended by the children's counts. O(B log_B N)."""
     depth = lsize.size - 1
     root = loff[depth]
-    mn = np.int64(tmin[m, root])
+    mn = np.int64(tree_min[m, root])
     r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
-    rank = below(r, tcnt[m, root])
+    rank = below(r, tree_count[m, root])
     node = 0
     for k in range(depth, 0, -1):
         lo = node * B
@@ -247,8 +247,8 @@ def pick_ljsq(est, tmin, tcnt, lsize, loff, m, s0, s1, s2, s3):
         else:
             base = loff[k - 1]
             for c in range(lo, hi):
-                if tmin[m, base + c] == mn:
-                    cc = np.int64(tcnt[m, base + c])
+                if tree_min[m, base + c] == mn:
+                    cc = np.int64(tree_count[m, base + c])
                     if rank < cc:
                         node = c
                         break
@@ -257,14 +257,14 @@ def pick_ljsq(est, tmin, tcnt, lsize, loff, m, s0, s1, s2, s3):
 
 
 @njit(cache=True)
-def set_estimate(est, tmin, tcnt, lsize, loff, esum, m, n, new, use_tree):
+def set_estimate(est, tree_min, tree_count, lsize, loff, esum, m, n, new, use_tree):
     """Set dispatcher ``m``'s estimate of server ``n`` to ``new`` (any jump): O(1), plus the
     tree fix-up for L-JSQ."""
     old = np.int64(est[m, n])
     est[m, n] = new
     esum[m] += new - old
     if use_tree and new != old:
-        tree_fix(est, tmin, tcnt, lsize, loff, m, n, old, new)
+        tree_fix(est, tree_min, tree_count, lsize, loff, m, n, old, new)
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,29 +409,29 @@ def pick_weighted(alias_thr, alias_idx, s0, s1, s2, s3):
 # updates (end of slot)
 # --------------------------------------------------------------------------------------------
 @njit(cache=True)
-def push_update(est, tmin, tcnt, lsize, loff, esum, m, q, d_u, samp, use_tree, s0, s1, s2, s3):
+def push_update(est, tree_min, tree_count, lsize, loff, esum, m, q, d_u, samp, use_tree, s0, s1, s2, s3):
     """Push: dispatcher ``m`` samples ``d_u`` distinct servers and sets their estimates to the
     true lengths ``q`` (the caller has drawn the ``p_hat`` coin)."""
     s0, s1, s2, s3 = sample_fy(samp, d_u, s0, s1, s2, s3)
     for j in range(d_u):
         n = np.int64(samp[j])
-        set_estimate(est, tmin, tcnt, lsize, loff, esum, m, n, q[n], use_tree)
+        set_estimate(est, tree_min, tree_count, lsize, loff, esum, m, n, q[n], use_tree)
     return s0, s1, s2, s3
 
 
 @njit(cache=True)
-def pull_report(est, tmin, tcnt, lsize, loff, esum, n, qn, p_thr, use_tree, s0, s1, s2, s3):
+def pull_report(est, tree_min, tree_count, lsize, loff, esum, n, qn, p_thr, use_tree, s0, s1, s2, s3):
     """Pull: server ``n``, which completed tasks in this slot and now holds ``qn``, picks a
     dispatcher uniformly; it sends ``(n, 0)`` if empty, else ``(n, qn)`` with probability
     ``p_hat``. Returns (the dispatcher that got a report or -1, RNG words)."""
     r, s0, s1, s2, s3 = next_raw(s0, s1, s2, s3)
     m = below(r, est.shape[0])
     if qn == 0:
-        set_estimate(est, tmin, tcnt, lsize, loff, esum, m, n, 0, use_tree)
+        set_estimate(est, tree_min, tree_count, lsize, loff, esum, m, n, 0, use_tree)
         return m, s0, s1, s2, s3
     hit, s0, s1, s2, s3 = _coin(p_thr, s0, s1, s2, s3)
     if hit:
-        set_estimate(est, tmin, tcnt, lsize, loff, esum, m, n, qn, use_tree)
+        set_estimate(est, tree_min, tree_count, lsize, loff, esum, m, n, qn, use_tree)
         return m, s0, s1, s2, s3
     return np.int64(-1), s0, s1, s2, s3
 
@@ -525,7 +525,7 @@ def _make_run(policy: int, update: int):
     @njit(cache=True)
     def run(t_first, d, d_u, p_thr, count_own, hetero, debug, shared, q_cap, max_level,
             thr, off, guide, goff, gshift, pieces, arr_law, srv_law,
-            q, add, arr, target, done, minlist, est, tmin, tcnt, lsize, loff, esum, samp,
+            q, add, arr, target, done, minlist, est, tree_min, tree_count, lsize, loff, esum, samp,
             jlist, jlen, listed, alias_thr, alias_idx, mu,
             head, tail, pslot, pcnt, pnext, sc, bounds, state,
             w_q, w_imb, w_u, w_u2, w_qu, w_arr, w_dec, w_msg, w_idle, w_busy,
@@ -593,7 +593,7 @@ def _make_run(policy: int, update: int):
                     continue
                 dec += 1
                 if policy == L_JSQ:
-                    n, s0, s1, s2, s3 = pick_ljsq(est, tmin, tcnt, lsize, loff, m,
+                    n, s0, s1, s2, s3 = pick_ljsq(est, tree_min, tree_count, lsize, loff, m,
                                                   s0, s1, s2, s3)
                 elif policy == L_JBA:
                     n, fb, s0, s1, s2, s3 = pick_ljba(est, m, esum[m], mu, alias_thr, alias_idx,
@@ -638,7 +638,7 @@ def _make_run(policy: int, update: int):
                 add[n] += a
                 fifo_push(n, t, a, head, tail, pslot, pcnt, pnext, sc)
                 if led and count_own:
-                    set_estimate(est, tmin, tcnt, lsize, loff, esum, m, n,
+                    set_estimate(est, tree_min, tree_count, lsize, loff, esum, m, n,
                                  np.int64(est[m, n]) + a, use_tree)
             # ---- 3. service; Q(t+1) and its statistics (credited to the window of t+1)
             wn = (t + 1) >> shift if t + 1 < t_end else n_windows
@@ -692,13 +692,13 @@ def _make_run(policy: int, update: int):
                     if arr[m] > 0:
                         hit, s0, s1, s2, s3 = _coin(p_thr, s0, s1, s2, s3)
                         if hit:
-                            s0, s1, s2, s3 = push_update(est, tmin, tcnt, lsize, loff, esum, m,
+                            s0, s1, s2, s3 = push_update(est, tree_min, tree_count, lsize, loff, esum, m,
                                                          q, d_u, samp, use_tree, s0, s1, s2, s3)
                             msg += 2 * d_u
             if pull:
                 for i in range(nd):
                     n = done[i]
-                    got, s0, s1, s2, s3 = pull_report(est, tmin, tcnt, lsize, loff, esum, n,
+                    got, s0, s1, s2, s3 = pull_report(est, tree_min, tree_count, lsize, loff, esum, n,
                                                       q[n], p_thr, use_tree, s0, s1, s2, s3)
                     if got >= 0:
                         msg += 1
@@ -749,8 +749,8 @@ def _make_run(policy: int, update: int):
 # --------------------------------------------------------------------------------------------
 def _tree_of(est):
     lsize, loff = tree_shape(est.shape[1])
-    tmin, tcnt = tree_build(est, lsize, loff)
-    return tmin, tcnt, lsize, loff
+    tree_min, tree_count = tree_build(est, lsize, loff)
+    return tree_min, tree_count, lsize, loff
 
 
 def choose_led(policy, est_row, mu, d, state):
@@ -765,8 +765,8 @@ def choose_led(policy, est_row, mu, d, state):
                             (np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.int64)))
     words = tuple(np.uint64(x) for x in state)
     if policy == L_JSQ:
-        tmin, tcnt, lsize, loff = _tree_of(est)
-        n, *words = pick_ljsq(est, tmin, tcnt, lsize, loff, 0, *words)
+        tree_min, tree_count, lsize, loff = _tree_of(est)
+        n, *words = pick_ljsq(est, tree_min, tree_count, lsize, loff, 0, *words)
     elif policy == L_JBA:
         n, _, *words = pick_ljba(est, 0, np.int64(est.sum()), mu, alias_thr, alias_idx, hetero,
                                  *words)
@@ -809,32 +809,32 @@ def push_once(est, q, m, d_u, state):
     """One Push update of dispatcher ``m`` on the hand-built estimates ``est`` (int32 [M, N],
     changed in place) against true lengths ``q`` (int64). Returns the L-JSQ trees and ``esum``
     as maintained incrementally, for comparison with a fresh build. Test helper."""
-    tmin, tcnt, lsize, loff = _tree_of(est)
+    tree_min, tree_count, lsize, loff = _tree_of(est)
     esum = est.sum(axis=1).astype(np.int64)
     samp = np.arange(est.shape[1], dtype=np.int64)
     words = tuple(np.uint64(x) for x in state)
-    words = push_update(est, tmin, tcnt, lsize, loff, esum, m, q, d_u, samp, True, *words)
+    words = push_update(est, tree_min, tree_count, lsize, loff, esum, m, q, d_u, samp, True, *words)
     state[:] = np.array([np.uint64(x) for x in words], dtype=np.uint64)
-    return tmin, tcnt, esum
+    return tree_min, tree_count, esum
 
 
 def pull_once(est, q_new, served, p_thr, state):
     """The Pull reports at the end of one hand-built slot: servers with ``served[n] > 0``
     report ``q_new[n]`` by the kernel's rule; ``est`` (int32 [M, N]) is changed in place.
-    Returns ``(to, tmin, tcnt, esum)``, ``to[n]`` the dispatcher that got server ``n``'s report
+    Returns ``(to, tree_min, tree_count, esum)``, ``to[n]`` the dispatcher that got server ``n``'s report
     (-1: none). Test helper."""
-    tmin, tcnt, lsize, loff = _tree_of(est)
+    tree_min, tree_count, lsize, loff = _tree_of(est)
     esum = est.sum(axis=1).astype(np.int64)
     to = np.full(q_new.size, -1, dtype=np.int64)
     words = tuple(np.uint64(x) for x in state)
     for n in range(q_new.size):
         if served[n] > 0:
-            got, *words = pull_report(est, tmin, tcnt, lsize, loff, esum, n,
+            got, *words = pull_report(est, tree_min, tree_count, lsize, loff, esum, n,
                                       np.int64(q_new[n]), p_thr, True, *words)
             words = tuple(np.uint64(x) for x in words)  # numba returns Python ints
             to[n] = got
     state[:] = np.array([np.uint64(x) for x in words], dtype=np.uint64)
-    return to, tmin, tcnt, esum
+    return to, tree_min, tree_count, esum
 
 
 # --------------------------------------------------------------------------------------------
@@ -892,11 +892,11 @@ def slotted_kernel(policy, update, *, d, d_u, p_thr, count_own, hetero, debug, q
         est = np.zeros((1, 1), dtype=i32)
     if use_tree:  # all estimates 0: every node's minimum is 0, counted over its leaves
         lsize, loff = tree_shape(n_servers)
-        tmin, tcnt = tree_build(est, lsize, loff)
+        tree_min, tree_count = tree_build(est, lsize, loff)
     else:
         lsize, loff = tree_shape(1)
-        tmin = np.zeros((1, 1), dtype=i32)
-        tcnt = np.zeros((1, 1), dtype=i32)
+        tree_min = np.zeros((1, 1), dtype=i32)
+        tree_count = np.zeros((1, 1), dtype=i32)
     esum = np.zeros(n_disp, dtype=np.int64)
     samp = np.arange(n_servers, dtype=np.int64)
     if policy == JIQ:
@@ -930,7 +930,7 @@ def slotted_kernel(policy, update, *, d, d_u, p_thr, count_own, hetero, debug, q
         t, code = run(t, int(d), int(d_u), p_thr, bool(count_own), bool(hetero), bool(debug),
                       int(ties) == SHARED, int(q_cap), int(max_level), tb.thr, tb.off, tb.guide, tb.goff, tb.gshift,
                       tb.pieces, arr_law, srv_law, q, add, arr, target, done, minlist,
-                      est, tmin, tcnt, lsize, loff, esum, samp, jlist, jlen, listed,
+                      est, tree_min, tree_count, lsize, loff, esum, samp, jlist, jlen, listed,
                       alias_thr, alias_idx, mu, head, tail, pslot, pcnt, pnext, sc,
                       bounds, state, out["w_q"], out["w_imb"], out["w_u"], out["w_u2"],
                       out["w_qu"], out["w_arr"], out["w_dec"], out["w_msg"], out["w_idle"],

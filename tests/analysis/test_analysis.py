@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from analysis import aggregate, analyze, arm_columns, compare_to_meanfield, count_tasks, fit_gap_rate, wls_loglog
-from analysis.aggregate import METHOD_BATCH, METHOD_EXACT, METHOD_T
+from analysis import analyze, arm_columns, compare_to_meanfield, count_tasks, fit_gap_rate, wls_loglog
+from analysis.aggregate import METHOD_BATCH, METHOD_EXACT, METHOD_T, aggregate
 
 PARAMS = ["n_servers", "lam", "d"]
 NS = [10, 31, 100, 316, 1000, 3162, 10000, 31623, 100000]

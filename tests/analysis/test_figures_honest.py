@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from analysis import aggregate, compare_to_meanfield, fit_gap_rate, plots, style
+from analysis import compare_to_meanfield, fit_gap_rate, plots, style
+from analysis.aggregate import aggregate
 from analysis.summary import analyze
 from tests.analysis.test_analysis import PARAMS, _frame, _row, _sweep
 

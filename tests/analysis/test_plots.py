@@ -12,7 +12,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
-from analysis import aggregate, compare_to_meanfield, fit_gap_rate, make_plots, plots, style
+from analysis import compare_to_meanfield, fit_gap_rate, make_plots, plots, style
+from analysis.aggregate import aggregate
 from tests.analysis.test_analysis import PARAMS, _frame, _row, _sweep
 
 

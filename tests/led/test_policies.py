@@ -47,16 +47,16 @@ def assert_distribution(counts, probs):
     assert p > ALPHA, (counts, expected, p)
 
 
-def assert_trees(est, tmin, tcnt, esum):
+def assert_trees(est, tree_min, tree_count, esum):
     """The incrementally maintained L-JSQ trees and estimate sums equal a fresh build; the root
     holds each dispatcher's minimum and its multiplicity."""
     lsize, loff = K.tree_shape(est.shape[1])
     fresh_min, fresh_cnt = K.tree_build(est, lsize, loff)
-    assert np.array_equal(tmin, fresh_min) and np.array_equal(tcnt, fresh_cnt)
+    assert np.array_equal(tree_min, fresh_min) and np.array_equal(tree_count, fresh_cnt)
     root = loff[-1]
     for m in range(est.shape[0]):
-        assert tmin[m, root] == est[m].min()
-        assert tcnt[m, root] == (est[m] == est[m].min()).sum()
+        assert tree_min[m, root] == est[m].min()
+        assert tree_count[m, root] == (est[m] == est[m].min()).sum()
     assert np.array_equal(esum, est.sum(axis=1))
 
 
@@ -93,15 +93,15 @@ def test_l_jsq_tree_follows_arbitrary_jumps():
     n_disp, n_servers = 2, 300
     est = rng.integers(0, 50, size=(n_disp, n_servers)).astype(np.int32)
     lsize, loff = K.tree_shape(n_servers)
-    tmin, tcnt = K.tree_build(est, lsize, loff)
+    tree_min, tree_count = K.tree_build(est, lsize, loff)
     esum = est.sum(axis=1).astype(np.int64)
     for i in range(400):
         m, n = int(rng.integers(n_disp)), int(rng.integers(n_servers))
         new = int(rng.choice([0, int(rng.integers(0, 500)), int(est[m].min())]))
-        K.set_estimate(est, tmin, tcnt, lsize, loff, esum, m, n, new, True)
+        K.set_estimate(est, tree_min, tree_count, lsize, loff, esum, m, n, new, True)
         if i % 20 == 0:
-            assert_trees(est, tmin, tcnt, esum)
-    assert_trees(est, tmin, tcnt, esum)
+            assert_trees(est, tree_min, tree_count, esum)
+    assert_trees(est, tree_min, tree_count, esum)
 
 
 def test_l_jba_exact_when_the_set_is_small():
@@ -194,13 +194,13 @@ def test_push_sets_d_u_distinct_estimates_to_true_lengths():
         if rep % 2:
             est[m] = np.array([7, 0, 0, 3, 8, 2, 0, 1], dtype=np.int32)  # jumps up and down
         before = est.copy()
-        tmin, tcnt, esum = K.push_once(est, q, m, d_u, state)
+        tree_min, tree_count, esum = K.push_once(est, q, m, d_u, state)
         changed = np.nonzero(est[m] != before[m])[0]
         assert changed.size == d_u or rep % 2  # a sampled server may already be exact
         assert np.all(est[m, changed] == q[changed])
         others = [k for k in range(n_disp) if k != m]
         assert np.array_equal(est[others], before[others])
-        assert_trees(est, tmin, tcnt, esum)
+        assert_trees(est, tree_min, tree_count, esum)
         if rep % 2 == 0:
             counts[changed] += 1
     # each server is in the sample with probability d_u / N
@@ -218,7 +218,7 @@ def test_pull_reports_of_one_slot():
     reps = 4000
     for rep in range(reps):
         est = np.full((n_disp, n_servers), 9, dtype=np.int32)
-        to, tmin, tcnt, esum = K.pull_once(est, q_new, served, threshold(p_hat), state)
+        to, tree_min, tree_count, esum = K.pull_once(est, q_new, served, threshold(p_hat), state)
         for n in range(n_servers):
             if to[n] < 0:
                 assert np.all(est[:, n] == 9)
@@ -228,7 +228,7 @@ def test_pull_reports_of_one_slot():
                 reports[n] += 1
                 to_count[to[n]] += 1
         if rep < 200:
-            assert_trees(est, tmin, tcnt, esum)
+            assert_trees(est, tree_min, tree_count, esum)
     # no completion, no report; an empty server always reports (n, 0)
     assert reports[2] == 0 and reports[3] == 0
     assert reports[0] == reps

@@ -1,17 +1,22 @@
-"""``extra_analyses`` is checked from declarations (pipeline.analyses), not by importing
-analysis: planning a sweep imports neither analysis nor matplotlib, and the declared names are
-exactly the analyses a run can make, function for function."""
+"""``extra_analyses`` is checked from one list (analysis/catalog.py) and the declarations of
+models kept outside the project, without importing the analyses: planning a sweep loads neither
+Polars' analyses nor matplotlib, and the names are exactly the analyses a run can make,
+function for function."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from pipeline.analyses import GENERAL_ANALYSES, declared_analyses
+import analysis.models
+from analysis.catalog import ANALYSES as CATALOG
+from pipeline.analyses import declared_analyses
 from pipeline.errors import ConfigError
 from pipeline.plan import make_plan
 from pipeline.run import to_plain
@@ -27,7 +32,9 @@ from pipeline.plan import make_plan
 cfg = OmegaConf.to_container(compose(sys.argv[1:] + ["output_dir=/nonexistent"]), resolve=True)
 plan = make_plan(cfg)
 assert plan.tasks and cfg["extra_analyses"], cfg["extra_analyses"]
-print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & {"analysis", "matplotlib"})))
+print(json.dumps(sorted(m for m in sys.modules
+                        if m.split(".")[0] == "matplotlib"
+                        or (m.startswith("analysis") and m not in ("analysis", "analysis.catalog")))))
 """
 
 
@@ -49,11 +56,20 @@ def test_declared_names_are_the_analyses_a_run_can_make():
         assert getattr(importlib.import_module(module), func) is made[name], name
 
 
-def test_general_analyses_are_declared_first_and_models_own_theirs():
-    assert list(declared_analyses())[:len(GENERAL_ANALYSES)] == list(GENERAL_ANALYSES)
+def test_the_catalog_lists_every_analysis_function_once_and_models_name_none():
+    """Every public ``analyze_*`` function of analysis/ is listed in the catalog, under one
+    name; the in-tree models declare no analyses of their own (the catalog is the one list)."""
+    found = set()
+    for mod in ("analysis.response_times", "analysis.transients",
+                *(f"analysis.models.{m.name}" for m in pkgutil.iter_modules(analysis.models.__path__))):
+        module = importlib.import_module(mod)
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if name.startswith("analyze_") and fn.__module__.startswith(mod):
+                found.add(f"{mod}:{name}")
+    assert sorted(CATALOG.values()) == sorted(found)
     from sim.registry import MODELS
 
-    assert MODELS["dispatch"].analyses == {"zero_queueing": "analysis.models.zero_queueing:analyze_zero_queueing"}
+    assert {m: d.analyses for m, d in MODELS.items() if d.analyses} == {}
 
 
 def test_an_unknown_analysis_is_refused_with_the_declared_names():

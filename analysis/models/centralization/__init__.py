@@ -1,7 +1,7 @@
 """Partial centralization (Tsitsiklis & Xu): the paper's figures next to the simulations.
 
-``analyze_centralization(frame, params, outdir, sweep_name)`` is registered as
-``analysis.ANALYSES["centralization"]`` and called by the pipeline for sweeps that list it in
+``analyze_centralization(frame, params, outdir, sweep_name)`` is listed in ``analysis.catalog``
+as ``centralization`` and called by the pipeline for sweeps that list it in
 ``extra_analyses``. It reads result rows only (never simulates); the theory values are the closed
 forms the model declares for analysis (``Model.theory``: pure numerics, read through
 :mod:`analysis.declared`). Rules, written out in
@@ -184,4 +184,3 @@ def analyze_centralization(frame, params, outdir, sweep_name: str) -> dict:
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
-ANALYSES = {"centralization": analyze_centralization}

@@ -202,4 +202,3 @@ def analyze_jiq(frame, params, outdir, sweep_name: str = "") -> dict:
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
-ANALYSES = {"jiq": analyze_jiq}

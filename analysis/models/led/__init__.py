@@ -190,4 +190,3 @@ def analyze_led_heavy_traffic(frame, params, outdir, sweep_name: str = "") -> di
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
-ANALYSES = {"led": analyze_led, "led_heavy_traffic": analyze_led_heavy_traffic}

@@ -257,4 +257,3 @@ def analyze_zero_queueing(frame: pl.DataFrame, params, outdir, sweep_name: str, 
 
 
 #: the analyses this module serves (``extra_analyses`` names; analysis.models collects them)
-ANALYSES = {"zero_queueing": analyze_zero_queueing}

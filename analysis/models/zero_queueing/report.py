@@ -141,14 +141,14 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
               "[*log d log k / log N*, tends to 0]. Rows: the simulated N, and the limit path beyond.", ""]
     for v, (key, pts) in zip(verdicts, arms.items()):
         rows = limit_paths.get(key, pts)
-        hs = [(r, hypotheses(r)) for r in rows.iter_rows(named=True)]
-        if not any(h is not None for _, h in hs):
+        hyps = [(r, hypotheses(r)) for r in rows.iter_rows(named=True)]
+        if not any(h is not None for _, h in hyps):
             continue
         lines += [f"### {v['label']} (rule for d: {v['rule_class']})", "",
                   "| N | k | d | alpha < 1/2 | beta <= 1 | k log^2 N / N^(1/2-alpha) | k / (log k log N) "
                   "| d (1-lam) log k | theorem's b | log k / sqrt(log N) | log d log k / log N |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r, h in hs:
+        for r, h in hyps:
             if h is None:
                 continue
             yn = {True: "yes", False: "no", None: "-"}

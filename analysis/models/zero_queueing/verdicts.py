@@ -332,8 +332,8 @@ def rule_class(points: pl.DataFrame, x: str = "n_servers") -> str:
     if ds.n_unique() == 1:
         lams = points["lam"].drop_nulls() if "lam" in points.columns else None
         return "fixed" if lams is not None and lams.n_unique() == 1 and points.height > 1 else "constant"
-    hs = [hypotheses(r) for r in points.sort(x).iter_rows(named=True) if r[x] >= 1e4]
-    m = [h["rule"] for h in hs if h is not None]
+    hyps = [hypotheses(r) for r in points.sort(x).iter_rows(named=True) if r[x] >= 1e4]
+    m = [h["rule"] for h in hyps if h is not None]
     if len(m) < 2:
         return "-"
     return "omega" if m[-1] / m[0] > 1.25 else "Theta"
