@@ -23,6 +23,7 @@ from pipeline.memory import check_memory
 from pipeline.memory import check_settings as check_memory_settings
 from sim import registry
 from sim.core.declare import INT_LIMIT, PrecisePath, bound_text
+from sim.core.service_keys import EXPONENTIAL_NAME, SERVICE_KEYS
 from sim.core.settings import SETTING_KEYS, RunSettings
 from sim.engines import AUTO_CHOICE
 from sim.registry import ENGINE_POLICIES, PARAMS, PATH_ENGINES, POLICIES, STOCHASTIC_ENGINES
@@ -670,9 +671,10 @@ def _variants(cfg: dict) -> dict:
 
 #: parameters a limit (mean-field) row may leave out although a simulation of the point uses
 #: them: the run length and the start of a path (a stationary limit depends on neither), and
-#: a value equal to the model without the parameter
+#: a value equal to the model without the parameter (single-task jobs, exponential sizes)
 _NOT_IN_LIMIT = ("events", "time", "init_tail")
-_NEUTRAL = {"k": 1}
+_NEUTRAL = {"k": 1, SERVICE_KEYS[0]: EXPONENTIAL_NAME}
+_NO_VALUE = object()
 
 
 def _entry(cfg: dict, engine: str, policy: str):
@@ -1010,12 +1012,18 @@ def _path_engines(cfg: dict, policy: str, variant, engines: list[str], path_engi
 def _tasks(cfg: dict, point: Point, engine: str, settings: RunSettings, where: str) -> list[dict]:
     """The tasks of one point on one engine, one per replication (one for a limit engine): its
     parameters, seed and run settings, the run length in events, checked by
-    :func:`sim.check_task`, with the row's parameters (those the engine does not use null)."""
+    :func:`sim.check_task`, with the row's parameters (those the engine does not use null, but
+    a limit's neutral value: :data:`_NEUTRAL`)."""
     policy, values, pid = point.policy, point.values, point.point_id
     ent = _entry(cfg, engine, policy)
     used = ent.params
     stochastic = engine in STOCHASTIC_ENGINES
-    row_params = {n: (v if n not in MODEL_PARAMS or n in used else None) for n, v in values.items()}
+    # a limit's row keeps a parameter it does not take where the point's value is the one it
+    # models (_NEUTRAL: service=exponential beside the exponential mean field), so that its
+    # row meets the simulations' arm in the analyses; any other such parameter is null
+    row_params = {n: (v if n not in MODEL_PARAMS or n in used
+                      or (not stochastic and _NEUTRAL.get(n, _NO_VALUE) == v) else None)
+                  for n, v in values.items()}
     reps = _replications_at(cfg["replications"], values, where, policy) if stochastic else 1
     out = []
     for rep in range(reps):

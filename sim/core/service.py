@@ -53,6 +53,14 @@ from scipy import integrate, optimize, special, stats
 
 from sim.core.results import is_integral, is_number
 from sim.core.rng import next_raw, u01
+from sim.core.service_keys import (  # the laws' names, keys and ranges, declared once there
+    LAW_KEYS,
+    LAW_NAMES,
+    MAX_LOGNORMAL_SCV,
+    MAX_PARETO_ALPHA,
+    MAX_PARETO_UPPER,
+    MAX_PHASES,
+)
 
 __all__ = ["ServiceLaw", "Exponential", "Deterministic", "Erlang", "Hyperexponential", "Lognormal",
            "BoundedPareto", "LAWS", "LAW_KEYS", "service_law", "expected_max", "open_unit",
@@ -61,19 +69,6 @@ __all__ = ["ServiceLaw", "Exponential", "Deterministic", "Erlang", "Hyperexponen
 
 #: law codes of the compiled sampler (:func:`draw_size`)
 EXPONENTIAL, DETERMINISTIC, ERLANG, HYPEREXPONENTIAL, LOGNORMAL, BOUNDED_PARETO = 0, 1, 2, 3, 4, 5
-
-#: the task key of each law parameter (a record's field ``scv`` is the task's ``service_scv``)
-LAW_KEYS = {"scv": "service_scv", "phases": "service_phases", "alpha": "service_alpha",
-            "upper": "service_upper"}
-
-#: most phases of an erlang law: the sampler sums ``phases`` exponential draws per size
-MAX_PHASES = 1000
-#: largest SCV of the lognormal: beyond it the draws that make E[S^3] need normals beyond the
-#: sampler's reach (docs/service.md, "Lognormal")
-MAX_LOGNORMAL_SCV = 100.0
-#: largest shape and upper bound of the bounded Pareto (docs/service.md, "Bounded Pareto")
-MAX_PARETO_ALPHA = 20.0
-MAX_PARETO_UPPER = 1e12
 
 
 def _refuse(field: str, value, must: str):
@@ -371,6 +366,8 @@ def _law_fields(cls) -> list[str]:
 #: the laws by name (``exponential`` first: the default)
 LAWS: dict[str, type[ServiceLaw]] = {cls.name: cls for cls in (
     Exponential, Deterministic, Erlang, Hyperexponential, Lognormal, BoundedPareto)}
+if tuple(LAWS) != LAW_NAMES or [c.code for c in LAWS.values()] != list(range(len(LAWS))):
+    raise ImportError("sim.core.service_keys.LAW_NAMES must list the laws in the order of their codes")
 
 
 def service_law(service: str = "exponential", **params) -> ServiceLaw:

@@ -34,6 +34,12 @@ Engines
   ``population_trajectory`` (:mod:`~sim.dispatch.population`): ``pod`` declared by its transitions
   (:mod:`sim.core.population`), simulated by the generic engine, its mean field and refined
   1/N term derived from the same declaration.
+- ``general`` (:mod:`~sim.dispatch.general_run`): task sizes drawn at arrival from the task's
+  service law (``service`` and its keys, :mod:`sim.core.service_keys`; exponential where absent),
+  single-task jobs on :mod:`~sim.dispatch.general` and k-task jobs on
+  :mod:`~sim.dispatch.general_jobs`; also ``ll`` (least-loaded LL(d)), ``ll_filling`` (its batch
+  form) and ``jiq`` (one dispatcher). Every other engine has exponential sizes and refuses a task
+  that names another law (:func:`check_task` names this engine).
 - ``heavy_traffic`` (:mod:`~sim.dispatch.meanfield.heavy_traffic`): batch-filling and
   batch-sampling as ``1 - lam -> 0`` with ``k d (1 - lam)`` given, to N = 10^300; its tasks take
   ``log10_n``, ``one_minus_lam`` and ``d_real`` in place of ``n_servers``, ``lam`` and ``d``.
@@ -46,8 +52,9 @@ import math
 
 from sim.core.declare import INT_LIMIT, Engine, Entry, Model, Param, PrecisePath
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
+from sim.core.service_keys import EXPONENTIAL_NAME, SERVICE_KEYS, SERVICE_PARAMS, is_exponential, law_of
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.dispatch.policies import POLICIES, policy_of
+from sim.dispatch.policies import GENERAL, POLICIES, policy_of
 from sim.engines import (
     AGENT,
     MEANFIELD,
@@ -82,6 +89,8 @@ def events_per_time(task: dict) -> float:
     """
     n, lam = task["n_servers"], task["lam"]
     k = task.get("k") or 1
+    if task["engine"] == GENERAL:  # an event of the general-size engine is a job's arrival
+        return n * lam / k
     if task["engine"] in ("trajectory", "population_trajectory"):
         return events_bound(n * (1.0 + lam / k), task["time"])
     if task["engine"] in ("occupancy", "population"):
@@ -100,6 +109,11 @@ def check_task(task: dict) -> None:
 
         check_heavy(task)
         return
+    if not is_exponential(task) or any(task.get(key) is not None for key in SERVICE_KEYS[1:]):
+        law = law_of(task)  # a law parameter the law does not take, lacks or has out of range
+        if engine != GENERAL and law.name != EXPONENTIAL_NAME:
+            raise ValueError(f"service={law.name!r}: engine={engine!r} has exponential sizes only; "
+                             f"engine={GENERAL} draws each task's size from the law (docs/service.md)")
     n = task["n_servers"]
     k = task.get("k", 1) if task.get("k") is not None else 1
     if k > n:
@@ -131,6 +145,9 @@ def check_task(task: dict) -> None:
     if engine == "agent" and n > 2**31 - 1:
         raise ValueError(f"n_servers={n!r}: the agent engine needs n_servers < 2**31 "
                          "(use the occupancy engine)")
+    if engine == GENERAL:
+        if n > 2**31 - 1:  # servers are drawn by the 32-bit bounded draw
+            raise ValueError(f"n_servers={n!r}: engine={GENERAL} needs n_servers < 2**31")
 
 
 def event_cost(task: dict) -> float:
@@ -143,10 +160,25 @@ def event_cost(task: dict) -> float:
     d, k = task.get("d") or 1, task.get("k") or 1
     if task.get("engine") == "occupancy":
         return 1.0
+    if task.get("engine") == GENERAL:
+        return _general_job_cost(task, k, d)
     if task.get("engine") == "population":
         return 2.0  # benchmarks/bench_population.py: 36-48 ns an event for pod at N = 10^6
     return policy_of(task).agent_event_cost(k, d)
 
+
+
+def _general_job_cost(task: dict, k: int, d: int) -> float:
+    """Planning cost of one job of the general-size engine, in plain agent events (20 ns): a
+    single-task job about 70 ns (power-of-2, lam 0.9: docs/service.md, "Speed"); a k-task job
+    about 100 ns a sampled server (k d per job for the batch policies, k^2 d for the per-task
+    one) plus 50 ns a task, from ``plan=true``'s CPU time of batch-filling at N = 10^5 on the
+    headline's path (80-120 us a job, k d = 931; a machine shared with other jobs). Only the
+    ranking of tasks rests on it: the progress bar learns the real ratio (docs/architecture.md)."""
+    pol = policy_of(task)
+    if k == 1 and not pol.k_task:
+        return 3.5
+    return (100.0 * pol.probes(1, k, d) + 50.0 * k + 70.0) / 20.0
 
 
 def memory_bytes(task: dict) -> float:
@@ -173,7 +205,15 @@ def memory_bytes(task: dict) -> float:
       allocating); a buffer b: about ten arrays of b floats; the rest O(levels);
     - refined, trajectory: O(levels^2) and O(grid x levels) tables;
     - heavy_traffic: the law of C_0 on its window (24 sd + 61 values, sd <= sqrt(k d (1 - lam)))
-      in a few float arrays.
+      in a few float arrays;
+    - general (:mod:`~sim.dispatch.general`, :mod:`~sim.dispatch.general_jobs`): per server a
+      ring of ``C`` float completion times (``C`` the power of two above the longest queue plus
+      ``k``, from 16; 1.5 C while it doubles), the queue length, head and last completion and a
+      sampling mark (4 x 8), for jsq and jiq the buckets and calendar links (5 x 8) and
+      ``B`` bucket heads (8 B, ``B`` the power of two at or above ``4 lam N``). The longest
+      queue of a law other than the exponential is that of random routing (geometric) times
+      ``max(1, (1 + scv) / 2)``, the M/G/1 factor of its mean queue: a guard against running out
+      of memory, not a bound.
 
     The longest queue is :func:`sim.core.memory.longest_queue` of the supermarket tail (power
     of d, random routing for random, d = 2 for JSQ) over the run's simulated time, capped by b.
@@ -186,6 +226,8 @@ def memory_bytes(task: dict) -> float:
     n, lam = float(task["n_servers"]), float(task["lam"])
     k, d, b = int(task.get("k") or 1), int(task.get("d") or 1), task.get("b")
     events = float(task.get("events") or 10**6)
+    if engine == GENERAL:
+        return _general_bytes(task, n, lam, k, d, events) + fixed
     run_time = events / (n * (1.0 + lam / k))
     dd = pol.queue_bound_d(d)
     if engine == "agent":
@@ -233,14 +275,39 @@ def memory_bytes(task: dict) -> float:
     return fixed  # refined: k*d <= 8, levels^2 tables
 
 
+def _general_bytes(task: dict, n: float, lam: float, k: int, d: int, events: float) -> float:
+    """The general-size engine's arrays (:func:`memory_bytes`)."""
+    pol = policy_of(task)
+    run_time = events * k / (n * lam)
+    if is_exponential(task):
+        levels = longest_queue(n, lam, pol.queue_bound_d(d), None, run_time)
+    else:
+        scv = law_of(task).scv
+        levels = longest_queue(n, lam, 1, None, run_time) * max(1.0, (1.0 + scv) / 2.0)
+    first = 16
+    while first < 2 * (k + 1):
+        first *= 2
+    slots = ring_capacity(int(levels) + k, start=first)
+    slots = 1.5 * slots if slots > first else float(slots)
+    per = 8.0 * slots + 32.0
+    calendar = 0.0
+    if pol.probes_all or (not pol.samples and pol.single_task):  # jsq, jiq: buckets, calendar
+        per += 40.0
+        calendar = 8.0 * ring_capacity(int(4.0 * lam * n), start=16)
+    return n * per + calendar + 8.0 * k * d
+
+
 def response_law(policy: str, params: dict):
     """The N = infinity response-time law of a point (:mod:`sim.core.responses` mixture), or
-    None where the model has none: a finite buffer, a load outside (0, 1), a missing d."""
+    None where the model has none: a finite buffer, a load outside (0, 1), a missing d, a
+    service law other than the exponential, a policy without a mean field (ll, jiq)."""
     k = 1 if params.get("k") is None else int(params["k"])
     lam, d = params.get("lam"), params.get("d")
     if params.get("b") is not None or lam is None or not 0.0 < float(lam) < 1.0:
         return None
     lam, pol = float(lam), POLICIES[policy]
+    if not is_exponential(params) or "meanfield" not in pol.engines:
+        return None  # the laws below are of exponential sizes, for the policies with a mean field
     if not pol.samples and k == 1:
         from sim.dispatch.meanfield.pod import response_law as pod_law
         return pod_law(pol, lam)
@@ -279,6 +346,9 @@ _RUNNERS = {
     # N = 10^300 (docs/analysis.md, "Batch-filling in heavy traffic"): N, the load and d as
     # floats, never n_servers and lam (1 - lam rounds to 0 past N ~ 10^53)
     "heavy_traffic": "sim.dispatch.meanfield.heavy_traffic:run_task",
+    # task sizes drawn at arrival from the task's service law (docs/service.md): single-task
+    # jobs on sim.dispatch.general, k-task jobs on sim.dispatch.general_jobs
+    GENERAL: "sim.dispatch.general_run:run_task",
 }
 #: the examples of the contract check (sim.testing): N = 500 at lam = 0.7, 400,000 events (about
 #: 470 time units); JSQ at N = 100, lam = 0.9, where it queues at all (at lam = 0.7 and N = 500
@@ -291,6 +361,12 @@ _JSQ_GAP = {"meanfield": 0.07}
 _PATH_EXAMPLE = {"n_servers": 100, "lam": 0.7, "d": 2, "time": 5.0, "events": 100_000}
 #: the heavy-traffic engine's example: the sub_halfin_whitt path at N = 10^20, c = 1 (k = ceil(ln^2 N))
 _HEAVY_TRAFFIC_EXAMPLE = {"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0}
+#: the general engine's example law where the policy has no limit entry here (ll, ll_filling,
+#: jiq): a hyperexponential of SCV 4; the others take exponential sizes, so that the contract
+#: compares them with their mean field (one model, the same point as the agent engine's)
+_GENERAL_LAW = {"service": "hyperexponential", "service_scv": 4.0}
+#: jobs (the general engine's events) of its examples: about the agent examples' time
+_GENERAL_JOBS = 200_000
 
 
 def _entry(engine: str, pol) -> Entry:
@@ -309,6 +385,10 @@ def _entry(engine: str, pol) -> Entry:
     elif engine in ("agent", "occupancy", "population"):
         example = {**point, "events": _EXAMPLE_EVENTS}
         allowance = _JSQ_GAP if pol.probes_all and engine != "population" else {}
+    elif engine == GENERAL:
+        law = {} if "meanfield" in pol.engines else _GENERAL_LAW
+        example = {**point, **law, "events": _GENERAL_JOBS}
+        allowance = _JSQ_GAP if pol.probes_all else {}
     else:
         example = point
     return Entry(engine, pol.name, _RUNNERS[engine], required, pol.engines[engine], example=example,
@@ -348,6 +428,8 @@ MODEL = Model(
                                domain=(0.0, 1.0), inclusive=(False, False)),
         "d_real": Param("float", "heavy_traffic: the sweep's d as a float (the Int64 d column "
                         "ends at INT_LIMIT; d reaches 10^89 at N = 10^300)", domain=(1.0, math.inf)),
+        # the law of task sizes and its parameters (sim.core.service_keys; docs/service.md)
+        **SERVICE_PARAMS,
     },
     results={
         "mean_queue_1n": "float",  # refined engine: E[Q] = x* + mean_queue_1n / N + O(1/N^2)
@@ -372,6 +454,7 @@ MODEL = Model(
         AGENT, OCCUPANCY, TRAJECTORY, MEANFIELD, REFINED,
         POPULATION, POPULATION_MEANFIELD, POPULATION_REFINED, POPULATION_TRAJECTORY,
         Engine("heavy_traffic", "limit", "heavy-traffic mean field (1 - lam \u2192 0)"),
+        Engine(GENERAL, "stochastic", "general-size simulation", per_server=True),
     ),
     policy_decls=tuple(POLICIES.values()),
     # past the float range along the sweep's path (limit_path.heavy_traffic, docs/sweeps.md):

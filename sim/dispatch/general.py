@@ -32,8 +32,8 @@ server's report to the I-queue per task that found one; as counted in :mod:`sim.
 joins). Exact controls: random dispatch is N independent M/G/1 queues
 (:func:`sim.core.service.mg1_wait`); ll with ``d = N`` is the M/G/N queue in order of arrival.
 
-This engine is not yet a declared entry of the dispatch model (its parameter ``service`` and
-the law's keys are for the declarations to take up); it is called through :func:`simulate`.
+Single-task jobs of the dispatch model's ``general`` engine run here (its runner,
+:func:`sim.dispatch.general_run.run_task`, builds the law from the task's ``service`` keys).
 """
 from __future__ import annotations
 

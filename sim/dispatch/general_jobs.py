@@ -40,7 +40,8 @@ counts).
 
 Not here: a finite buffer ``b``, response-time distributions (the exponential engine reads
 them from positions; with general sizes they would come from the measured responses), a
-warm start. This engine is not yet a declared entry; it is called through :func:`simulate`.
+warm start. k-task jobs of the dispatch model's ``general`` engine run here (its runner:
+:func:`sim.dispatch.general_run.run_task`).
 """
 from __future__ import annotations
 

@@ -16,12 +16,17 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from sim.core.declare import Policy, policy_table, record_of
+from sim.core.service_keys import SERVICE_KEYS
 
 __all__ = ["DispatchPolicy", "POLICIES", "policy", "policy_of", "served_by", "only", "RANDOM", "JSQ", "POD",
-           "BATCH_FILLING", "BATCH_SAMPLING", "POD_PER_TASK"]
+           "BATCH_FILLING", "BATCH_SAMPLING", "POD_PER_TASK", "LL", "JIQ", "LL_FILLING", "GENERAL"]
 
-#: kernel codes (the compiled kernels import these integers, never the records)
-RANDOM, JSQ, POD, BATCH_FILLING, BATCH_SAMPLING, POD_PER_TASK = 0, 1, 2, 3, 4, 5
+#: kernel codes (the compiled kernels import these integers, never the records); LL, JIQ and
+#: LL_FILLING run on the general-size engine only, whose kernels have codes of their own
+#: (sim.dispatch.general: GENERAL_POLICIES, JOBS_POLICIES, by name)
+RANDOM, JSQ, POD, BATCH_FILLING, BATCH_SAMPLING, POD_PER_TASK, LL, JIQ, LL_FILLING = range(9)
+#: the engine whose tasks carry their own sizes from any service law (sim.dispatch.general_run)
+GENERAL = "general"
 
 
 def _unit_cost(k: int, d: int) -> float:
@@ -52,6 +57,9 @@ class DispatchPolicy(Policy):
     #: the tasks are water-filled one by one into the currently shortest sampled queue (else a
     #: batch goes to the ``k`` shortest sampled queues)
     fills: bool = False
+    #: it compares the sampled servers' *work* (the sizes are known: least-loaded LL(d) and
+    #: its batch form), not their queue lengths
+    by_work: bool = False
     #: planning cost of one agent event in plain agent events, given ``(k, d)``
     agent_event_cost: Callable[[int, int], float] = field(default=_unit_cost, compare=False)
     #: engine -> the optional parameters its entry on that engine takes (``k`` where the
@@ -93,10 +101,15 @@ class DispatchPolicy(Policy):
         return self.tail_d or int(d)
 
 
-_BUFFERED = ("b",)
+#: the service law's keys (sim.core.service_keys): the general engine takes any law; the
+#: exponential simulators take them too, so that a task of theirs that names another law is
+#: refused by the model's check (naming the general engine), never run with exponential sizes
+_LAW = SERVICE_KEYS
+_BUFFERED = ("b", *_LAW)
 #: the engines of power-of-d declared by its transitions (sim.dispatch.population)
-_DECLARED = {"population": ("b", "replacement"), "population_meanfield": ("b", "replacement"),
-             "population_refined": ("replacement",), "population_trajectory": ("init_tail", "replacement")}
+_DECLARED = {"population": ("b", "replacement", *_LAW), "population_meanfield": ("b", "replacement"),
+             "population_refined": ("replacement",),
+             "population_trajectory": ("init_tail", "replacement", *_LAW)}
 #: the batch policies' heavy-traffic limit (sim.dispatch.meanfield.heavy_traffic)
 _HEAVY_TRAFFIC_ENGINE = {"heavy_traffic": ()}
 
@@ -104,31 +117,47 @@ _HEAVY_TRAFFIC_ENGINE = {"heavy_traffic": ()}
 POLICIES: dict[str, DispatchPolicy] = policy_table(
     # each task to a uniformly chosen server
     DispatchPolicy("random", RANDOM, "random", tail_d=1,
-                   engines={"agent": ("k", "b", "service_rates"), "meanfield": ("k", "b"),
-                            "occupancy": ("k", "b")}),
+                   engines={"agent": ("k", "b", "service_rates", *_LAW), "meanfield": ("k", "b"),
+                            "occupancy": ("k", "b", *_LAW), GENERAL: ("k", *_LAW)}),
     # each task to a shortest queue (ties uniform)
     DispatchPolicy("jsq", JSQ, "JSQ", probes_all=True, tail_d=2,
-                   engines={"agent": ("k", "b", "service_rates"), "meanfield": ("k", "b"),
-                            "occupancy": ("k", "b")}),
+                   engines={"agent": ("k", "b", "service_rates", *_LAW), "meanfield": ("k", "b"),
+                            "occupancy": ("k", "b", *_LAW), GENERAL: ("k", *_LAW)}),
     # power-of-d: single-task jobs, d distinct queues sampled, join the shortest
     DispatchPolicy("pod", POD, "power-of-d", samples=True, single_task=True,
                    jobs_as="batch_filling",
-                   engines={"agent": ("b", "service_rates"), "meanfield": _BUFFERED,
+                   engines={"agent": ("b", "service_rates", *_LAW), "meanfield": ("b",),
                             "refined": ("replacement",), "occupancy": _BUFFERED, **_DECLARED,
-                            "trajectory": ("init_tail",)}),
+                            "trajectory": ("init_tail", *_LAW), GENERAL: _LAW}),
     # k tasks into k*d sampled queues, each into the currently shortest
     DispatchPolicy("batch_filling", BATCH_FILLING, "batch-filling", samples=True, k_task=True,
                    batch=True, fills=True, agent_event_cost=lambda k, d: 1.0 + d / 16.0,
                    engines={"agent": _BUFFERED, "meanfield": (), "refined": (),
-                            "occupancy": _BUFFERED, "trajectory": ("init_tail",), **_HEAVY_TRAFFIC_ENGINE}),
+                            "occupancy": _BUFFERED, "trajectory": ("init_tail", *_LAW), **_HEAVY_TRAFFIC_ENGINE,
+                            GENERAL: _LAW}),
     # k tasks to the k shortest of k*d sampled queues
     DispatchPolicy("batch_sampling", BATCH_SAMPLING, "batch-sampling", samples=True, k_task=True,
                    batch=True, agent_event_cost=lambda k, d: 1.0 + d / 16.0,
-                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED, **_HEAVY_TRAFFIC_ENGINE}),
+                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED, **_HEAVY_TRAFFIC_ENGINE,
+                            GENERAL: _LAW}),
     # each task samples its own k*d queues and joins the shortest
     DispatchPolicy("pod_per_task", POD_PER_TASK, "power-of-d per task", samples=True, k_task=True,
                    agent_event_cost=lambda k, d: (1.0 + k / 40.0) * (1.0 + d / 32.0),
-                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED}),
+                   engines={"agent": _BUFFERED, "meanfield": (), "occupancy": _BUFFERED,
+                            GENERAL: _LAW}),
+    # least-loaded LL(d): d distinct servers sampled, join the one with the least work (the
+    # sizes are known at arrival); single-task jobs, sizes of any law
+    DispatchPolicy("ll", LL, "LL(d)", samples=True, single_task=True, by_work=True,
+                   engines={GENERAL: _LAW}),
+    # Join-the-Idle-Queue with one dispatcher: an idle server while there is one, else a
+    # uniform server (the JIQ model's jiq with r = N; several dispatchers are that model's).
+    # Labelled as the JIQ and LED models label theirs, so that a figure that names no model
+    # still prints one label for the name
+    DispatchPolicy("jiq", JIQ, "JIQ", single_task=True, tail_d=2,
+                   engines={GENERAL: _LAW}),
+    # the batch form of LL(d): k*d servers sampled per job, the k tasks water-filled by work
+    DispatchPolicy("ll_filling", LL_FILLING, "least-loaded filling", samples=True, k_task=True,
+                   batch=True, fills=True, by_work=True, engines={GENERAL: _LAW}),
 )
 
 

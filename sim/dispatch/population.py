@@ -91,7 +91,7 @@ def _start(p, sizes):
 
 #: power-of-d as transitions
 #: the policy declared here: power-of-d, the sampling policy of single-task jobs
-_POLICY = only(samples=True, single_task=True)
+_POLICY = only(samples=True, single_task=True, by_work=False)
 
 POD = Population(
     name="pod",

@@ -5,6 +5,7 @@ bitwise where the numbers cannot depend on the CPU, to a stated tolerance where 
 (``tests/golden/cross_cpu.py`` measures which). A structural change must leave them unchanged.
 
     .venv/bin/python tests/golden/make_golden.py [MODEL ...]
+    .venv/bin/python tests/golden/make_golden.py --append-general   # the general engine's rows only
 
 Never run by the tests. Run it only when a change of the numbers is intended, and say so in the
 commit that rewrites the files. Floats are written by ``json`` (``repr``: they read back exactly).
@@ -94,7 +95,45 @@ def dispatch_tasks() -> list[dict]:
         _limit("population_refined", "pod", **base, d=2, replacement=True),
         _traj("pod", 84, "population_trajectory", **base, d=2),
     ]
+    out += general_tasks()
     return [{"model": "dispatch", **t} for t in out]
+
+
+def general_tasks() -> list[dict]:
+    """The general-size engine (issue 47): each of its policies with a law other than the
+    exponential (every law once at least), and two exponential tasks, with and without the
+    ``service`` key; ``events`` are job arrivals."""
+    base = {"n_servers": 50, "lam": 0.8}
+    batch = {**base, "d": 2, "k": 2}
+    hyper = {"service": "hyperexponential", "service_scv": 4.0}
+    pareto = {"service": "bounded_pareto", "service_alpha": 1.5, "service_upper": 100.0}
+    lognormal = {"service": "lognormal", "service_scv": 2.0}
+    return [
+        _sim("general", "random", 91, **base, **hyper),
+        _sim("general", "pod", 92, **base, d=2, service="deterministic"),
+        _sim("general", "pod", 93, **base, d=2),
+        _sim("general", "jsq", 94, **base, service="erlang", service_phases=3),
+        _sim("general", "ll", 95, **base, d=2, **lognormal),
+        _sim("general", "jiq", 96, **base, **pareto),
+        _sim("general", "random", 97, **base, k=2, service="exponential"),
+        _sim("general", "jsq", 98, **base, k=2, **hyper),
+        _sim("general", "batch_filling", 99, **batch, **hyper),
+        _sim("general", "batch_sampling", 100, **batch, service="erlang", service_phases=2),
+        _sim("general", "pod_per_task", 101, **batch, **lognormal),
+        _sim("general", "ll_filling", 102, **batch, **pareto),
+    ]
+
+
+def append(name: str, tasks: list[dict]) -> None:
+    """Add the rows of ``tasks`` to ``tests/golden/<name>.json``, the stored rows kept as they
+    are (read back and written again: a float's ``repr`` reads back exactly)."""
+    path = HERE / f"{name}.json"
+    records = json.loads(path.read_text())
+    have = [r["task"] for r in records]
+    new = [t for t in tasks if t not in have]
+    records += [{"task": t, "row": golden_row(t)} for t in new]
+    path.write_text(json.dumps(records, indent=1) + "\n")
+    print(f"{path}: {len(new)} rows added, {len(records)} in all")
 
 
 def centralization_tasks() -> list[dict]:
@@ -165,4 +204,7 @@ def main(models: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:] == ["--append-general"]:
+        append("dispatch", [{"model": "dispatch", **t} for t in general_tasks()])
+    else:
+        main(sys.argv[1:])

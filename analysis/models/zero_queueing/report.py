@@ -54,8 +54,12 @@ def _report(outdir, sweep_name, arms, arm, verdicts, plots, x, limit_paths=None,
     text = limit_claims.reading(verdicts)
     if text:  # the sentence the console ends its answer with
         lines += ["", f"Reading: {text}"]
+    # a sweep that names a service law (docs/service.md): the inherent delay is the law's
+    ratio = ("Queueing ratio = (E[T] - E[T*]) / E[T*], E[T*] the mean of the largest of k task sizes "
+             "of the arm's service law (H_k for exponential sizes; docs/service.md)." if "service" in arm
+             else "Queueing ratio = (E[T] - H_k) / H_k.")
     lines += ["", "## How the rival test on the simulated points is judged (a description of the range, not a limit)", "",
-             "Queueing ratio = (E[T] - H_k) / H_k. Rule: `analysis/asymptotics.py` via "
+             f"{ratio} Rule: `analysis/asymptotics.py` via "
              "`analysis/models/zero_queueing.py` (docs/analysis.md). Rivals are fitted by weighted least "
              "squares on the ratio (weights 1/se^2) to the same points: to zero (a N^b, a/(ln N)^p, "
              "a ln ln N / ln N, a/(ln ln N)^q, humps that vanish after a peak inside or beyond the range, at most "

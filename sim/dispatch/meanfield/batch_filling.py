@@ -346,7 +346,7 @@ def run_task(task: dict) -> dict:
         mean_response=mean_t, mean_wait=mean_wait, prob_wait=p_wait,
         mean_queue=float(s.sum()), tail=tail, queueing_ratio=(mean_t - hk) / hk,
         drop_prob=0.0, frac_within_h=p_within,
-        messages_per_job=only(fills=True).messages(0, k, d),  # N is not needed
+        messages_per_job=only(fills=True, by_work=False).messages(0, k, d),  # N is not needed
         ci_method=CI_METHOD,
     )
     if task.get("responses"):  # docs/responses.md: the exact signature law at the fixed point
