@@ -147,12 +147,10 @@ def test_log_task_is_batched(two_sweeps, tmp_path, monkeypatch):
     real = tr.client.log_batch
     monkeypatch.setattr(tr.client, "log_batch", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
     monkeypatch.setattr(tracking, "FLUSH_SECONDS", 3600.0)
-    t0 = time.perf_counter()
     for i in range(2000):
         tr.log_task({"status": "error" if i % 100 == 0 else "ok", "engine": "agent", "mean_response": 1.0 + i})
     tr.end()
     assert len(calls) <= 8, len(calls)  # 2000 rows x 3 metrics, <= 900 items a call, plus the end
-    assert time.perf_counter() - t0 < 10
     hist = tr.client.get_metric_history(tr.parent_id, "tasks_done")
     assert len(hist) == 2000
     assert tr.client.get_run(tr.parent_id).data.metrics["tasks_failed"] == 20

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 import polars as pl
@@ -261,13 +260,11 @@ def _archived_address_not_used(archive, tmp_path, address: str) -> None:
     short = _short_tmp()
     env = {**os.environ, "RAY_ADDRESS": address, "TMPDIR": str(short)}
     env.pop("RAY_AUTH_MODE", None)
-    t0 = time.perf_counter()
-    try:
+    try:  # the timeout is the guard against a connection attempt to the archived address, which hangs
         proc = subprocess.run([sys.executable, "-m", "pipeline.reproduce", str(altered), "--out",
                                str(tmp_path / "again"), "--no-progress", "--num-cpus", "2"],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
     finally:
-        elapsed = time.perf_counter() - t0
         shutil.rmtree(short, ignore_errors=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(local Ray cluster of 2 CPUs)" in proc.stdout
@@ -275,7 +272,6 @@ def _archived_address_not_used(archive, tmp_path, address: str) -> None:
     assert f"archived execution settings not used (this machine's instead): address={address}, " \
            "num_cpus=64" in proc.stderr
     assert f"RAY_ADDRESS={address} is ignored" in proc.stderr
-    assert elapsed < 90, elapsed  # Ray's start is about 10 s here; a connection attempt hangs
 
 
 def test_execution_section_is_this_machines():
@@ -688,9 +684,8 @@ def test_yaml_alias_bomb_is_refused_at_once(archive, tmp_path, capsys):
         (run / "config.yaml").write_text(alias_bomb() + (run / "config.yaml").read_text())
 
     bomb = repack(archive, tmp_path / "bomb.tar.gz", edit)
-    t0 = time.perf_counter()
+    # the timeout is the guard: the expansion took minutes and gigabytes
     proc = _reproduce_cli([bomb, "--out", tmp_path / "again", "--no-progress"], timeout=60)
-    assert time.perf_counter() - t0 < 45
     assert proc.returncode == 2 and not proc.stdout, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "run/config.yaml" in proc.stderr, proc.stderr
     assert "expands to more than" in proc.stderr and "Traceback" not in proc.stderr

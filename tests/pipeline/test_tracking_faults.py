@@ -27,7 +27,6 @@ import socket
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import polars as pl
@@ -91,27 +90,26 @@ cli()
 
 
 def _cli(tmp: Path, args: list[str], prefix: list[str] = (), fill: str = "-", preexec=None,
-         timeout: float = 120) -> tuple[subprocess.CompletedProcess, float, Path]:
+         timeout: float = 120) -> tuple[subprocess.CompletedProcess, Path]:
+    # the timeout is the guard against hanging: MLflow's own retries of an unreachable store took 256 s
     runner = tmp / "runner.py"
     runner.write_text(RUNNER)
     marker = tmp / "ray-started"
-    t0 = time.monotonic()
     res = subprocess.run([*prefix, sys.executable, str(runner), str(marker), fill, *args,
                           f"hydra.run.dir={tmp / 'hydra'}"],
                          cwd=REPO, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
-    return res, time.monotonic() - t0, marker
+    return res, marker
 
 
 def _lines(res: subprocess.CompletedProcess) -> list[str]:
     return [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip()]
 
 
-def _assert_refused(res, elapsed, marker, out: Path, *words: str):
+def _assert_refused(res, marker, out: Path, *words: str):
     lines = _lines(res)
     assert res.returncode == 4, (res.returncode, lines)
     assert len(lines) == 1, lines
     assert "tracking error" in lines[0] and all(w in lines[0] for w in words), lines[0]
-    assert elapsed < 30, f"took {elapsed:.0f} s"  # MLflow's own retries took 256 s
     assert not marker.exists(), "Ray (here: the serial backend) started before the store was checked"
     assert not out.exists(), "the run folder was written"
 
@@ -126,9 +124,9 @@ def _closed_port() -> int:
 def test_unreachable_server_is_one_line_exit_4_before_ray(tmp_path):
     port = _closed_port()
     out = tmp_path / "out"
-    res, elapsed, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=http://127.0.0.1:{port}",
+    res, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=http://127.0.0.1:{port}",
                                            f"output_dir={out}"], timeout=120)
-    _assert_refused(res, elapsed, marker, out, f"127.0.0.1:{port}", "cannot reach")
+    _assert_refused(res, marker, out, f"127.0.0.1:{port}", "cannot reach")
 
 
 @pytest.mark.integration  # a real command line
@@ -140,9 +138,9 @@ def test_silent_server_is_one_line_exit_4_within_the_timeout(tmp_path):
         silent.listen(8)
         port = silent.getsockname()[1]
         out = tmp_path / "out"
-        res, elapsed, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=http://127.0.0.1:{port}",
+        res, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=http://127.0.0.1:{port}",
                                                "mlflow.timeout=2", f"output_dir={out}"], timeout=90)
-    _assert_refused(res, elapsed, marker, out, f"127.0.0.1:{port}", "timed out")
+    _assert_refused(res, marker, out, f"127.0.0.1:{port}", "timed out")
 
 
 @pytest.mark.integration  # a real command line
@@ -151,8 +149,8 @@ def test_corrupt_sqlite_store_is_one_line_exit_4_before_ray(tmp_path):
     db.parent.mkdir()
     db.write_bytes(b"this is not an SQLite database\n" * 200)
     out = tmp_path / "out"
-    res, elapsed, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={out}"])
-    _assert_refused(res, elapsed, marker, out, str(db), "not a readable SQLite database")
+    res, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={out}"])
+    _assert_refused(res, marker, out, str(db), "not a readable SQLite database")
 
 
 def _userns_works() -> bool:
@@ -179,11 +177,11 @@ def test_read_only_store_folder_is_one_line_exit_4_before_ray(tmp_path):
     else:
         pytest.skip("running as root without user namespaces: no way to make a folder read-only")
     try:
-        res, elapsed, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}",
+        res, marker = _cli(tmp_path, [*FAST, f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}",
                                                f"output_dir={out}"], prefix=prefix)
     finally:
         folder.chmod(0o755)
-    _assert_refused(res, elapsed, marker, out, str(folder), "not writable")
+    _assert_refused(res, marker, out, str(folder), "not writable")
 
 
 def test_store_failing_mid_run_loses_tracking_not_the_run(tmp_path, monkeypatch, caplog):
