@@ -18,15 +18,12 @@ thresholds, the output analysis of the windows and the row of a task.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from sim.centralization import MODEL
 from sim.centralization.meanfield import _check_int
-from sim.core.output import epilogue
 from sim.core.results import result_row, simulation_result
 from sim.core.rng import threshold
-from sim.core.settings import RunSettings, check_run_args, task_int
-from sim.core.windows import window_bounds
+from sim.core.settings import RunSettings, task_int
+from sim.core.skeleton import Run
 
 __all__ = ["CentralResult", "check_sim_args", "thresholds", "new_windows", "summarize_windows", "task_args",
            "sim_row"]
@@ -45,16 +42,17 @@ CentralResult = simulation_result("CentralResult", "Estimates of one simulation 
     "sim_time": "horizon of the time averages (warm-up included, drain excluded)"})
 
 
-def check_sim_args(n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows):
+def check_sim_args(n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows,
+                   se_method) -> tuple:
+    """The model's values by their declarations, then the run settings (:class:`~sim.core.
+    skeleton.Run`, ``h`` an integer-valued number >= 1): ``(n_servers, lam, p, h, run)``."""
     n_servers, lam, p = (MODEL.param(key).check(key, value)
                          for key, value in (("n_servers", n_servers), ("lam", lam), ("p", p)))
     if n_servers >= 2**31:  # the bound both simulators take; check_task applies it to the agent engine
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
-    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows)
-    h = _check_int("h", h, 1)
-    return (n_servers, lam, p, int(events), int(seed), int(n_batches), int(max_level), h,
-            int(n_windows))
+    run = Run(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+              n_windows=n_windows, se_method=se_method)
+    return n_servers, lam, p, _check_int("h", h, 1), run
 
 
 def thresholds(lam: float, p: float):
@@ -64,31 +62,25 @@ def thresholds(lam: float, p: float):
     return thr_arrival, thr_local, p > 0.0
 
 
-def new_windows(events: int, n_windows: int, max_level: int):
-    """The windows of a run (:func:`sim.core.windows.window_bounds`) and the per-window series
-    both simulators fill: ``bounds, w_arr, w_waited, w_within, w_qarea, w_tail`` (int64 zeros;
-    ``w_tail`` one column per level up to ``max_level``)."""
-    bounds = window_bounds(events, n_windows)
-    nw = bounds.size - 1
-    return (bounds, *(np.zeros(nw, dtype=np.int64) for _ in range(4)),
-            np.zeros((nw, max_level), dtype=np.int64))
+def new_windows(run: Run):
+    """The per-window series both simulators fill: ``w_arr, w_waited, w_within, w_qarea,
+    w_tail`` (int64 zeros; ``w_tail`` one column per level up to ``max_level``)."""
+    return (*(run.zeros() for _ in range(4)), run.tail_zeros())
 
 
-def summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea, w_tail,
-               resp_num=None, resp_den=None, se_method="batch_means"):
-    """MSER-5 cut on the per-window mean queue length, then batch means of every estimate
-    (:func:`sim.core.output.epilogue`); the mean response measured (``resp_num`` over
-    ``resp_den``, in events) or, without it, by Little's law."""
+def summarize_windows(run: Run, n_servers, lam, rate, w_arr, w_waited, w_within, w_qarea, w_tail,
+                      resp_num=None, resp_den=None):
+    """The epilogue of either simulator (:meth:`sim.core.skeleton.Run.epilogue`): the warm-up
+    cut, batch means of every estimate, the mean response measured (``resp_num`` over
+    ``resp_den``, in events) or, without it, by Little's law; ``sim_time`` the horizon of the
+    time averages, ``events / rate``."""
     dt = 1.0 / rate
     ratios = {"prob_wait": (w_waited, w_arr), "frac_within_h": (w_within, w_arr)}
     if resp_num is not None:
         ratios = {"mean_response": (resp_num * dt, resp_den), **ratios}
-    out = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
-                   w_qarea=w_qarea, w_tail=w_tail, ratios=ratios, little=lam,
-                   se_method=se_method)
-    cut = out["warmup_windows"]
-    out.update(n_jobs=int((w_arr if resp_num is None else resp_den)[cut:].sum()),
-               warmup_time=float(bounds[cut]) * dt)
+    out = run.epilogue(n_servers=n_servers, w_qarea=w_qarea, w_tail=w_tail, ratios=ratios,
+                       little=lam, jobs=w_arr if resp_num is None else resp_den, dt=dt)
+    out["sim_time"] = run.events / rate
     return out
 
 

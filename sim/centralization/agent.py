@@ -19,7 +19,6 @@ from sim.centralization._common import CentralResult, check_sim_args, new_window
 from sim.centralization.meanfield import initial_tail
 from sim.core.buckets import build_buckets
 from sim.core.fifo import close_censored, draw_initial_queues, grow_rings
-from sim.core.rng import seed_state
 from sim.core.settings import DEFAULTS, N_WINDOWS
 from sim.core.windows import window_shift
 
@@ -43,14 +42,14 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
     ``init="meanfield"`` draws the queues i.i.d. from the invariant tail. Memory: ``8 N C``
     bytes of ring buffers, ``C`` a power of two above the longest queue.
     """
-    n_servers, lam, p, events, seed, n_batches, max_level, h, n_windows = check_sim_args(
-        n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows)
+    n_servers, lam, p, h, run = check_sim_args(n_servers, lam, p, events, seed, init, n_batches,
+                                               max_level, h, n_windows, se_method)
     from sim.centralization import _agent_kernel as K
 
     rate = n_servers * (1.0 + lam)
     thr_arrival, thr_local, central = thresholds(lam, p)
-    state = seed_state(seed)
-    if init == "meanfield":
+    state = run.xoshiro()
+    if run.init == "meanfield":
         q = draw_initial_queues(initial_tail(lam, p), n_servers, state)
     else:
         q = np.zeros(n_servers, dtype=np.int64)
@@ -66,10 +65,9 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
     acc = np.zeros(levels, dtype=np.int64)
     perm, pos, start = build_buckets(q, levels)
     top_ref = np.array([int(q.max())], dtype=np.int64)
-    bounds, w_arr, w_waited, w_within, w_qarea, w_tail = new_windows(events, n_windows, max_level)
-    nw = bounds.size - 1
-    w_jobs = np.zeros(nw, dtype=np.int64)
-    w_resp = np.zeros(nw)
+    w_arr, w_waited, w_within, w_qarea, w_tail = new_windows(run)
+    bounds, nw, events = run.bounds, run.n_win, run.events
+    w_jobs, w_resp = run.zeros(), run.zeros(float)
 
     w, e = 0, 0
     while True:
@@ -102,11 +100,10 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
                              np.zeros(nw, dtype=np.int64), np.zeros(nw))
             note = f"; drain stopped with {remaining} tasks (credited with local-service bound)"
 
-    out = summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea,
-                     w_tail, resp_num=w_resp, resp_den=w_jobs, se_method=se_method)
-    out["ci_method"] += note
-    return CentralResult(events_run=int(events + drain_events), drain_events=int(drain_events),
-                         sim_time=events / rate, **out)
+    out = summarize_windows(run, n_servers, lam, rate, w_arr, w_waited, w_within, w_qarea,
+                            w_tail, resp_num=w_resp, resp_den=w_jobs)
+    out.update(ci_method=out["ci_method"] + note, events_run=int(events + drain_events))
+    return CentralResult(drain_events=int(drain_events), **out)
 
 
 def run_task(task: dict) -> dict:

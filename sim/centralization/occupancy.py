@@ -23,21 +23,19 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
     ``n_jobs`` counts the arrivals after the warm-up cut. ``init="meanfield"``: the initial counts
     are multinomial over the invariant law ``P(Q = i) = s_i - s_{i+1}`` (a numpy ``Generator``
     on a child of the task's ``SeedSequence``)."""
-    n_servers, lam, p, events, seed, n_batches, max_level, h, n_windows = check_sim_args(
-        n_servers, lam, p, events, seed, init, n_batches, max_level, h, n_windows)
+    n_servers, lam, p, h, run = check_sim_args(n_servers, lam, p, events, seed, init, n_batches,
+                                               max_level, h, n_windows, se_method)
     from sim.centralization import _occupancy_kernel as K
 
     rate = n_servers * (1.0 + lam)
     thr_arrival, thr_local, central = thresholds(lam, p)
-    ss = np.random.SeedSequence(seed)
-    state = ss.generate_state(4, dtype=np.uint64)
+    state = run.xoshiro()
     levels = 64
-    if init == "meanfield":
+    if run.init == "meanfield":
         tail = initial_tail(lam, p)
         pmf = -np.diff(np.concatenate([[1.0], tail, [0.0]]))
         pmf = np.clip(pmf, 0.0, None)
-        rng = np.random.Generator(np.random.PCG64(ss.spawn(1)[0]))
-        counts = rng.multinomial(n_servers, pmf / pmf.sum())  # stations with exactly i tasks
+        counts = run.generator().multinomial(n_servers, pmf / pmf.sum())  # stations with exactly i tasks
         top = int(np.nonzero(counts)[0].max())
         while levels < top + 3:
             levels *= 2
@@ -50,21 +48,19 @@ def simulate(n_servers: int, lam: float, p: float, events: int = 10**6, seed: in
         cnt[0] = n_servers
     acc = np.zeros(levels, dtype=np.int64)
     top_ref = np.array([top], dtype=np.int64)
-    bounds, w_arr, w_waited, w_within, w_qarea, w_tail = new_windows(events, n_windows, max_level)
-    nw = bounds.size - 1
+    w_arr, w_waited, w_within, w_qarea, w_tail = new_windows(run)
     w, e = 0, 0
     while True:
         w, e = K.occupancy_span(thr_arrival, thr_local, central, h, n_servers, cnt, acc, top_ref,
-                                bounds, state, w, e, w_arr, w_waited, w_within, w_qarea, w_tail)
-        if w >= nw:
+                                run.bounds, state, w, e, w_arr, w_waited, w_within, w_qarea, w_tail)
+        if w >= run.n_win:
             break
         cnt = np.concatenate([cnt, np.zeros(cnt.size, dtype=np.int64)])
         acc = np.concatenate([acc, np.zeros(acc.size, dtype=np.int64)])
-    out = summarize_windows(bounds, n_servers, lam, rate, n_batches, w_arr, w_waited, w_within, w_qarea,
-                     w_tail, se_method=se_method)
+    out = summarize_windows(run, n_servers, lam, rate, w_arr, w_waited, w_within, w_qarea, w_tail)
     out["ci_method"] = out["ci_method"].replace(
         "batch means", "batch means (mean response = v_1/lam, Little)", 1)
-    return CentralResult(events_run=int(events), drain_events=0, sim_time=events / rate, **out)
+    return CentralResult(drain_events=0, **out)
 
 
 def run_task(task: dict) -> dict:

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from sim.core.memory import longest_queue
-from sim.core.population import Fluid, Population, Transitions, Vector
+from sim.core.population import Fluid, Population, Transitions, Vector, tail_vector
 from sim.core.results import simulation_row
 from sim.core.trajectory import time_grid
 
@@ -133,8 +133,7 @@ CENTRAL = Population(
     ),
     params=_params,
     start=_start,
-    queue=(("s", 1, 0, 1.0),),
-    tail=("s", 1),
+    **tail_vector("s"),
     arrival_rate=lambda p: float(p[0]),
     mean_service=0.0,
     messages=lambda p: 0.0,

@@ -42,8 +42,8 @@ import numpy as np
 from sim.centralization import _trajectory_kernel as _k
 from sim.centralization.meanfield import _check_lam, _check_p, fixed_point, solve_fluid
 from sim.core import trajectory as paths
-from sim.core.rng import seed_state
 from sim.core.settings import DEFAULTS, RunSettings, task_int
+from sim.core.skeleton import PathRun
 
 __all__ = ["CentralTrajectoryResult", "simulate", "fluid_path", "run_task", "TRAJECTORY_POLICIES"]
 
@@ -116,22 +116,15 @@ def simulate(n_servers: int, lam: float, p: float, time: float, grid: int = DEFA
     n_servers, lam = paths.check_size_and_load(n_servers, lam)
     p = _check_p(p)
     lam = _check_lam(lam)
-    paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
-                          events=events)
-    init_tail = paths.check_init_tail(init_tail, init)
-    n_servers, grid, seed = int(n_servers), int(grid), int(seed)
-    time = float(time)
-    levels = min(int(max_level), paths.TRAJ_LEVELS)
-    cnt, start = _start(lam, p, n_servers, init, init_tail)
-    t = paths.time_grid(time, grid)
-    out = np.full((grid, levels), np.nan)
-    top = np.full(grid, np.nan)
-    _, n_events, t_last, _ = _k.central_trajectory(n_servers, lam, p, cnt, t, out, top,
-                                                   seed_state(seed), paths.cap_events(events))
-    ode, ode_top = fluid_path(lam, p, time, grid, start, levels)
-    return CentralTrajectoryResult(t=t, tail=out, top=top, ode=ode, ode_top=ode_top, levels=levels,
-                                   sup_dist=paths.sup_distance(out, ode), events_run=n_events,
-                                   sim_time=t_last, start=start)
+    run = PathRun(time=time, grid=grid, seed=seed, init=init, max_level=max_level, events=events,
+                  init_tail=init_tail)
+    cnt, start = _start(lam, p, n_servers, run.init, run.init_tail)
+    out, top = run.record(), run.record(levels=False)
+    _, n_events, t_last, _ = _k.central_trajectory(n_servers, lam, p, cnt, run.t, out, top,
+                                                   run.xoshiro(), run.cap)
+    ode, ode_top = fluid_path(lam, p, run.time, run.grid, start, run.levels)
+    return run.result(CentralTrajectoryResult, tail=out, ode=ode, events_run=n_events,
+                      sim_time=t_last, top=top, ode_top=ode_top, start=start)
 
 
 def run_task(task: dict) -> dict:

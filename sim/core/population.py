@@ -24,7 +24,10 @@ field: write ``j / n``, never ``1 / (n - j)`` forms that are not defined there) 
 parameters as a tuple of floats (:attr:`Population.params`; a tuple, not an array, so that the
 compiled loop keeps them in registers). It returns ``beta >= 0`` (the rate divided by N). The
 engine compiles it inlined into its loop; a helper it calls is best declared
-``@njit(inline="always")`` too (an out-of-line call costs more than a small rate). N enters where the model needs it: ``d`` servers sampled without replacement all
+``@njit(inline="always")`` too (an out-of-line call costs more than a small rate). A long rate
+that the loop recomputes at many places is declared ``inline=False`` (:class:`Transitions`):
+the loop then calls its one compiled body, as a declaration of many such families needs
+(:mod:`sim.dispatch.phase_population`). N enters where the model needs it: ``d`` servers sampled without replacement all
 lie in a set of ``N x`` with probability ``prod_{j<d} (x - j/n) / (1 - j/n)`` (``x**d`` at
 ``n = inf``). docs/extending.md has a worked example; :mod:`sim.dispatch.population` declares
 power-of-d this way.
@@ -39,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Vector", "Transitions", "Population", "At", "Fluid"]
+__all__ = ["Vector", "Transitions", "Population", "At", "Fluid", "tail_vector"]
 
 
 def _is_jitted(f) -> bool:
@@ -110,6 +113,12 @@ class Transitions:
     probability); ``position``: then the arriving job's queue position is ``i + position``
     (``At(k)``: ``k`` whatever ``i``; its wait for ``prob_wait`` and ``frac_within_h``), or
     None where the state does not say.
+    ``inline``: the engines compile ``rate`` into their loops (the default: an out-of-line call
+    passes each array view's struct on the stack, which costs more than a small rate), or, with
+    False, call its one compiled body at every place the loop recomputes a rate. Many long
+    inlined rates make a loop too large to compile (the hyperexponential's ten families of
+    :mod:`sim.dispatch.phase_population`: 154 places, not compiled after 4 CPU minutes and
+    5 GB); out of line they compile once.
     """
 
     name: str
@@ -120,6 +129,7 @@ class Transitions:
     reads: tuple[tuple[str, int | At], ...] | None = None
     arrival: bool = False
     position: int | At | None = None
+    inline: bool = True
 
     def __post_init__(self):
         where = f"transitions {self.name!r}"
@@ -178,6 +188,14 @@ def _declared_names(where: str, attr: str, noun: str, items, cls) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError(f"{where}: a {noun} name is declared twice")
     return names
+
+
+def tail_vector(name: str) -> dict:
+    """``queue`` and ``tail`` of a :class:`Population` whose vector ``name`` holds the tail
+    ``s_i`` (the fraction of servers with at least ``i`` tasks, ``s_0 = 1``): the mean queue
+    is ``sum_{i >= 1} s_i``, the reported tail ``s_1, s_2, ...``; as keyword arguments,
+    ``Population(..., **tail_vector("s"))``."""
+    return {"queue": ((name, 1, 0, 1.0),), "tail": (name, 1)}
 
 
 @dataclass(frozen=True)

@@ -40,12 +40,11 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from sim.core.output import epilogue
 from sim.core.population import At, Population
 from sim.core.results import is_int, simulation_result
-from sim.core.rng import next_raw, seed_state, u01
-from sim.core.settings import N_WINDOWS, RunSettings, check_run_args
-from sim.core.windows import window_bounds
+from sim.core.rng import next_raw, u01
+from sim.core.settings import N_WINDOWS, RunSettings
+from sim.core.skeleton import Run
 
 __all__ = ["PopulationResult", "simulate", "kernels", "fill_rates", "ERRORS"]
 
@@ -346,13 +345,19 @@ def compiled_once(decl: Population, key: str, source_key: str, source, from_disk
     return out
 
 
+def loop_rate(t):
+    """The rate function of transitions ``t`` as a generated loop calls it: inlined into the
+    loop at numba's level (an out-of-line call passes each array view's struct on the stack,
+    which cost more than the rate itself, measured on pod), or its own compiled body where
+    the declaration says ``inline=False``."""
+    return njit(inline="always")(t.rate.py_func) if t.inline else t.rate
+
+
 def _exec_kernels(decl: Population, src: str):
     """The kernels of ``decl`` compiled from ``src`` in memory (no disk cache)."""
     namespace = {"np": np, "next_raw": next_raw, "u01": u01, "_pick": _pick}
     for g, t in enumerate(decl.transitions):
-        # inlined into the kernel at numba's level: an out-of-line call passes each array
-        # view's struct on the stack, which cost more than the rate itself (measured, pod)
-        namespace[f"beta{g}"] = njit(inline="always")(t.rate.py_func)
+        namespace[f"beta{g}"] = loop_rate(t)
     code = compile(src, f"<population kernel of {decl.name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- our own generated source, no user text in it
     namespace["fill_rates"] = njit(namespace["fill_rates"])  # the kernel calls it by name
@@ -373,7 +378,8 @@ def _module_text(decl: Population, src: str) -> str | None:
         if getattr(sys.modules.get(mod), name, None) is not t.rate:
             return None
         lines.append(f"from {mod} import {name} as _rate{g}")
-        lines.append(f"beta{g} = njit(inline='always')(_rate{g}.py_func)")
+        lines.append(f"beta{g} = njit(inline='always')(_rate{g}.py_func)" if t.inline
+                     else f"beta{g} = _rate{g}")
     body = src.replace("def fill_rates(", "@njit(cache=True)\ndef fill_rates(", 1)
     body = body.replace("def kernel(", "@njit(cache=True)\ndef kernel(", 1)
     return "\n".join(lines) + "\n\n\n" + body
@@ -479,15 +485,13 @@ def simulate(decl: Population, task: dict, *, n_windows: int = N_WINDOWS) -> Pop
     if not is_int(n) or not 1 <= n < 2**53:
         raise ValueError(f"n_servers={n!r} must be an integer with 1 <= n_servers < 2**53")
     settings = RunSettings.from_task(task)
-    events = task["events"]
-    seed, init, n_batches = settings.seed, settings.init, settings.n_batches
-    max_level, h = settings.max_level, settings.h
-    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches,
-                   max_level=max_level, n_windows=n_windows)
+    run = Run(events=task["events"], seed=settings.seed, init=settings.init,
+              n_batches=settings.n_batches, max_level=settings.max_level, n_windows=n_windows,
+              h=settings.h, se_method=settings.se_method)
     p = np.asarray(decl.params(task), dtype=np.float64)
     lay = decl.layout(p)
     n, nf = int(n), float(n)
-    if init != "empty":  # the fixed point of the declaration's drift
+    if run.init != "empty":  # the fixed point of the declaration's drift
         from sim.core.population_limit import fixed_point
 
         x0 = fixed_point(decl, p).x
@@ -498,39 +502,36 @@ def simulate(decl: Population, task: dict, *, n_windows: int = N_WINDOWS) -> Pop
     kernel, _ = kernels(decl)
     lo, hi, base, offs, sizes = _tables(decl, lay)
     rates = np.zeros(int(base[-1]))
-    bounds = window_bounds(int(events), int(n_windows))
-    n_win = bounds.size - 1
     dim = c.size
-    w_time, w_qarea = np.zeros(n_win), np.zeros(n_win)
-    w_area = np.zeros((n_win, dim))
-    w_adm, w_waited, w_within = (np.zeros(n_win, np.int64) for _ in range(3))
-    w_lost = np.zeros(n_win)
+    w_time, w_qarea = run.zeros(float), run.zeros(float)
+    w_area = np.zeros((run.n_win, dim))
+    w_adm, w_waited, w_within = (run.zeros() for _ in range(3))
+    w_lost = run.zeros(float)
     acc = np.zeros(dim)
     err = np.zeros(3, dtype=np.int64)
-    state = seed_state(int(seed))
+    state = run.xoshiro()
     qw = decl.queue_weights(lay)
     arr_rate = float(decl.arrival_rate(p))
-    code = kernel(c, x, n, nf, tuple(p), lo, hi, offs, sizes, base, rates, bounds, state, arr_rate,
-                  int(h), qw, w_time, w_qarea, w_area, w_adm, w_lost, w_waited, w_within, acc, err)
+    code = kernel(c, x, n, nf, tuple(p), lo, hi, offs, sizes, base, rates, run.bounds, state,
+                  arr_rate, run.h, qw, w_time, w_qarea, w_area, w_adm, w_lost, w_waited, w_within,
+                  acc, err)
     if code:
         _raise(decl, code, err)
 
     tv, tlo = decl.tail
     j = lay.index[tv]
     first = int(lay.offsets[j]) + tlo
-    top = min(int(lay.offsets[j]) + lay.sizes[j], first + int(max_level))
-    w_tail = np.zeros((n_win, int(max_level)))
+    top = min(int(lay.offsets[j]) + lay.sizes[j], first + run.max_level)
+    w_tail = run.tail_zeros(float)
     w_tail[:, : top - first] = w_area[:, first:top]
     has_pos = any(t.arrival and t.position is not None for t in decl.transitions)
     ratios = {"mean_response": (w_qarea, w_adm),  # Little's law
               "drop_prob": (w_lost, w_lost + w_adm)}
     if has_pos:
         ratios.update(prob_wait=(w_waited, w_adm), frac_within_h=(w_within, w_adm))
-    est = epilogue(n_servers=n, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
-                   w_tail=w_tail, ratios=ratios, se_method=settings.se_method,
-                   ci_note="; population jump chain, expected holding times; mean response by "
-                   "Little's law")
-    cut = est["warmup_windows"]
+    est = run.epilogue(n_servers=n, w_qarea=w_qarea, w_tail=w_tail, ratios=ratios, jobs=w_adm,
+                       w_time=w_time, ci_note="; population jump chain, expected holding times; "
+                       "mean response by Little's law")
     ms = decl.mean_service
     resp, resp_se = est["mean_response"], est["mean_response_se"]
     if not has_pos:  # no arrival says where its job lands: no waiting probability
@@ -540,6 +541,4 @@ def simulate(decl: Population, task: dict, *, n_windows: int = N_WINDOWS) -> Pop
         mean_wait=resp - ms if ms is not None else None, mean_wait_se=resp_se if ms is not None else None,
         queueing_ratio=(resp - ms) / ms if ms else None, queueing_ratio_se=resp_se / ms if ms else None,
         messages_per_job=decl.messages(p) if decl.messages is not None else None,
-        n_jobs=int(w_adm[cut:].sum()), events_run=int(events), sim_time=float(w_time.sum()),
-        warmup_time=float(w_time[:cut].sum()),
     )

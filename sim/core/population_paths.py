@@ -38,9 +38,21 @@ from numba import njit
 
 from sim.core import trajectory as paths
 from sim.core.population import Population
-from sim.core.population_engine import _jump_lines, _pick, _raise, _select_lines, _tables, _unpack_lines, _update_lines, compiled_once, kernels
+from sim.core.population_engine import (
+    _jump_lines,
+    _pick,
+    _raise,
+    _select_lines,
+    _tables,
+    _unpack_lines,
+    _update_lines,
+    compiled_once,
+    kernels,
+    loop_rate,
+)
 from sim.core.results import is_int
-from sim.core.rng import next_raw, seed_state, u01
+from sim.core.rng import next_raw, u01
+from sim.core.skeleton import PathRun
 
 __all__ = ["PathResult", "simulate_path", "path_kernel", "path_row"]
 
@@ -169,7 +181,7 @@ def _exec_path_kernel(decl: Population, src: str):
     namespace = {"np": np, "next_raw": next_raw, "u01": u01, "_pick": _pick, "_record": _record,
                  "fill_rates": filler}
     for g, t in enumerate(decl.transitions):
-        namespace[f"beta{g}"] = njit(inline="always")(t.rate.py_func)
+        namespace[f"beta{g}"] = loop_rate(t)
     exec(compile(src, f"<population path kernel of {decl.name}>", "exec"), namespace)  # noqa: S102
     return njit(namespace["path_kernel"])
 
@@ -207,42 +219,37 @@ def simulate_path(decl: Population, task: dict, params=None) -> PathResult:
     if not is_int(n) or not 1 <= n < 2**53:
         raise ValueError(f"n_servers={n!r} must be an integer with 1 <= n_servers < 2**53")
     settings = RunSettings.from_task(task, **paths.TRAJECTORY_DEFAULTS)
-    time, events = task.get("time"), task.get("events")
-    paths.check_trajectory_args(time=time, grid=settings.grid, seed=settings.seed,
-                                init=settings.init, max_level=settings.max_level, events=events)
-    init_tail = paths.check_init_tail(task.get("init_tail"), settings.init)
+    run = PathRun(time=task.get("time"), grid=settings.grid, seed=settings.seed,
+                  init=settings.init, max_level=settings.max_level, events=task.get("events"),
+                  init_tail=task.get("init_tail"))
     p = np.asarray(decl.params(task) if params is None else params, dtype=np.float64)
     lay = decl.layout(p)
     n, nf = int(n), float(n)
-    x0 = _start(decl, p, lay, settings.init, init_tail)
+    x0 = _start(decl, p, lay, run.init, run.init_tail)
     c = np.clip(np.rint(x0 * nf), 0, n).astype(np.int64)
     x = c / nf
     start = x.copy()
-    t = paths.time_grid(float(time), settings.grid)
-    levels = min(int(settings.max_level), paths.TRAJ_LEVELS)
     tv, tlo = decl.tail
     jt = lay.index[tv]
     rec0 = int(lay.offsets[jt]) + tlo
     top1 = int(lay.offsets[jt]) + lay.sizes[jt]
-    nrec = min(levels, top1 - rec0)
-    out = np.full((t.size, levels), np.nan)
-    top = np.full(t.size, np.nan)
+    nrec = min(run.levels, top1 - rec0)
+    out, top = run.record(), run.record(levels=False)
     kernel = path_kernel(decl)
     lo, hi, base, offs, sizes = _tables(decl, lay)
     rates = np.zeros(int(base[-1]))
     clock = np.zeros(3)
     err = np.zeros(3, dtype=np.int64)
-    code = kernel(c, x, n, nf, tuple(p), lo, hi, offs, sizes, base, rates, t, out, rec0, nrec,
-                  rec0, top1, top, seed_state(settings.seed), paths.cap_events(events),
-                  float(decl.arrival_rate(p)), clock, err)
+    code = kernel(c, x, n, nf, tuple(p), lo, hi, offs, sizes, base, rates, run.t, out, rec0, nrec,
+                  rec0, top1, top, run.xoshiro(), run.cap, float(decl.arrival_rate(p)), clock, err)
     if code:
         _raise(decl, code, err)
-    ode_x = ode_path(decl, p, start, t)
-    ode = np.zeros((t.size, levels))
+    ode_x = ode_path(decl, p, start, run.t)
+    ode = np.zeros((run.grid, run.levels))
     ode[:, :nrec] = ode_x[:, rec0: rec0 + nrec]
-    return PathResult(t=t, tail=out, ode=ode, levels=levels, sup_dist=paths.sup_distance(out, ode),
-                      events_run=int(clock[1]), sim_time=float(clock[0]), start=start, top=top,
-                      ode_x=ode_x, lost=float(clock[2]))
+    return run.result(PathResult, tail=out, ode=ode, events_run=int(clock[1]),
+                      sim_time=float(clock[0]), start=start, top=top, ode_x=ode_x,
+                      lost=float(clock[2]))
 
 
 def path_row(res: PathResult, decl: Population) -> dict:

@@ -1,7 +1,7 @@
 """What every simulator shares at its edges: number checks and result rows.
 
-A simulator's public ``simulate`` validates its run settings with
-:func:`sim.core.settings.check_run_args` (the model's own parameters it checks itself), and its
+A simulator's public ``simulate`` validates its run settings through
+:class:`sim.core.skeleton.Run` (the model's own parameters it checks itself), and its
 ``run_task`` ends with :func:`result_row`, which
 turns a result NamedTuple into the plain-typed row that ``sim.run`` returns, so that every
 engine's row types agree (docs/results-schema.md).

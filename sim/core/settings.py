@@ -214,10 +214,10 @@ _NOT_GIVEN = object()
 
 
 def check_run_args(*, events, seed, init, n_batches, max_level, n_windows,
-                   responses=_NOT_GIVEN) -> None:
+                   h=_NOT_GIVEN, responses=_NOT_GIVEN, se_method=_NOT_GIVEN) -> None:
     """The checks a simulator's public ``simulate`` makes of its run arguments (integers
     strictly: no floats), with the run settings' own checks; ``ValueError`` names the key.
-    ``responses`` is checked (true or false) where given."""
+    ``h``, ``responses`` (true or false) and ``se_method`` are checked where given."""
     if not is_int(n_windows) or n_windows < 10:
         raise ValueError(f"n_windows={n_windows!r} must be an integer >= 10")
     if not is_int(events) or events < n_windows:
@@ -227,5 +227,9 @@ def check_run_args(*, events, seed, init, n_batches, max_level, n_windows,
     if not is_int(n_batches) or not 2 <= n_batches <= n_windows // 2:
         raise ValueError(f"n_batches={n_batches!r} must be an integer in [2, {n_windows // 2}]")
     _CHECKS["max_level"](max_level, strict=True)
+    if h is not _NOT_GIVEN:
+        _CHECKS["h"](h, strict=True)
     if responses is not _NOT_GIVEN:
         _CHECKS["responses"](responses)
+    if se_method is not _NOT_GIVEN:
+        _CHECKS["se_method"](se_method)

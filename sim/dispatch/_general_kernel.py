@@ -48,10 +48,10 @@ import numpy as np
 from numba import njit
 
 from sim.core.buckets import bucket_down, bucket_up, build_buckets, pick_lowest
-from sim.core.rng import below, next_raw, seed_state
+from sim.core.rng import below, next_raw
 from sim.core.sampling import first_min, sample_fy
 from sim.core.service import draw_size, exp_draw
-from sim.core.windows import window_bounds, window_shift
+from sim.core.windows import window_shift
 
 #: policy codes of this engine
 RANDOM, SQD, LLD, JSQ, JIQ = 0, 1, 2, 3, 4
@@ -341,15 +341,12 @@ def new_state(n_servers: int, capacity: int, calendar: bool, rate: float):
     return ring, head, q, clast, samp, perm, pos, start, cal_head, nxt, prv, calb, inv_delta
 
 
-def new_run(jobs: int, n_windows: int, max_level: int, seed: int, n_float: int, n_int: int,
-            n_istate: int):
-    """What a loop of this engine fills besides the servers: the window bounds over ``jobs``
-    arrivals, ``n_float`` float and ``n_int`` int64 sums per window, the time at each position
-    per window (``w_tail``), the RNG state, and the loop's resume state (``n_istate`` integers:
-    next arrival, calendar bucket, ...; the clock)."""
-    bounds = window_bounds(jobs, n_windows)
-    n_win = bounds.size - 1
-    floats = tuple(np.zeros(n_win) for _ in range(n_float))
-    ints = tuple(np.zeros(n_win, dtype=np.int64) for _ in range(n_int))
-    return (bounds, floats, ints, np.zeros((n_win, max_level)), seed_state(seed),
+def new_run(run, n_float: int, n_int: int, n_istate: int):
+    """What a loop of this engine fills besides the servers, on the windows of ``run`` (a
+    :class:`sim.core.skeleton.Run` over arrivals): ``n_float`` float and ``n_int`` int64 sums per
+    window, the time at each position per window (``w_tail``), the RNG state, and the loop's
+    resume state (``n_istate`` integers: next arrival, calendar bucket, ...; the clock)."""
+    floats = tuple(run.zeros(float) for _ in range(n_float))
+    ints = tuple(run.zeros() for _ in range(n_int))
+    return (floats, ints, run.tail_zeros(float), run.xoshiro(),
             np.zeros(n_istate, dtype=np.int64), np.zeros(1))

@@ -53,13 +53,11 @@ from __future__ import annotations
 import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues, new_rings
-from sim.core.output import epilogue
-from sim.core.responses import new_recorder
 from sim.core.results import simulation_result, simulation_row
-from sim.core.rng import seed_state, threshold
+from sim.core.rng import threshold
 from sim.core.sampling import alias_table
-from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
-from sim.core.windows import window_bounds
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, task_int
+from sim.core.skeleton import Run
 from sim.dispatch import MODEL, agent_jobs
 from sim.dispatch import _agent_kernel as _k
 from sim.dispatch.meanfield.pod import initial_tail
@@ -137,13 +135,12 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     Compilation: one event loop per (policy, pod sampling method, equal/unequal rates) is compiled
     on first use and cached on disk (see :mod:`sim.dispatch._agent_kernel`).
     """
-    # ---- validation
+    # ---- validation: the model's values, then the run settings (sim.core.skeleton)
     n_servers, lam = MODEL.checked(n_servers=n_servers, lam=lam)
     if n_servers >= 2**31:
         raise ValueError(f"n_servers={n_servers!r} must be < 2**31")
     if lam >= 1.0:
         raise ValueError(f"lam={lam!r} must be < 1 (queues are unbounded)")
-    lam = float(lam)
     if policy not in AGENT_POLICIES:
         raise ValueError(f"policy={policy!r} is unknown; valid: {', '.join(AGENT_POLICIES)}")
     pol = policy_record(policy)
@@ -151,8 +148,8 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         (d,) = MODEL.checked(d=d)
         if d > n_servers:
             raise ValueError(f"d={d!r} must not exceed n_servers={n_servers} (sampling without replacement)")
-    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows)
+    run = Run(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+              n_windows=n_windows, responses=responses, se_method=se_method)
     if service_rates is None:
         mu = np.ones(n_servers)
     else:
@@ -161,19 +158,14 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
         if mu.shape != (n_servers,):
             raise ValueError(
                 f"service_rates must have length n_servers={n_servers}, got shape {mu.shape}")
-    if not isinstance(responses, (bool, np.bool_)):
-        raise ValueError(f"responses={responses!r} must be true or false")
-    responses = bool(responses)
-    if responses and np.any(mu != 1.0):
+    if run.responses and np.any(mu != 1.0):
         # a task at position p of a queue of rate mu takes Gamma(p, mu): not the Gamma(p, 1)
         # mixture of sim.core.responses
         raise ValueError("responses: the response-time distribution is recorded for unit "
                          "service rates only (service_rates must be null or all 1)")
-    n_servers, d, events, n_batches = int(n_servers), int(d), int(events), int(n_batches)
-    max_level, n_windows = int(max_level), int(n_windows)
-    code, d = pol.code, pol.probe_d(d)
+    code, d = pol.code, pol.probe_d(int(d))
 
-    # ---- set-up
+    # ---- set-up: the start from the seed, the windows
     hetero = bool(np.any(mu != mu[0]))
     rate = (1.0 + lam) * float(mu.sum())
     dt = 1.0 / rate
@@ -183,44 +175,35 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, events: int = 
     else:
         alias_thr = np.zeros(1, dtype=np.uint64)
         alias_idx = np.zeros(1, dtype=np.int64)
-    state = seed_state(seed)
-    if init == "meanfield" and not hetero:
+    state = run.xoshiro()
+    if run.init == "meanfield" and not hetero:
         q = draw_initial_queues(initial_tail(lam, pol, d), n_servers, state)
     else:
         q = np.zeros(n_servers, dtype=np.int64)
-    buf, head = new_rings(q, events)
-    bounds = window_bounds(events, n_windows)
-    n_windows = bounds.size - 1  # between n_windows and 2 * n_windows (power-of-two lengths)
-    w_jobs = np.zeros(n_windows, dtype=np.int64)
-    w_resp = np.zeros(n_windows)
-    w_starts = np.zeros(n_windows, dtype=np.int64)
-    w_wait = np.zeros(n_windows)
-    w_arr = np.zeros(n_windows, dtype=np.int64)
-    w_waited = np.zeros(n_windows, dtype=np.int64)
-    w_qarea = np.zeros(n_windows, dtype=np.int64)
-    w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
-    w_probes = np.zeros(n_windows, dtype=np.int64)
-    rec = new_recorder(n_windows, 1) if responses else None
+    buf, head = new_rings(q, run.events)
+    w_jobs, w_starts, w_arr, w_waited, w_qarea, w_probes = (run.zeros() for _ in range(6))
+    w_resp, w_wait = run.zeros(float), run.zeros(float)
+    w_tail = run.tail_zeros()
+    rec = run.recorder()
 
+    # ---- the kernel
     buf = _k.agent_kernel(code, d, 2 * d > n_servers, p_arrival, hetero, alias_thr, alias_idx,
-                    q, buf, head, bounds, state,
+                    q, buf, head, run.bounds, state,
                     w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail, w_probes,
                     rec)
-    close_censored(q, buf, head, mu, rate, bounds, w_jobs, w_resp, w_starts, w_wait)
+    close_censored(q, buf, head, mu, rate, run.bounds, w_jobs, w_resp, w_starts, w_wait)
 
-    # ---- output analysis
-    lengths = np.diff(bounds).astype(np.float64)
-    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
-                   w_tail=w_tail, rec=rec, se_method=se_method, ratios={
-                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
-                       "prob_wait": (w_waited, w_arr)})
+    # ---- epilogue
+    est = run.epilogue(n_servers=n_servers, w_qarea=w_qarea, w_tail=w_tail, jobs=w_jobs, dt=dt,
+                       rec=rec, ratios={
+                           "mean_response": (w_resp * dt, w_jobs),
+                           "mean_wait": (w_wait * dt, w_starts), "prob_wait": (w_waited, w_arr)})
     cut = est["warmup_windows"]
     n_arr = int(w_arr[cut:].sum())
     # one-way messages: a probe is a request and a reply (sim.dispatch.policies)
     messages = (2.0 * float(w_probes[cut:].sum() / n_arr) if n_arr > 0
                 else pol.messages(n_servers, 1, d))
-    return AgentResult(**est, messages_per_job=messages, n_jobs=int(w_jobs[cut:].sum()),
-                       events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt)
+    return AgentResult(**est, messages_per_job=messages)
 
 
 def run_task(task: dict) -> dict:

@@ -85,12 +85,10 @@ import numpy as np
 
 from sim.core.fifo import draw_initial_queues
 from sim.core.jobdelay import GL_W, GL_X, harmonic
-from sim.core.output import epilogue
-from sim.core.responses import new_recorder
-from sim.core.results import is_int, simulation_result, simulation_row
+from sim.core.results import simulation_result, simulation_row
 from sim.core.rng import threshold
-from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
-from sim.core.windows import window_bounds
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, task_int
+from sim.core.skeleton import Run
 from sim.dispatch import MODEL
 from sim.dispatch import _agent_jobs_kernel as _k
 from sim.dispatch.meanfield.pod import initial_tail
@@ -233,7 +231,7 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     100), the job table (16 bytes per job slot), a permutation of N int64 when ``2*k*d > N``
     (partial Fisher-Yates) and the JSQ buckets (3 N int64).
     """
-    # ---- validation
+    # ---- validation: the model's values, then the run settings (sim.core.skeleton)
     pol = _check_policy(policy)
     n_servers, k, lam = MODEL.checked(n_servers=n_servers, k=k, lam=lam)
     if pol.samples:
@@ -251,23 +249,19 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
         raise ValueError(f"lam={lam!r}: a simulation needs lam > 0 (no job would arrive)")
     if b is None and lam >= 1.0:
         raise ValueError(f"lam={lam!r} must be < 1 without a buffer b")
-    lam = float(lam)
-    if not is_int(h) or h < 1:
-        raise ValueError(f"h={h!r} must be an integer >= 1")
-    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows, responses=responses)
-    n_servers, k, d, h, events = int(n_servers), int(k), int(d), int(h), int(events)
-    n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
+    run = Run(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+              n_windows=n_windows, h=h, responses=responses, se_method=se_method)
+    d = int(d)
     code, m = pol.code, pol.sample_size(k, d)
 
-    # ---- set-up
+    # ---- set-up: the start from the seed, the job table, the windows
     job_rate = lam / k  # per server
     rate = n_servers * (job_rate + 1.0)
     dt = 1.0 / rate
     p_arrival = threshold(job_rate / (job_rate + 1.0))
     # two xoshiro256+ streams: events (state[:4]) and decisions (state[4:])
-    state = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint64)
-    init_used = "meanfield" if (init == "meanfield" and k == 1 and b is None) else "empty"
+    state = run.xoshiro(8)
+    init_used = "meanfield" if (run.init == "meanfield" and k == 1 and b is None) else "empty"
     if init_used == "meanfield":
         # k = 1: a sampling policy's fixed point is power-of-d's
         q = draw_initial_queues(initial_tail(lam, pol, d), n_servers, state[4:])
@@ -282,38 +276,34 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     while slots < 1.25 * n_servers * job_rate * (harmonic(k) + 1.0):
         slots *= 2
     jobtab = np.zeros(2 * slots, dtype=np.int64)
-    bounds = window_bounds(events, n_windows)
-    n_windows = bounds.size - 1
-    w_arr, w_drop, w_adm, w_waited, w_within = (np.zeros(n_windows, dtype=np.int64)
-                                                for _ in range(5))
-    w_jobs, w_tasks, w_starts = (np.zeros(n_windows, dtype=np.int64) for _ in range(3))
-    w_resp, w_tresp, w_wait = (np.zeros(n_windows) for _ in range(3))
-    w_qarea = np.zeros(n_windows, dtype=np.int64)
-    w_tail = np.zeros((n_windows, max_level), dtype=np.int64)
-    rec = new_recorder(n_windows, k) if responses else None
+    w_arr, w_drop, w_adm, w_waited, w_within = (run.zeros() for _ in range(5))
+    w_jobs, w_tasks, w_starts, w_qarea = (run.zeros() for _ in range(4))
+    w_resp, w_tresp, w_wait = (run.zeros(float) for _ in range(3))
+    w_tail = run.tail_zeros()
+    rec = run.recorder(k)
 
+    # ---- the kernel
     srv, jobtab = _k.agent_jobs_kernel(
-        code, k, m, bb, h, p_arrival, srv, jobtab, bounds, state,
+        code, k, m, bb, run.h, p_arrival, srv, jobtab, run.bounds, state,
         w_arr, w_drop, w_adm, w_waited, w_within, w_jobs, w_resp, w_tasks, w_tresp,
         w_starts, w_wait, w_qarea, w_tail, rec)
-    _k.close_censored(srv, jobtab, rate, bounds, w_jobs, w_resp, w_tasks, w_tresp,
+    _k.close_censored(srv, jobtab, rate, run.bounds, w_jobs, w_resp, w_tasks, w_tresp,
                       w_starts, w_wait, GL_X, GL_W)
 
-    # ---- output analysis
-    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=np.diff(bounds),
-                   w_qarea=w_qarea, w_tail=w_tail, rec=rec, k=k, se_method=se_method, ratios={
-                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
-                       "mean_task_response": (w_tresp * dt, w_tasks), "prob_wait": (w_waited, w_adm),
-                       "frac_within_h": (w_within, w_adm), "drop_prob": (w_drop, w_arr)})
-    cut = est["warmup_windows"]
+    # ---- epilogue
+    est = run.epilogue(n_servers=n_servers, w_qarea=w_qarea, w_tail=w_tail, jobs=w_jobs, dt=dt,
+                       rec=rec, k=k, ratios={
+                           "mean_response": (w_resp * dt, w_jobs),
+                           "mean_wait": (w_wait * dt, w_starts),
+                           "mean_task_response": (w_tresp * dt, w_tasks),
+                           "prob_wait": (w_waited, w_adm), "frac_within_h": (w_within, w_adm),
+                           "drop_prob": (w_drop, w_arr)})
     hk = harmonic(k)
     return JobsResult(
         **est, queueing_ratio=(est["mean_response"] - hk) / hk,
         queueing_ratio_se=est["mean_response_se"] / hk,
         messages_per_job=pol.messages(n_servers, k, d),
-        n_jobs=int(w_jobs[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
-        events_run=events, sim_time=events * dt, warmup_time=float(bounds[cut]) * dt,
-        init_used=init_used,
+        n_arrivals=int(w_arr[est["warmup_windows"]:].sum()), init_used=init_used,
     )
 
 

@@ -40,10 +40,10 @@ from __future__ import annotations
 import math
 
 from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
-from sim.core.output import epilogue
 from sim.core.results import is_int, simulation_result
 from sim.core.service import Exponential, ServiceLaw
-from sim.core.settings import DEFAULTS, N_WINDOWS, check_run_args
+from sim.core.settings import DEFAULTS, N_WINDOWS
+from sim.core.skeleton import Run
 from sim.dispatch import MODEL
 from sim.dispatch import _general_kernel as _k
 
@@ -79,31 +79,20 @@ def check_system(n_servers, lam, policy, policies) -> tuple[int, float]:
     return n_servers, lam
 
 
-def check_run(service, jobs, seed, n_batches, max_level, n_windows) -> ServiceLaw:
+def check_run(service, jobs, seed, n_batches, max_level, n_windows,
+              se_method=DEFAULTS.se_method) -> tuple[ServiceLaw, Run]:
     """Refuse a service that is not a law of :func:`sim.core.service.service_law`, a run of
-    fewer ``jobs`` (arrivals) than windows, and bad run settings
-    (:func:`sim.core.settings.check_run_args`); returns the law (exponential for None)."""
+    fewer ``jobs`` (arrivals) than windows, and bad run settings; returns the law
+    (exponential for None) and the run over ``jobs`` arrivals (:class:`sim.core.skeleton.Run`,
+    which checks the settings)."""
     if service is None:
         service = Exponential()
     if not isinstance(service, ServiceLaw):
         raise ValueError(f"service={service!r} must be a law of sim.core.service.service_law")
     if not is_int(jobs) or not is_int(n_windows) or jobs < n_windows:
         raise ValueError(f"jobs={jobs!r} must be an integer >= n_windows={n_windows!r}")
-    check_run_args(events=jobs, seed=seed, init="empty", n_batches=n_batches,
-                   max_level=max_level, n_windows=n_windows)
-    return service
-
-
-def estimates(n_servers, n_batches, se_method, jobs, w_time, w_qarea, w_tail, ratios):
-    """The estimates of a run of this engine from its arrival windows, weighted by their time
-    (:func:`sim.core.output.epilogue`: ``w_qarea`` the window sums of responses, ``ratios``
-    the ratio estimates), with the run's length (``events_run``: arrivals; ``sim_time``,
-    ``warmup_time``); and the warm-up cut in windows."""
-    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
-                   w_tail=w_tail, se_method=se_method, ratios=ratios)
-    cut = est["warmup_windows"]
-    est.update(events_run=jobs, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()))
-    return est, cut
+    return service, Run(events=jobs, seed=seed, init="empty", n_batches=n_batches,
+                        max_level=max_level, n_windows=n_windows, se_method=se_method)
 
 
 def simulate(n_servers: int, lam: float, policy: str, d: int = 1, jobs: int = 10**6,
@@ -135,27 +124,29 @@ def simulate(n_servers: int, lam: float, policy: str, d: int = 1, jobs: int = 10
                              "(sampling without replacement)")
     else:
         d = 1
-    service = check_run(service, jobs, seed, n_batches, max_level, n_windows)
-    n_servers, jobs, n_batches, max_level = int(n_servers), int(jobs), int(n_batches), int(max_level)
+    service, run = check_run(service, jobs, seed, n_batches, max_level, n_windows, se_method)
 
     rate = lam * n_servers
     calendar = code in _k.CALENDAR
     (ring, head, q, clast, samp, perm, pos, start, cal_head, nxt, prv, calb,
      inv_delta) = _k.new_state(n_servers, _CAPACITY, calendar, rate)
-    (bounds, (w_time, w_wait, w_wait2, w_resp, w_resp2), (w_n, w_waited), w_tail, state, istate,
-     fstate) = _k.new_run(jobs, n_windows, max_level, seed, 5, 2, 2)
+    ((w_time, w_wait, w_wait2, w_resp, w_resp2), (w_n, w_waited), w_tail, state, istate,
+     fstate) = _k.new_run(run, 5, 2, 2)
     loop = _k.make_loop(code, samples and 2 * d > n_servers)
     law_params = service.params()
     while not loop(d, rate, service.code, law_params, ring, head, q, clast, samp, perm, pos,
-                   start, cal_head, nxt, prv, calb, inv_delta, istate, fstate, bounds, state,
+                   start, cal_head, nxt, prv, calb, inv_delta, istate, fstate, run.bounds, state,
                    w_time, w_n, w_waited, w_wait, w_wait2, w_resp, w_resp2, w_tail):
         ring, start = _k.grow(ring, head, q, start)
 
-    est, cut = estimates(n_servers, n_batches, se_method, jobs, w_time, w_resp, w_tail, {
-        "mean_response": (w_resp, w_n), "mean_wait": (w_wait, w_n), "prob_wait": (w_waited, w_n),
-        "mean_wait_sq": (w_wait2, w_n), "mean_response_sq": (w_resp2, w_n)})
+    # the windows weigh their time; the queue area is the sum of responses (Little's law)
+    est = run.epilogue(n_servers=n_servers, w_qarea=w_resp, w_tail=w_tail, jobs=w_n, w_time=w_time,
+                       ratios={"mean_response": (w_resp, w_n), "mean_wait": (w_wait, w_n),
+                               "prob_wait": (w_waited, w_n), "mean_wait_sq": (w_wait2, w_n),
+                               "mean_response_sq": (w_resp2, w_n)})
+    cut = est["warmup_windows"]
     kept = w_n[cut:].sum()
     found_idle = kept - w_waited[cut:].sum()
     messages = {_k.RANDOM: 0.0, _k.SQD: 2.0 * d, _k.LLD: 2.0 * d, _k.JSQ: 2.0 * n_servers,
                 _k.JIQ: float(found_idle / kept) if kept else math.nan}[code]
-    return GeneralResult(**est, messages_per_job=messages, n_jobs=int(kept), service=service)
+    return GeneralResult(**est, messages_per_job=messages, service=service)

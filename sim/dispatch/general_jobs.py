@@ -52,7 +52,7 @@ from sim.core.service import ServiceLaw
 from sim.core.settings import DEFAULTS, N_WINDOWS
 from sim.dispatch import _general_jobs_kernel as _k
 from sim.dispatch import _general_kernel as _g
-from sim.dispatch.general import check_run, check_system, estimates
+from sim.dispatch.general import check_run, check_system
 
 __all__ = ["GeneralJobsResult", "JOBS_POLICIES", "simulate"]
 
@@ -113,9 +113,8 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     if samples and (not is_int(d) or d < 1 or k * d > n_servers):
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} (k={k})")
     d = int(d) if samples else 1
-    service = check_run(service, jobs, seed, n_batches, max_level, n_windows)
-    n_servers, k, jobs = int(n_servers), int(k), int(jobs)
-    n_batches, max_level = int(n_batches), int(max_level)
+    service, run = check_run(service, jobs, seed, n_batches, max_level, n_windows, se_method)
+    k = int(k)
 
     m = k * d if samples else 1
     use_fy = samples and 2 * m > n_servers
@@ -129,26 +128,28 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     dest = np.zeros(k, dtype=np.int64)
     hkey = np.zeros(m)
     hidx = np.zeros(m, dtype=np.int64)
-    (bounds, (w_time, w_resp, w_resp2, w_wait, w_tresp), (w_jobs, w_waited, w_tasks), w_tail,
-     state, istate, fstate) = _g.new_run(jobs, n_windows, max_level, seed, 5, 3, 3)
+    ((w_time, w_resp, w_resp2, w_wait, w_tresp), (w_jobs, w_waited, w_tasks), w_tail,
+     state, istate, fstate) = _g.new_run(run, 5, 3, 3)
     loop = _k.make_jobs_loop(code)
     law_params = service.params()
     while True:
         hist = np.zeros(ring.shape[1] + 1, dtype=np.int64)
         if loop(k, m, use_fy, rate, service.code, law_params, ring, head, q, clast, samp, mark,
                 hist, dest, hkey, hidx, perm, pos, start, cal_head, nxt, prv, calb, inv_delta,
-                istate, fstate, bounds, state, w_time, w_jobs, w_waited, w_resp, w_resp2,
+                istate, fstate, run.bounds, state, w_time, w_jobs, w_waited, w_resp, w_resp2,
                 w_tasks, w_wait, w_tresp, w_tail):
             break
         ring, start = _g.grow(ring, head, q, start)
 
-    est, cut = estimates(n_servers, n_batches, se_method, jobs, w_time, w_tresp, w_tail, {
-        "mean_response": (w_resp, w_jobs), "mean_response_sq": (w_resp2, w_jobs),
-        "mean_wait": (w_wait, w_tasks), "mean_task_response": (w_tresp, w_tasks),
-        "prob_wait": (w_waited, w_jobs)})
+    # the windows weigh their time; the queue area is the sum of task responses (Little's law)
+    est = run.epilogue(n_servers=n_servers, w_qarea=w_tresp, w_tail=w_tail, jobs=w_jobs,
+                       w_time=w_time, ratios={
+                           "mean_response": (w_resp, w_jobs), "mean_response_sq": (w_resp2, w_jobs),
+                           "mean_wait": (w_wait, w_tasks), "mean_task_response": (w_tresp, w_tasks),
+                           "prob_wait": (w_waited, w_jobs)})
     emax = service.expected_max(k)
     probes = {_k.RANDOM: 0, _k.JSQ: n_servers * k, _k.POD_PER_TASK: k * k * d}.get(code, k * d)
     return GeneralJobsResult(
         **est, queueing_ratio=(est["mean_response"] - emax) / emax,
         queueing_ratio_se=est["mean_response_se"] / emax, expected_max=emax,
-        messages_per_job=2.0 * probes, n_jobs=int(w_jobs[cut:].sum()), service=service)
+        messages_per_job=2.0 * probes, service=service)

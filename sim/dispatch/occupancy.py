@@ -100,11 +100,9 @@ import numpy as np
 
 from sim.core.declare import INT_LIMIT
 from sim.core.jobdelay import GL_W, GL_X
-from sim.core.output import epilogue
-from sim.core.responses import new_recorder
-from sim.core.results import is_int, simulation_result, simulation_row
-from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
-from sim.core.windows import window_bounds
+from sim.core.results import simulation_result, simulation_row
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, task_int
+from sim.core.skeleton import Run
 from sim.dispatch import MODEL
 from sim.dispatch import _occupancy_kernel as _k
 from sim.dispatch.policies import policy as policy_record
@@ -277,22 +275,15 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     if pol.samples and (d is None or k * d > n_servers):
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers "
                          f"(k={k}, n_servers={n_servers})")
-    d = pol.probe_d(d)
-    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows)
-    if not is_int(h) or h < 1:
-        raise ValueError(f"h={h!r} must be an integer >= 1")
-    if not isinstance(responses, (bool, np.bool_)):
-        raise ValueError(f"responses={responses!r} must be true or false")
-    n_servers, k, d, events, seed = int(n_servers), int(k), int(d), int(events), int(seed)
-    n_batches, max_level, h, n_windows = int(n_batches), int(max_level), int(h), int(n_windows)
-    lam = float(lam)
+    d = int(pol.probe_d(d))
+    run = Run(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+              n_windows=n_windows, h=h, responses=responses, se_method=se_method)
     code, sample_size = pol.code, pol.sample_size(k, d)
     bmax = INT_LIMIT if b is None else int(b)  # INT_LIMIT: no buffer
 
-    # ---- set-up
-    state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
-    tail0 = meanfield_tail(policy, lam, k, d, b) if init == "meanfield" else np.zeros(0)
+    # ---- set-up: the start, the seed, the windows
+    state = run.xoshiro()
+    tail0 = meanfield_tail(policy, lam, k, d, b) if run.init == "meanfield" else np.zeros(0)
     x0 = _initial_counts(tail0, n_servers)
     cap = 16
     while cap < min(x0.size - 1 + k, bmax) + 2:
@@ -301,33 +292,28 @@ def simulate(n_servers: int, lam: float, policy: str, k: int = 1, d: int = 1,
     x[: x0.size] = x0
     harm = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, k + 1))))
     memo = _k.new_memo(k)
-    bounds = window_bounds(events, n_windows)
-    n_win = bounds.size - 1
-    outputs = (np.zeros(n_win), np.zeros(n_win), np.zeros((n_win, max_level)),
-               np.zeros(n_win, np.int64), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64),
-               np.zeros(n_win), np.zeros(n_win, np.int64), np.zeros(n_win, np.int64),
-               np.zeros(n_win, np.int64))
-    rec = new_recorder(n_win, k) if responses else None
-    _k.occupancy_kernel(code, n_servers, n_servers * lam / k, k, sample_size, bmax, h, x, bounds,
-                        state, harm, memo, GL_X, GL_W, outputs, rec)
+    outputs = (run.zeros(float), run.zeros(float), run.tail_zeros(float),
+               *(run.zeros() for _ in range(3)), run.zeros(float), *(run.zeros() for _ in range(3)))
+    rec = run.recorder(k)
+
+    # ---- the kernel
+    _k.occupancy_kernel(code, n_servers, n_servers * lam / k, k, sample_size, bmax, run.h, x,
+                        run.bounds, state, harm, memo, GL_X, GL_W, outputs, rec)
     (w_time, w_qarea, w_tail, w_arr, w_drop, w_adm, w_resp, w_wait, w_waited,
      w_within) = outputs
 
-    # ---- output analysis
-    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea,
-                   w_tail=w_tail, rec=rec, k=k, se_method=se_method, ci_note="; jump chain, expected holding times",
-                   ratios={"mean_response": (w_resp, w_adm), "mean_wait": (w_wait, k * w_adm),
-                           "prob_wait": (w_waited, w_adm), "frac_within_h": (w_within, w_adm),
-                           "drop_prob": (w_drop, w_arr)})
-    cut = est["warmup_windows"]
+    # ---- epilogue
+    est = run.epilogue(n_servers=n_servers, w_qarea=w_qarea, w_tail=w_tail, jobs=w_adm,
+                       w_time=w_time, rec=rec, k=k, ci_note="; jump chain, expected holding times",
+                       ratios={"mean_response": (w_resp, w_adm), "mean_wait": (w_wait, k * w_adm),
+                               "prob_wait": (w_waited, w_adm), "frac_within_h": (w_within, w_adm),
+                               "drop_prob": (w_drop, w_arr)})
     h_k = float(harm[k])
     return OccupancyResult(
         **est, queueing_ratio=(est["mean_response"] - h_k) / h_k,
         queueing_ratio_se=est["mean_response_se"] / h_k,
         messages_per_job=pol.messages(n_servers, k, d),
-        n_jobs=int(w_adm[cut:].sum()), n_arrivals=int(w_arr[cut:].sum()),
-        arrivals_run=int(w_arr.sum()),
-        events_run=events, sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
+        n_arrivals=int(w_arr[est["warmup_windows"]:].sum()), arrivals_run=int(w_arr.sum()),
     )
 
 

@@ -72,7 +72,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from sim.core.population import At, Population, Transitions, Vector
+from sim.core.population import At, Population, Transitions, Vector, tail_vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import fixed_point, limit_row, refined_row
 from sim.core.results import simulation_row
@@ -179,24 +179,27 @@ def _jiq_busy_rate(i, s, x, n, p):
     return p[_LAM] * _occ(j, i - j * st - 1, s, x, n, p)
 
 
-@njit(cache=True)
-def _phase_rate(i, s, x, n, p):
+@njit(cache=True, inline="always")
+def _phase_pair(i, p):
+    """``(j, k, l, m)`` of index ``i = (j m + k) S + l`` of a family over pairs of phases
+    (``m`` phases, stride ``S``): from phase ``j`` to ``k``, ``l`` tasks."""
     st = np.int64(p[_S])
     m = np.int64(p[_M])
     c = i // st
     j = c // m
-    k = c - j * m
-    return p[_ALPHA + 2 * m + j * m + k] * _occ(j, i - c * st, s, x, n, p)
+    return j, c - j * m, i - c * st, m
+
+
+@njit(cache=True)
+def _phase_rate(i, s, x, n, p):
+    j, k, lvl, m = _phase_pair(i, p)
+    return p[_ALPHA + 2 * m + j * m + k] * _occ(j, lvl, s, x, n, p)
 
 
 @njit(cache=True)
 def _next_rate(i, s, x, n, p):
-    st = np.int64(p[_S])
-    m = np.int64(p[_M])
-    c = i // st
-    j = c // m
-    k = c - j * m
-    return p[_ALPHA + m + j] * p[_ALPHA + k] * _occ(j, i - c * st, s, x, n, p)
+    j, k, lvl, m = _phase_pair(i, p)
+    return p[_ALPHA + m + j] * p[_ALPHA + k] * _occ(j, lvl, s, x, n, p)
 
 
 @njit(cache=True)
@@ -204,45 +207,6 @@ def _last_rate(i, s, x, n, p):
     st = np.int64(p[_S])
     j = i // st
     return p[_ALPHA + np.int64(p[_M]) + j] * _occ(j, i - j * st, s, x, n, p)
-
-
-# The rates the declaration names are one call each: the population engine inlines a rate at
-# every place its loop recomputes it (154 places for the hyperexponential's ten families), and
-# inlined bodies made a kernel that LLVM had not compiled after 4 CPU minutes and 5 GB; the
-# bodies above are compiled once, out of line.
-@njit(cache=True)
-def _pod_idle(i, s, x, n, p):
-    return _pod_idle_rate(i, s, x, n, p)
-
-
-@njit(cache=True)
-def _pod_busy(i, s, x, n, p):
-    return _pod_busy_rate(i, s, x, n, p)
-
-
-@njit(cache=True)
-def _jiq_idle(i, s, x, n, p):
-    return _jiq_idle_rate(i, s, x, n, p)
-
-
-@njit(cache=True)
-def _jiq_busy(i, s, x, n, p):
-    return _jiq_busy_rate(i, s, x, n, p)
-
-
-@njit(cache=True)
-def _phase(i, s, x, n, p):
-    return _phase_rate(i, s, x, n, p)
-
-
-@njit(cache=True)
-def _next(i, s, x, n, p):
-    return _next_rate(i, s, x, n, p)
-
-
-@njit(cache=True)
-def _last(i, s, x, n, p):
-    return _last_rate(i, s, x, n, p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +243,8 @@ def _declare(policy: str, pattern: tuple, m: int, stride: int, top: int) -> Popu
     are positive), ``m`` phases, the stride and the truncation ``L = top``."""
     alpha_pos, t_pos, exit_pos = pattern
     st, L, last = stride, top, m - 1
-    idle_rate, busy_rate = (_pod_idle, _pod_busy) if policy == "pod" else (_jiq_idle, _jiq_busy)
+    idle_rate, busy_rate = ((_pod_idle_rate, _pod_busy_rate) if policy == "pod"
+                            else (_jiq_idle_rate, _jiq_busy_rate))
 
     def x_at(j, off, delta):  # a component on x of phase j, none for the implied phase
         return (("x", j * st + off, delta),) if j < last else ()
@@ -289,12 +254,16 @@ def _declare(policy: str, pattern: tuple, m: int, stride: int, top: int) -> Popu
             return (("x", j * st + off),)
         return (("s", off), ("s", off + 1)) + tuple(("x", k * st + off) for k in range(last))
 
+    # every family's rate is called out of line (inline=False, sim.core.population.Transitions):
+    # inlined at each of the loop's places (154 for the hyperexponential's ten families) they
+    # made a kernel that LLVM had not compiled after 4 CPU minutes and 5 GB
     fams = []
     for k in range(m):  # arrivals at an idle server, starting in phase k
         if alpha_pos[k]:
             b = k * st
             fams.append(Transitions(f"idle{k}", idle_rate, (("s", -b, 1),) + x_at(k, -b, 1),
-                                    b + 1, b + 2, reads=(("s", -b),), arrival=True, position=-b))
+                                    b + 1, b + 2, reads=(("s", -b),), arrival=True, position=-b,
+                                    inline=False))
     for j in range(m):  # arrivals joining a busy server in phase j
         b = j * st
         reads = occ_reads(j, -b - 1) + ((("s", -b - 1), ("s", -b)) if policy == "pod"
@@ -302,31 +271,30 @@ def _declare(policy: str, pattern: tuple, m: int, stride: int, top: int) -> Popu
         fams.append(Transitions(f"busy{j}", busy_rate,
                                 (("s", -b, 1),) + x_at(j, -b - 1, -1) + x_at(j, -b, 1),
                                 b + 2, b + L + 1, reads=tuple(dict.fromkeys(reads)), arrival=True,
-                                position=-b))
+                                position=-b, inline=False))
     for j in range(m):
         for k in range(m):
             b = (j * m + k) * st
             if j != k and t_pos[j][k]:
-                fams.append(Transitions(f"phase{j}_{k}", _phase,
+                fams.append(Transitions(f"phase{j}_{k}", _phase_rate,
                                         x_at(j, -b, -1) + x_at(k, -b, 1), b + 1, b + L + 1,
-                                        reads=occ_reads(j, -b)))
+                                        reads=occ_reads(j, -b), inline=False))
             if exit_pos[j] and alpha_pos[k]:
-                fams.append(Transitions(f"next{j}_{k}", _next,
+                fams.append(Transitions(f"next{j}_{k}", _next_rate,
                                         (("s", -b, -1),) + x_at(j, -b, -1) + x_at(k, -b - 1, 1),
-                                        b + 2, b + L + 1, reads=occ_reads(j, -b)))
+                                        b + 2, b + L + 1, reads=occ_reads(j, -b), inline=False))
     for j in range(m):
         if exit_pos[j]:
             b = j * st
-            fams.append(Transitions(f"last{j}", _last, (("s", -b, -1),) + x_at(j, -b, -1),
-                                    b + 1, b + 2, reads=occ_reads(j, -b)))
+            fams.append(Transitions(f"last{j}", _last_rate, (("s", -b, -1),) + x_at(j, -b, -1),
+                                    b + 1, b + 2, reads=occ_reads(j, -b), inline=False))
     return Population(
         name=f"{policy}_phase",
         vectors=(Vector("s", L + 2), Vector("x", max(last * st, 1))),
         transitions=tuple(fams),
         params=params,
         start=_start,
-        queue=(("s", 1, 0, 1.0),),
-        tail=("s", 1),
+        **tail_vector("s"),
         arrival_rate=lambda p: float(p[_LAM]),
         mean_service=1.0,
         messages=(lambda p: 2.0 * p[_D]) if policy == "pod" else None,

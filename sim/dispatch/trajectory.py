@@ -50,8 +50,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from sim.core import trajectory as paths
-from sim.core.rng import seed_state
 from sim.core.settings import DEFAULTS, RunSettings, task_int
+from sim.core.skeleton import PathRun
 from sim.dispatch import MODEL
 from sim.dispatch import _trajectory_kernel as _k
 from sim.dispatch.meanfield import batch_filling
@@ -169,26 +169,22 @@ def simulate(n_servers: int, lam: float, d: int, time: float, grid: int = DEFAUL
     if k * d > n_servers:
         raise ValueError(f"d={d!r} must be an integer >= 1 with k*d <= n_servers={n_servers} "
                          f"(k={k})")
-    paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
-                          events=events)
-    init_tail = paths.check_init_tail(init_tail, init)
-    n_servers, d, k, grid, seed = int(n_servers), int(d), int(k), int(grid), int(seed)
-    lam, time = float(lam), float(time)
-    levels = min(int(max_level), paths.TRAJ_LEVELS)
-    x0 = _start_counts(policy, lam, k, d, n_servers, init, init_tail)
+    run = PathRun(time=time, grid=grid, seed=seed, init=init, max_level=max_level, events=events,
+                  init_tail=init_tail)
+    d, k = int(d), int(k)
+    x0 = _start_counts(policy, lam, k, d, n_servers, run.init, run.init_tail)
     start = _tail_of_counts(x0, n_servers)
-    t = paths.time_grid(time, grid)
-    out = np.full((grid, levels), np.nan)
+    out = run.record()
     if pol.single_task:  # power-of-d
-        _, n_events, t_last, _ = _k.pod_trajectory(n_servers, n_servers * lam, d, x0, t, out,
-                                                   seed_state(seed), paths.cap_events(events))
-        ode = ode_tail(lam, d, time, grid, start, levels)
+        _, n_events, t_last, _ = _k.pod_trajectory(n_servers, n_servers * lam, d, x0, run.t, out,
+                                                   run.xoshiro(), run.cap)
+        ode = ode_tail(lam, d, run.time, run.grid, start, run.levels)
     else:
-        _, n_events, t_last, _ = _k.batch_trajectory(n_servers, n_servers * lam / k, k, d, x0, t,
-                                                     out, seed_state(seed), paths.cap_events(events))
-        ode = batch_ode_tail(lam, k, d, time, grid, start, levels)
-    return TrajectoryResult(t=t, tail=out, ode=ode, levels=levels, sup_dist=paths.sup_distance(out, ode),
-                            events_run=n_events, sim_time=t_last, start=start)
+        _, n_events, t_last, _ = _k.batch_trajectory(n_servers, n_servers * lam / k, k, d, x0,
+                                                     run.t, out, run.xoshiro(), run.cap)
+        ode = batch_ode_tail(lam, k, d, run.time, run.grid, start, run.levels)
+    return run.result(TrajectoryResult, tail=out, ode=ode, events_run=n_events, sim_time=t_last,
+                      start=start)
 
 
 def run_task(task: dict) -> dict:

@@ -78,12 +78,11 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.fifo import close_censored, draw_initial_queues, new_rings
-from sim.core.output import LEGACY_SE_METHOD, epilogue, warmup_cut
-from sim.core.responses import new_recorder
+from sim.core.output import LEGACY_SE_METHOD, warmup_cut
 from sim.core.results import simulation_result, simulation_row
-from sim.core.rng import seed_state, threshold
-from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
-from sim.core.windows import window_bounds
+from sim.core.rng import threshold
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, task_int
+from sim.core.skeleton import Run
 from sim.jiq import SIM_COLUMNS, check_task, n_schedulers
 from sim.jiq import _agent_kernel as _k
 from sim.jiq.policies import POLICIES
@@ -267,61 +266,53 @@ def _simulate(n_servers, lam, policy, r, d=1, z=0, events=10**6, seed=DEFAULTS.s
     if pol is not None and pol.threshold:
         task["z"] = z
     check_task(task)
-    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows, responses=responses)
-    responses = bool(responses)
+    run = Run(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+              n_windows=n_windows, responses=responses, se_method=se_method)
     n_servers, lam, r = int(n_servers), float(lam), float(r)
     n_sched = n_schedulers(n_servers, r)
     d = pol.probe_d(d)
     z = int(z) if pol.threshold else 0
-    events, n_batches, max_level, n_windows = int(events), int(n_batches), int(max_level), int(n_windows)
     code = pol.code
 
-    # ---- set-up
+    # ---- set-up: the start from the seed (the kernel's stream, then a numpy one), the windows
     rate = (1.0 + lam) * n_servers
     dt = 1.0 / rate
     p_arrival = threshold(lam / (1.0 + lam))
-    state = seed_state(seed)
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    state = run.xoshiro()
     q, iq, isize, where, kshift, init_used = _initial_state(
-        policy, code, lam, n_servers, n_sched, r, d, z, init, state, rng)
-    buf, head = new_rings(q, events)
-    bounds = window_bounds(events, n_windows)
-    n_windows = bounds.size - 1
-    i64 = {"dtype": np.int64}
-    w_jobs, w_starts, w_arr, w_waited, w_qarea = (np.zeros(n_windows, **i64) for _ in range(5))
-    w_resp, w_wait = np.zeros(n_windows), np.zeros(n_windows)
-    w_tail = np.zeros((n_windows, max_level), **i64)
-    w_empty, w_listed, w_join, w_delete, w_probe = (np.zeros(n_windows, **i64) for _ in range(5))
-    rec = new_recorder(n_windows, 1) if responses else None
+        policy, code, lam, n_servers, n_sched, r, d, z, run.init, state, run.generator())
+    buf, head = new_rings(q, run.events)
+    w_jobs, w_starts, w_arr, w_waited, w_qarea = (run.zeros() for _ in range(5))
+    w_resp, w_wait = run.zeros(float), run.zeros(float)
+    w_tail = run.tail_zeros()
+    w_empty, w_listed, w_join, w_delete, w_probe = (run.zeros() for _ in range(5))
+    rec = run.recorder()
 
+    # ---- the kernel
     buf, iq, kshift, ctr = _k.agent_kernel(
-        code, d, z, p_arrival, q, buf, head, iq, isize, where, kshift, bounds, state,
+        code, d, z, p_arrival, q, buf, head, iq, isize, where, kshift, run.bounds, state,
         w_jobs, w_resp, w_starts, w_wait, w_arr, w_waited, w_qarea, w_tail,
         w_empty, w_listed, w_join, w_delete, w_probe, check=check, rec=rec)
-    close_censored(q, buf, head, np.ones(n_servers), rate, bounds, w_jobs, w_resp, w_starts, w_wait)
+    close_censored(q, buf, head, np.ones(n_servers), rate, run.bounds, w_jobs, w_resp, w_starts,
+                   w_wait)
 
-    # ---- output analysis: batch_means cuts the larger of the MSER-5 cuts on queue length and
-    # on empty I-queues; obm its fixed fraction (sim.core.output.epilogue)
-    lengths = np.diff(bounds).astype(np.float64)
-    cut = (max(warmup_cut(w_qarea, lengths, n_servers, n_batches),
-               warmup_cut(w_empty, lengths, 1, n_batches))
-           if se_method == LEGACY_SE_METHOD else None)
+    # ---- epilogue: batch_means cuts the larger of the MSER-5 cuts on queue length and on
+    # empty I-queues; obm its fixed fraction (sim.core.output.epilogue)
+    lengths = np.diff(run.bounds).astype(np.float64)
+    cut = (max(warmup_cut(w_qarea, lengths, n_servers, run.n_batches),
+               warmup_cut(w_empty, lengths, 1, run.n_batches))
+           if run.se_method == LEGACY_SE_METHOD else None)
     server_time = lengths * dt * n_servers
-    est = epilogue(n_servers=n_servers, n_batches=n_batches, weights=lengths, w_qarea=w_qarea,
-                   w_tail=w_tail, cut=cut, rec=rec, se_method=se_method, ratios={
-                       "mean_response": (w_resp * dt, w_jobs), "mean_wait": (w_wait * dt, w_starts),
-                       "prob_wait": (w_waited, w_arr),
-                       "p0": (w_empty, lengths),  # one I-queue sampled per event (sim.jiq._agent_kernel)
-                       "mean_iqueue": (w_listed, lengths * n_sched),
-                       "join_rate": (w_join, server_time), "delete_rate": (w_delete, server_time),
-                       "probe_rate": (w_probe, server_time),
-                       "messages_per_job": ((w_join + w_delete + w_probe).astype(np.float64), w_arr)})
-    cut = est["warmup_windows"]
-    res = JiqAgentResult(
-        **est, n_jobs=int(w_jobs[cut:].sum()), events_run=events, sim_time=events * dt,
-        warmup_time=float(bounds[cut]) * dt, n_schedulers=n_sched, init_used=init_used,
-    )
+    est = run.epilogue(n_servers=n_servers, w_qarea=w_qarea, w_tail=w_tail, jobs=w_jobs, dt=dt,
+                       cut=cut, rec=rec, ratios={
+                           "mean_response": (w_resp * dt, w_jobs),
+                           "mean_wait": (w_wait * dt, w_starts), "prob_wait": (w_waited, w_arr),
+                           "p0": (w_empty, lengths),  # one I-queue sampled per event (sim.jiq._agent_kernel)
+                           "mean_iqueue": (w_listed, lengths * n_sched),
+                           "join_rate": (w_join, server_time), "delete_rate": (w_delete, server_time),
+                           "probe_rate": (w_probe, server_time),
+                           "messages_per_job": ((w_join + w_delete + w_probe).astype(np.float64), w_arr)})
+    res = JiqAgentResult(**est, n_schedulers=n_sched, init_used=init_used)
     return res, _State(q, iq, isize, where, int(kshift), ctr)
 
 

@@ -83,11 +83,10 @@ from __future__ import annotations
 import numpy as np
 
 from sim.core._trajectory_kernel import padded  # counts in a power-of-two array, room above the top
-from sim.core.output import LEGACY_SE_METHOD, epilogue, mser5, warmup_cut
-from sim.core.responses import new_recorder
+from sim.core.output import LEGACY_SE_METHOD, mser5, warmup_cut
 from sim.core.results import simulation_result, simulation_row
-from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, check_run_args, task_int
-from sim.core.windows import window_bounds
+from sim.core.settings import DEFAULTS, N_WINDOWS, RunSettings, task_int
+from sim.core.skeleton import Run
 from sim.jiq import MODEL, SIM_COLUMNS, n_schedulers
 from sim.jiq import _occupancy_kernel as _k
 from sim.jiq.policies import POLICIES, served_by
@@ -232,50 +231,46 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1,
         if d > limit:
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= {what} = {limit} "
                              f"(policy {policy})")
-    check_run_args(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
-                   n_windows=n_windows, responses=responses)
-    lam, r, d, events, seed = float(lam), float(r), int(d), int(events), int(seed)
-    n_batches, max_level, n_windows = int(n_batches), int(max_level), int(n_windows)
+    run = Run(events=events, seed=seed, init=init, n_batches=n_batches, max_level=max_level,
+              n_windows=n_windows, responses=responses, se_method=se_method)
+    lam, r, d = float(lam), float(r), int(d)
 
-    # ---- set-up
-    x0, y0, how = initial_counts(policy, lam, r, d, n_servers, n_iq, init, seed)
+    # ---- set-up: the start (its own stream of the seed, sim.jiq.occupancy.initial_counts),
+    # the kernel's stream, the windows
+    x0, y0, how = initial_counts(policy, lam, r, d, n_servers, n_iq, run.init, run.seed)
     x, y = padded(x0, 2), padded(y0, 2)
-    state = np.random.SeedSequence(seed).generate_state(4, dtype=np.uint64)
-    bounds = window_bounds(events, n_windows)
-    n_win = bounds.size - 1
-    outputs = _k.new_outputs(n_win, max_level)
-    rec = new_recorder(n_win, 1) if responses else None
+    state = run.xoshiro()
+    outputs = _k.new_outputs(run.n_win, run.max_level)
+    rec = run.recorder()
+
+    # ---- the kernel
     x, y = _k.occupancy_kernel(pol.occupancy_code, n_servers, n_iq, lam * n_servers, d,
-                               x, y, bounds, state, outputs, rec)
+                               x, y, run.bounds, state, outputs, rec)
     (w_time, w_qarea, w_tail, w_y0area, w_listarea, w_arr, w_resp, w_waited, w_join, w_del,
      w_probe) = outputs
 
-    # ---- output analysis: batch_means cuts the larger of the MSER-5 cuts on queue length and
-    # on p0; obm its fixed fraction (sim.core.output.epilogue)
+    # ---- epilogue: batch_means cuts the larger of the MSER-5 cuts on queue length and on p0;
+    # obm its fixed fraction (sim.core.output.epilogue)
     cut = None
-    if se_method == LEGACY_SE_METHOD:
-        cut_q = warmup_cut(w_qarea, w_time, n_servers, n_batches)
-        cut_p0 = min(mser5(w_y0area / (w_time * n_iq)), n_win - n_batches)
+    if run.se_method == LEGACY_SE_METHOD:
+        cut_q = warmup_cut(w_qarea, w_time, n_servers, run.n_batches)
+        cut_p0 = min(mser5(w_y0area / (w_time * n_iq)), run.n_win - run.n_batches)
         cut = max(cut_q, cut_p0)
     srv_time = w_time * n_servers
-    est = epilogue(
-        n_servers=n_servers, n_batches=n_batches, weights=w_time, w_qarea=w_qarea, w_tail=w_tail,
-        se_method=se_method,
+    est = run.epilogue(
+        n_servers=n_servers, w_qarea=w_qarea, w_tail=w_tail, jobs=w_arr, w_time=w_time,
         cut=cut, rec=rec, ci_note=f"; jump chain, expected holding times; start {how}"
-        + ("; MSER-5 on queue and p0" if se_method == LEGACY_SE_METHOD else ""),
+        + ("; MSER-5 on queue and p0" if run.se_method == LEGACY_SE_METHOD else ""),
         ratios={"mean_response": (w_resp, w_arr), "mean_wait": (w_resp - w_arr, w_arr),
                 "prob_wait": (w_waited, w_arr), "p0": (w_y0area, w_time * n_iq),
                 "mean_iqueue": (w_listarea, w_time * n_iq), "join_rate": (w_join, srv_time),
                 "delete_rate": (w_del, srv_time), "probe_rate": (w_probe, srv_time),
                 "messages_per_job": (w_join + w_del + w_probe, w_arr)})
-    cut = est["warmup_windows"]
     return JiqOccupancyResult(
         **est, queueing_ratio=est["mean_response"] - 1.0, queueing_ratio_se=est["mean_response_se"],
         drop_prob=0.0, drop_prob_se=0.0,
         frac_within_h=1.0 - est["prob_wait"], frac_within_h_se=est["prob_wait_se"],
-        n_jobs=int(w_arr[cut:].sum()), n_schedulers=n_iq, init_used=how, events_run=events,
-        sim_time=float(w_time.sum()), warmup_time=float(w_time[:cut].sum()),
-        final_levels=x, final_iqueues=y,
+        n_schedulers=n_iq, init_used=how, final_levels=x, final_iqueues=y,
     )
 
 

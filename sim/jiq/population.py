@@ -50,7 +50,7 @@ from numba import njit
 
 from sim.core.declare import POSITIVE_LOAD_BELOW_ONE
 from sim.core.memory import longest_queue
-from sim.core.population import At, Population, Transitions, Vector
+from sim.core.population import At, Population, Transitions, Vector, tail_vector
 from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
@@ -178,8 +178,7 @@ def _declare(name: str, pod: bool) -> Population:
         ),
         params=_params,
         start=_start,
-        queue=(("s", 1, 0, 1.0),),
-        tail=("s", 1),
+        **tail_vector("s"),
         arrival_rate=lambda p: float(p[_LAM]),
         mean_service=1.0,
         counts=_counts,

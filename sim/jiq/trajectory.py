@@ -32,8 +32,8 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core import trajectory as paths
-from sim.core.rng import seed_state
 from sim.core.settings import DEFAULTS, RunSettings, task_int
+from sim.core.skeleton import PathRun
 from sim.jiq import MODEL, n_schedulers
 from sim.jiq import _trajectory_kernel as _k
 from sim.jiq.meanfield import _default_iqueue_levels, fixed_point, solve_ode
@@ -157,23 +157,17 @@ def simulate(n_servers: int, lam: float, policy: str, r: float, d: int = 1, time
             raise ValueError(f"d={d!r} must be an integer with 1 <= d <= n_servers={n_servers}")
     else:
         d = 1
-    paths.check_trajectory_args(time=time, grid=grid, seed=seed, init=init, max_level=max_level,
-                          events=events)
-    init_tail = paths.check_init_tail(init_tail, init)
-    n_servers, d, grid, seed = int(n_servers), int(d), int(grid), int(seed)
-    lam, time, r = float(lam), float(time), float(r)
-    levels = min(int(max_level), paths.TRAJ_LEVELS)
-    x, y, x0, big_l, big_k = start_counts(policy, lam, r, d, n_servers, init, init_tail)
-    t = paths.time_grid(time, grid)
-    out = np.full((grid, levels), np.nan)
-    p0_out = np.full(grid, np.nan)
+    run = PathRun(time=time, grid=grid, seed=seed, init=init, max_level=max_level, events=events,
+                  init_tail=init_tail)
+    d, r = int(d), float(r)
+    x, y, x0, big_l, big_k = start_counts(policy, lam, r, d, n_servers, run.init, run.init_tail)
+    out, p0_out = run.record(), run.record(levels=False)
     _, _, n_events, t_last, _ = _k.jiq_trajectory(pol.probes, n_servers, m, lam * n_servers,
-                                                  d, x, y, t, out, p0_out, seed_state(seed),
-                                                  paths.cap_events(events))
-    ode, ode_p0 = ode_path(policy, lam, r, d, time, grid, x0, big_l, big_k, levels)
-    return JiqTrajectoryResult(t=t, tail=out, p0=p0_out, ode=ode, ode_p0=ode_p0, levels=levels,
-                               sup_dist=paths.sup_distance(out, ode), sup_dist_p0=paths.sup_distance(p0_out, ode_p0),
-                               events_run=n_events, sim_time=t_last)
+                                                  d, x, y, run.t, out, p0_out, run.xoshiro(),
+                                                  run.cap)
+    ode, ode_p0 = ode_path(policy, lam, r, d, run.time, run.grid, x0, big_l, big_k, run.levels)
+    return run.result(JiqTrajectoryResult, tail=out, ode=ode, events_run=n_events, sim_time=t_last,
+                      p0=p0_out, ode_p0=ode_p0, sup_dist_p0=paths.sup_distance(p0_out, ode_p0))
 
 
 def run_task(task: dict) -> dict:

@@ -77,11 +77,11 @@ import numpy as np
 
 from sim.core.output import batch_means, ci_label, tail_estimate, warmup_cut
 from sim.core.results import result_row
-from sim.core.rng import seed_state, threshold
+from sim.core.rng import threshold
 from sim.core.sampling import alias_table
 from sim.core.settings import DEFAULTS as RUN_DEFAULTS
-from sim.core.settings import N_WINDOWS, RunSettings, as_int, check_run_args
-from sim.core.windows import window_bounds
+from sim.core.settings import N_WINDOWS, RunSettings, as_int
+from sim.core.skeleton import Run
 from sim.led.distributions import build_tables
 from sim.led.model import DEFAULTS, ModelSpec, model_spec
 from sim.led.policies import policy as policy_record
@@ -225,7 +225,9 @@ def calibrate_pull(spec: ModelSpec, events: int, seed: int, n_batches: int = RUN
     p = 1.0
     pilots, slots, se, clipped = [], 0, float("nan"), ""
     for k in range(MAX_PILOTS):
-        r = _run(spec._replace(p_hat=p), n_ev, pseed, n_batches, n_win, max_level, cap, False)
+        pilot = Run(events=n_ev, seed=pseed, init="empty", n_batches=n_batches,
+                    max_level=max_level, n_windows=n_win)
+        r = _run(spec._replace(p_hat=p), pilot, cap, False)
         slots += int(r.events_run)
         msg = r.messages_per_job
         if not math.isfinite(msg):
@@ -378,8 +380,8 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
     if pilot_events is not None and (not isinstance(pilot_events, (int, np.integer))
                                      or pilot_events < 1):
         raise ValueError(f"pilot_events={pilot_events!r} must be an integer >= 1")
-    check_run_args(events=events, seed=seed, init="empty", n_batches=n_batches,
-                   max_level=max_level, n_windows=n_windows)
+    run = Run(events=events, seed=seed, init="empty", n_batches=n_batches, max_level=max_level,
+              n_windows=n_windows)
     if max_total_queue is None:
         cap = _default_cap(spec)
     else:
@@ -388,11 +390,10 @@ def simulate(service_rates, lam, policy, m_dispatchers=1, *, update=None, p_hat=
         cap = int(max_total_queue)
     cal = None
     if spec.budget is not None and spec.update == "pull":
-        cal = calibrate_pull(spec, int(events), int(seed), int(n_batches), int(n_windows),
-                             int(max_level), cap, pilot_events)
+        cal = calibrate_pull(spec, run.events, run.seed, run.n_batches, int(n_windows),
+                             run.max_level, cap, pilot_events)
         spec = spec._replace(p_hat=cal.p_hat)
-    res = _run(spec, int(events), int(seed), int(n_batches), int(n_windows), int(max_level),
-               cap, bool(debug))
+    res = _run(spec, run, cap, bool(debug))
     if spec.update is not None:  # an LED policy
         res = res._replace(p_hat_used=spec.p_hat)
     if spec.budget is not None:
@@ -410,7 +411,9 @@ def _default_cap(spec: ModelSpec) -> int:
     return int(min(2**30, max(10**4, 100.0 * spec.n_servers * (1.0 + ratio))))
 
 
-def _run(spec: ModelSpec, events, seed, n_batches, n_windows, max_level, cap, debug):
+def _run(spec: ModelSpec, run: Run, cap, debug):
+    """The slotted kernel on ``run``'s windows and seed (:class:`sim.core.skeleton.Run`), then
+    its own epilogue, :func:`_analyse`."""
     from sim.led import _slotted_kernel as K
 
     n_servers = spec.n_servers
@@ -437,29 +440,33 @@ def _run(spec: ModelSpec, events, seed, n_batches, n_windows, max_level, cap, de
     else:
         alias_thr = np.zeros(1, dtype=np.uint64)
         alias_idx = np.zeros(1, dtype=np.int64)
-    bounds = window_bounds(events, n_windows)
-    n_win = bounds.size - 1
-    out = {k: np.zeros(n_win, dtype=np.int64) for k in
+    out = {k: run.zeros() for k in
            ("w_q", "w_u", "w_arr", "w_dec", "w_msg", "w_idle", "w_busy", "w_jobs", "w_resp")}
     for k in ("w_imb", "w_u2", "w_qu"):
-        out[k] = np.zeros(n_win)
-    out["w_hist"] = np.zeros((n_win + 1, max_level + 1), dtype=np.int64)
-    state = seed_state(seed)
+        out[k] = run.zeros(float)
+    # slot-start histograms of the queue lengths: one row per window and one for the last slot
+    out["w_hist"] = np.zeros((run.n_win + 1, run.max_level + 1), dtype=np.int64)
     slots, capped, mismatches, fallbacks, splits = K.slotted_kernel(
         code, upd, d=spec.d, d_u=spec.d_u, p_thr=threshold(spec.p_hat),
-        count_own=spec.count_own, hetero=hetero, debug=debug, q_cap=cap, max_level=max_level,
+        count_own=spec.count_own, hetero=hetero, debug=debug, q_cap=cap, max_level=run.max_level,
         tables=tables, arr_law=arr_law, srv_law=srv_law, alias_thr=alias_thr,
-        alias_idx=alias_idx, mu=mu, bounds=bounds, state=state, out=out,
+        alias_idx=alias_idx, mu=mu, bounds=run.bounds, state=run.xoshiro(), out=out,
         ties=K.TIE_CODES[spec.ties])
     mism = mismatches if (debug and pol.local) else -1
-    res = _analyse(spec, out, bounds, slots, capped, n_batches, max_level, mism)
+    res = _analyse(spec, out, run, slots, capped, mism)
     dec = float(out["w_dec"].sum())
     herd = splits if (debug and pol.ties) else -1
     return res._replace(jba_fallbacks=fallbacks / dec if dec > 0 else 0.0, herd_splits=herd)
 
 
-def _analyse(spec: ModelSpec, out, bounds, slots, capped, n_batches, max_level, mism):
-    n_servers = spec.n_servers
+def _analyse(spec: ModelSpec, out, run: Run, slots, capped, mism):
+    """The slotted engine's own epilogue. Not :meth:`sim.core.skeleton.Run.epilogue`: its
+    queue estimate is the total queue (``mean_queue`` that over N, the heavy-traffic ratio and
+    the trend test follow it, and so does the CI label), its standard errors are batch means of
+    ``n_batches`` batches after the MSER-5 cut whatever ``se_method`` (the run setting is not
+    this engine's), a run stopped at its queue bound has no estimate at all, and the tail comes
+    from slot-start histograms; the shared epilogue would change every one of these numbers."""
+    n_servers, bounds, n_batches, max_level = spec.n_servers, run.bounds, run.n_batches, run.max_level
     eps, zeta, lam_sigma = spec.eps, spec.zeta, spec.lam_sigma
     n_win = bounds.size - 1
     nan = float("nan")

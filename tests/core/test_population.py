@@ -284,3 +284,24 @@ def test_kernels_come_from_a_cached_module_and_match_the_in_memory_ones(tmp_path
         return s[i] - s[i + 1]
 
     assert pe._module_text(toy(dep=depart_closure), "") is None
+
+
+def test_a_rate_declared_out_of_line_is_called_not_inlined():
+    """``inline=False``: the generated loops call the rate's own compiled body (the cached module
+    binds it by name; the in-memory loops get the dispatcher itself), the default inlines it;
+    tail_vector gives a tail vector's queue and tail."""
+    from sim.core.population import tail_vector
+    from sim.core.population_engine import _module_text, _source, loop_rate
+    from sim.dispatch.population import POD
+
+    assert tail_vector("s") == {"queue": (("s", 1, 0, 1.0),), "tail": ("s", 1)}
+    assert (POD.queue, POD.tail) == (tail_vector("s")["queue"], ("s", 1))
+    inlined = POD.transitions[0]
+    out_of_line = Transitions(**{**inlined.__dict__, "inline": False})
+    assert loop_rate(out_of_line) is out_of_line.rate
+    assert loop_rate(inlined) is not inlined.rate
+    decl = Population(**{**{f: getattr(POD, f) for f in ("name", "vectors", "params", "start",
+                                                          "queue", "tail", "arrival_rate")},
+                         "transitions": (out_of_line, *POD.transitions[1:])})
+    text = _module_text(decl, _source(decl))
+    assert "beta0 = _rate0\n" in text and "beta1 = njit(inline='always')(_rate1.py_func)" in text
