@@ -32,11 +32,13 @@ Numerics (:func:`fixed_point`): ages on a grid of cells, width ``h`` up to age
 decades), ending at the law's upper bound or its ccdf's :data:`TAIL_CCDF` quantile. ``v_j`` by
 the exponential integrator with ``q_{j-1}`` linear on each cell (exact weights, stable for any
 ``lam_j h``); ``int Gbar v_j`` by product integration (``v_j`` linear per cell against ``Gbar``
-by Gauss-Legendre, a cell that holds a jump or kink of ``Gbar`` split there); ``int Gbar e^(-s
-a)`` by the same nodes. The levels are marched until ``p_j`` falls below :data:`LEVEL_TOL` of the
+by Gauss-Legendre, a cell that holds a kink of ``Gbar`` split there); ``int Gbar e^(-s a)`` by
+the same cell weights. The levels are marched until ``p_j`` falls below :data:`LEVEL_TOL` of the
 sum. The fixed point is iterated from the M/G/1 queue (``d = 1``, whose tail is longer than the
-SQ(d) tail, so that the iterates' tails shrink onto it rather than grow one level per sweep).
-The scheme is second order in ``h``; the result is Richardson-extrapolated from ``h`` and ``h /
+SQ(d) tail, so that the iterates' tails shrink onto it rather than grow one level per sweep),
+with safeguarded Anderson acceleration (:func:`_anderson`). ``num_error`` counts the grid
+step's error only: an unbounded law's ccdf beyond :data:`TAIL_CCDF` is dropped (measured: 2e-9
+relative in E[T] for the lognormal SCV 4 at lam 0.9, d = 1). The scheme is second order in ``h``; the result is Richardson-extrapolated from ``h`` and ``h /
 2`` and the difference reported as ``num_error``.
 
 Outputs: the tail ``u``, the mean queue ``sum_{i>=1} u_i``, ``E[T]`` by Little's law
