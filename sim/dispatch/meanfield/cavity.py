@@ -173,10 +173,15 @@ def _phi_weights(z):
     return (1.0 - e * (1.0 + z)) / (z * z), (z - 1.0 + e) / (z * z)
 
 
+@njit(cache=True, inline="always")
+def _rate(rates, fill, j):
+    return rates[j] if j < rates.size else fill
+
+
 @njit(cache=True)
-def _sweep(rates, edges, w0, w1, tol, p):
+def _sweep(rates, fill, edges, w0, w1, tol, p):
     """Fill ``p[j]``, the unnormalised (``p[0] = 1``) time-stationary law of the cavity queue's
-    length for the arrival rates ``rates[j]`` (module docstring); returns the number of levels
+    length for the arrival rates ``rates[j]`` (``fill`` beyond its end; module docstring); returns the number of levels
     filled, ``p.size`` if the march did not end (``p_j`` never below ``tol`` of the sum), -1 if
     the sum grew past 1e250 (the rates of an extrapolated iterate can exceed what the queue
     serves at every level).
@@ -192,8 +197,8 @@ def _sweep(rates, edges, w0, w1, tol, p):
     p[0] = 1.0
     total = 1.0
     for j in range(1, p.size):
-        lj = rates[j]
-        lin = rates[j - 1]
+        lj = _rate(rates, fill, j)
+        lin = _rate(rates, fill, j - 1)
         if lin == 0.0:  # no arrivals at length j - 1: lengths >= j are never reached
             return j
         v[0] = 0.0
@@ -286,8 +291,11 @@ def _solve(law: ServiceLaw, lam: float, d: int, h: float, max_levels: int):
     p = np.zeros(max_levels)
 
     def sweep(u, dd_d):
-        r = _rates(u, lam, dd_d, max_levels) if dd_d > 1 else np.full(max_levels, lam)
-        used = _sweep(r, edges, w0, w1, LEVEL_TOL, p)
+        if dd_d > 1:  # zero beyond the last level of u with u_i > 0
+            r, fill = _rates(u, lam, dd_d, min(u.size + 1, max_levels)), 0.0
+        else:
+            r, fill = np.full(1, lam), lam
+        used = _sweep(r, fill, edges, w0, w1, LEVEL_TOL, p)
         if used < 0:
             return None
         if used >= max_levels:
