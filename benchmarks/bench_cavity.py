@@ -18,18 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import cpu_model  # noqa: E402
-from sim.core.service import service_law  # noqa: E402
+from benchmarks.common import cpu_model, law_by_name  # noqa: E402
 from sim.dispatch.meanfield import cavity  # noqa: E402
 
-LAWS = {
-    "exponential": service_law("exponential"),
-    "deterministic": service_law("deterministic"),
-    "erlang-2": service_law("erlang", service_phases=2),
-    "hyperexponential-4": service_law("hyperexponential", service_scv=4.0),
-    "lognormal-4": service_law("lognormal", service_scv=4.0),
-    "pareto-1.5-100": service_law("bounded_pareto", service_alpha=1.5, service_upper=100.0),
-}
+LAWS = {name: law_by_name(name) for name in (
+    "exponential", "deterministic", "erlang-2", "hyperexponential-4", "lognormal-4", "pareto-1.5-100")}
 
 
 def main(argv=None) -> None:

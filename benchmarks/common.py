@@ -63,3 +63,18 @@ def run_c_loop(binary: Path, n: int, lam: float, d: int, count: int, seed: int) 
     out = subprocess.run([str(binary), str(n), repr(lam), str(d), str(count), str(seed)],
                          check=True, capture_output=True, text=True).stdout
     return dict(re.findall(r"(\w+)=([^\s]+)", out))
+
+
+def law_by_name(name: str):
+    """A service law of :mod:`sim.core.service` from a short name: ``exponential``,
+    ``deterministic``, ``erlang-K`` (K phases), ``hyperexponential-SCV``, ``lognormal-SCV``,
+    ``pareto-ALPHA-UPPER`` (bounded Pareto)."""
+    from sim.core.service import service_law
+
+    law, *values = name.split("-")
+    keys = {"erlang": ("service_phases",), "hyperexponential": ("service_scv",),
+            "lognormal": ("service_scv",), "pareto": ("service_alpha", "service_upper")}.get(law, ())
+    if len(values) != len(keys):
+        raise ValueError(f"law name {name!r}: {law!r} takes {len(keys)} value(s) after '-'")
+    params = {k: (int(v) if k == "service_phases" else float(v)) for k, v in zip(keys, values)}
+    return service_law("bounded_pareto" if law == "pareto" else law, **params)

@@ -21,18 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.core.service import service_law  # noqa: E402
+from benchmarks.common import law_by_name  # noqa: E402
 from sim.dispatch.general import simulate  # noqa: E402
 from sim.dispatch.meanfield.cavity import fixed_point  # noqa: E402
 
-LAWS = {
-    "exponential": service_law("exponential"),
-    "deterministic": service_law("deterministic"),
-    "lognormal-1": service_law("lognormal", service_scv=1.0),
-    "lognormal-4": service_law("lognormal", service_scv=4.0),
-    "pareto-1.5-20": service_law("bounded_pareto", service_alpha=1.5, service_upper=20.0),
-    "pareto-1.5-100": service_law("bounded_pareto", service_alpha=1.5, service_upper=100.0),
-}
+LAWS = {name: law_by_name(name) for name in (
+    "exponential", "deterministic", "lognormal-1", "lognormal-4", "pareto-1.5-20", "pareto-1.5-100")}
 
 
 def main(argv=None) -> None:

@@ -94,17 +94,12 @@ def test_more_choices_and_lighter_sizes_wait_less():
     assert all(a < b for a, b in zip(by_law, by_law[1:]))
 
 
-def test_refusals():
-    with pytest.raises(ValueError, match="lam=1.0"):
-        fixed_point(DET, 1.0, 2)
-    with pytest.raises(ValueError, match="d=0"):
-        fixed_point(DET, 0.5, 0)
-    with pytest.raises(ValueError, match="1 / h"):
-        fixed_point(DET, 0.5, 2, h=0.3)
-    with pytest.raises(ValueError, match="law="):
-        fixed_point("deterministic", 0.5, 2)
-    with pytest.raises(ValueError, match="max_levels=5"):
-        fixed_point(DET, 0.5, 2, max_levels=5)
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((DET, 1.0, 2), {}, "lam=1.0"), ((DET, 0.5, 0), {}, "d=0"), ((DET, 0.5, 2), {"h": 0.3}, "1 / h"),
+    (("deterministic", 0.5, 2), {}, "law="), ((DET, 0.5, 2), {"max_levels": 5}, "max_levels=5")])
+def test_refusals(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        fixed_point(*args, **kwargs)
 
 
 #: the finite-N allowance in E[T] at N = 10^4 by (lam, d): |gap| + 2 SE of the exponential law's
