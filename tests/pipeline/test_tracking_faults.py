@@ -256,7 +256,7 @@ def test_file_size_limit_while_rows_are_written_ends_failed_and_resumes(tmp_path
     def small_files():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-    res, _, _ = _cli(tmp_path, [*FAST, "mlflow.enabled=false", f"output_dir={out}"], preexec=small_files)
+    res, _ = _cli(tmp_path, [*FAST, "mlflow.enabled=false", f"output_dir={out}"], preexec=small_files)
     _assert_failed_for_disk(res, out, "file size limit", kept=0)
     # the resume checks the store too: give the run an unreachable one
     conf = yaml.safe_load((out / "config.yaml").read_text())
@@ -284,7 +284,7 @@ def test_full_filesystem_while_rows_are_written_ends_failed(tmp_path):
               f'mount -t tmpfs -o size=2m tmpfs "{mnt}" && "$@"; rc=$?; cp -a "{mnt}/out" "{copy}/"; exit $rc', "sh"]
     # one task per group and a chunk per row: each row is written as its task ends (two before
     # the disk fills)
-    res, _, _ = _cli(tmp_path, [*FAST, "mlflow.enabled=false", "execution.tasks_per_cpu=12",
+    res, _ = _cli(tmp_path, [*FAST, "mlflow.enabled=false", "execution.tasks_per_cpu=12",
                                 "execution.chunk_rows=1", f"output_dir={mnt / 'out'}"],
                      prefix=prefix, fill=str(mnt / "filler"))
     _assert_failed_for_disk(res, copy / "out", "disk full", kept=2)
