@@ -15,6 +15,9 @@ field; the grid is ``n_servers`` x ``lam`` (``n / 10`` values of N from 20 up, 1
 - ``marg/task``: the growth of the wall time per added task from the previous size, in which
   the fixed costs cancel (linear growth: the same figure at each size);
 - ``drv cpu/task``: the driver process's own CPU time (user + system, ``wait4``) per task;
+- ``marg cpu``: the growth of that CPU time per added task from the previous size (the
+  driver's per-task work; on a loaded machine steadier than ``marg/task``, since the wall time
+  also carries the tasks' own simulations slowed by the neighbours);
 - the files written in the run folder and the archive's size;
 - ``load``: the machine's 1-minute load average when the sweep started and when it ended (on a
   shared machine the wall times carry the neighbours).
@@ -119,7 +122,7 @@ def main() -> None:
     if args.baseline:
         print(f"baseline: {args.baseline.resolve()} (rows 'base'), this checkout: {ROOT} (rows 'this')")
     print(f"{'tasks':>7} {'mlflow':>6} {'wall s':>8} {'wall/task':>10} {'sim med':>8} {'ovh/task':>9} "
-          f"{'marg/task':>9} {'drv cpu/task':>12} {'files':>6} {'results/':>8} {'archive':>9} {'load':>10}")
+          f"{'marg/task':>9} {'drv cpu/task':>12} {'marg cpu':>9} {'files':>6} {'results/':>8} {'archive':>9} {'load':>10}")
     try:
         for rep, mlflow in [(r, m) for r in range(args.repeat) for m in modes]:
             previous = None
@@ -136,9 +139,11 @@ def main() -> None:
                 overhead = (r["wall"] - r["sim_sum"] / args.cpus) / n
                 marginal = ("" if previous is None else
                             f"{(r['wall'] - previous['wall']) / (n - previous['n']) * 1e3:.2f} ms")
+                marginal_cpu = ("" if previous is None else
+                                f"{(r['driver_cpu'] - previous['driver_cpu']) / (n - previous['n']) * 1e3:.2f} ms")
                 print(f"{n:>7} {'on' if mlflow else 'off':>6} {r['wall']:>8.1f} {r['wall'] / n * 1e3:>7.2f} ms "
                       f"{r['sim_median'] * 1e3:>5.2f} ms {overhead * 1e3:>6.2f} ms {marginal:>9} "
-                      f"{r['driver_cpu'] / n * 1e3:>9.2f} ms {r['files']:>6} {r['results_files']:>8} "
+                      f"{r['driver_cpu'] / n * 1e3:>9.2f} ms {marginal_cpu:>9} {r['files']:>6} {r['results_files']:>8} "
                       f"{r['archive_mb']:>6.1f} MB {r['load'][0]:>4.1f}-{r['load'][1]:<4.1f}", flush=True)
                 previous = r
     finally:
