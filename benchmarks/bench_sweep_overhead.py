@@ -15,9 +15,15 @@ field; the grid is ``n_servers`` x ``lam`` (``n / 10`` values of N from 20 up, 1
 - ``marg/task``: the growth of the wall time per added task from the previous size, in which
   the fixed costs cancel (linear growth: the same figure at each size);
 - ``drv cpu/task``: the driver process's own CPU time (user + system, ``wait4``) per task;
-- the files written in the run folder and the archive's size.
+- ``marg cpu``: the growth of that CPU time per added task from the previous size (the
+  driver's per-task work; on a loaded machine steadier than ``marg/task``, since the wall time
+  also carries the tasks' own simulations slowed by the neighbours);
+- the files written in the run folder and the archive's size;
+- ``load``: the machine's 1-minute load average when the sweep started and when it ended (on a
+  shared machine the wall times carry the neighbours).
 
-It prints the CPU first (figures move between machines and with the load of a shared one).
+It prints the CPU and the checkout's commit first (figures move between machines and with the
+load of a shared one).
 With ``--baseline DIR`` (another checkout of the project, e.g. a ``git worktree`` of an earlier
 commit) every sweep is also run with that checkout's code, right before the same sweep with this
 one (so both see the same load), and the ratio of wall times (this / baseline) is printed.
@@ -65,6 +71,7 @@ def run_one(n_tasks: int, events: int, mlflow: bool, cpus: int, work: Path, root
     out = work / f"run-{n_tasks}-{'mlflow' if mlflow else 'plain'}{tag}"
     uri = f"sqlite:///{work / f'mlflow-{n_tasks}{tag}.db'}" if mlflow else None  # a new store each
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
     with open(work / f"{out.name}.log", "w") as logf:
         proc = subprocess.Popen([sys.executable, "-m", "pipeline", *overrides(n_tasks, events, out, uri, cpus)],
@@ -82,7 +89,17 @@ def run_one(n_tasks: int, events: int, mlflow: bool, cpus: int, work: Path, root
     return {"n": n_tasks, "mlflow": mlflow, "wall": wall, "sim_median": float(times.median()),
             "sim_sum": float(times.sum()), "driver_cpu": usage.ru_utime + usage.ru_stime,
             "files": files, "results_files": results_files,
-            "archive_mb": (out / "archive.tar.gz").stat().st_size / 2**20}
+            "archive_mb": (out / "archive.tar.gz").stat().st_size / 2**20,
+            "load": (load_start, os.getloadavg()[0])}
+
+
+def commit(root: Path) -> str:
+    """The checkout's commit, with ``-dirty`` when its tracked files differ from it."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def main() -> None:
@@ -96,7 +113,8 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another checkout: each sweep also run with its code, just before this one's")
     args = ap.parse_args()
-    print(f"CPU: {cpu_model()}; Ray cluster of {args.cpus} CPU(s); {args.events} events per task")
+    print(f"CPU: {cpu_model()}; Ray cluster of {args.cpus} CPU(s); {args.events} events per task; "
+          f"commit {commit(ROOT)}")
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.mlflow]
     work_ctx = tempfile.TemporaryDirectory(prefix="bench-sweep-") if args.keep is None else None
     work = Path(work_ctx.name) if work_ctx else args.keep
@@ -104,7 +122,7 @@ def main() -> None:
     if args.baseline:
         print(f"baseline: {args.baseline.resolve()} (rows 'base'), this checkout: {ROOT} (rows 'this')")
     print(f"{'tasks':>7} {'mlflow':>6} {'wall s':>8} {'wall/task':>10} {'sim med':>8} {'ovh/task':>9} "
-          f"{'marg/task':>9} {'drv cpu/task':>12} {'files':>6} {'results/':>8} {'archive':>9}")
+          f"{'marg/task':>9} {'drv cpu/task':>12} {'marg cpu':>9} {'files':>6} {'results/':>8} {'archive':>9} {'load':>10}")
     try:
         for rep, mlflow in [(r, m) for r in range(args.repeat) for m in modes]:
             previous = None
@@ -121,10 +139,12 @@ def main() -> None:
                 overhead = (r["wall"] - r["sim_sum"] / args.cpus) / n
                 marginal = ("" if previous is None else
                             f"{(r['wall'] - previous['wall']) / (n - previous['n']) * 1e3:.2f} ms")
+                marginal_cpu = ("" if previous is None else
+                                f"{(r['driver_cpu'] - previous['driver_cpu']) / (n - previous['n']) * 1e3:.2f} ms")
                 print(f"{n:>7} {'on' if mlflow else 'off':>6} {r['wall']:>8.1f} {r['wall'] / n * 1e3:>7.2f} ms "
                       f"{r['sim_median'] * 1e3:>5.2f} ms {overhead * 1e3:>6.2f} ms {marginal:>9} "
-                      f"{r['driver_cpu'] / n * 1e3:>9.2f} ms {r['files']:>6} {r['results_files']:>8} "
-                      f"{r['archive_mb']:>6.1f} MB", flush=True)
+                      f"{r['driver_cpu'] / n * 1e3:>9.2f} ms {marginal_cpu:>9} {r['files']:>6} {r['results_files']:>8} "
+                      f"{r['archive_mb']:>6.1f} MB {r['load'][0]:>4.1f}-{r['load'][1]:<4.1f}", flush=True)
                 previous = r
     finally:
         if work_ctx:
