@@ -9,8 +9,13 @@ allowance from these lines. Each line: law, lam, d, N, E[T] limit, E[T] simulate
 SE, the gap and the gap in SE, P(wait) limit and simulated +- SE, the limit's ``num_error``,
 its solve time and the run's time.
 
+With ``--reps R`` (R >= 2), R independent runs (seeds ``seed .. seed + R - 1``) per line instead
+of one: their mean, its SE from the spread over the runs (not from any run's batch means) and
+the gap in those SEs, and the spread over the batch-means SEs (sd over runs / rms SE): the
+figures of docs/service.md on the gap against N.
+
 Run from the repository: ``python benchmarks/measure_cavity_limits.py [--n 10000]
-[--jobs 20000000] [--lams 0.5 0.9] [--ds 2 5] [--laws ...]``.
+[--jobs 20000000] [--lams 0.5 0.9] [--ds 2 5] [--laws ...] [--reps R]``.
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -37,7 +44,10 @@ def main(argv=None) -> None:
     ap.add_argument("--ds", type=int, nargs="+", default=[2, 5])
     ap.add_argument("--laws", nargs="+", default=list(LAWS), choices=list(LAWS))
     ap.add_argument("--seed", type=int, default=47_3)
+    ap.add_argument("--reps", type=int, default=1, help="independent runs per line (SE from their spread)")
     a = ap.parse_args(argv)
+    if a.reps < 1:
+        ap.error(f"--reps={a.reps}: at least 1")
     for lam in a.lams:
         for d in a.ds:
             for name in a.laws:
@@ -45,6 +55,9 @@ def main(argv=None) -> None:
                 t0 = time.process_time()
                 fp = fixed_point(law, lam, d)
                 t1 = time.process_time()
+                if a.reps > 1:
+                    _replicated(a, name, law, lam, d, fp, t1 - t0)
+                    continue
                 g = simulate(a.n, lam, "pod", d=d, jobs=a.jobs, service=law, seed=a.seed)
                 t2 = time.process_time()
                 gap = g.mean_response - fp.mean_response
@@ -54,6 +67,24 @@ def main(argv=None) -> None:
                       f"sim {g.prob_wait:.6f} +- {g.prob_wait_se:.6f}; num_error "
                       f"{fp.num_error:.1e}, limit {t1 - t0:.2f} s CPU, sim {t2 - t1:.1f} s CPU "
                       f"({g.sim_time:.0f} time units, warm-up {g.warmup_time:.0f})", flush=True)
+
+
+def _replicated(a, name, law, lam, d, fp, limit_cpu) -> None:
+    """One line of ``--reps``: the mean of independent runs against the limit."""
+    from scipy import stats
+
+    t0 = time.process_time()
+    runs = [simulate(a.n, lam, "pod", d=d, jobs=a.jobs, service=law, seed=a.seed + r) for r in range(a.reps)]
+    est = np.array([g.mean_response for g in runs])
+    batch_se = np.array([g.mean_response_se for g in runs])
+    mean, se = float(est.mean()), float(est.std(ddof=1) / np.sqrt(a.reps))
+    half = float(stats.t.ppf(0.975, a.reps - 1)) * se
+    gap = mean - fp.mean_response
+    print(f"{name} lam={lam} d={d} N={a.n}, {a.reps} runs of {a.jobs} jobs: E[T] limit "
+          f"{fp.mean_response:.6f}, sim {mean:.6f} +- {se:.6f} (spread; 95% [{mean - half:.6f}, "
+          f"{mean + half:.6f}]), gap {gap:+.6f} ({gap / se:+.2f} SE, {100 * gap / fp.mean_response:+.3f}%); "
+          f"sd over runs / rms batch SE {est.std(ddof=1) / np.sqrt(np.mean(batch_se ** 2)):.2f}; limit "
+          f"{limit_cpu:.2f} s CPU, sims {time.process_time() - t0:.1f} s CPU", flush=True)
 
 
 if __name__ == "__main__":
