@@ -14,6 +14,11 @@ CPU time). Then::
 
     python -m benchmarks.bench_test_suite DIR
 
+The numba warm-up's processes (tests/warm_numba.py, started by tests/conftest.py) write
+``DIR/suite-warm<pid>.json`` too: each (model, engine, policy) group they ran, as a "test" named
+``warm-up <model> <engine> <policy>``, and the kernels it compiled, so the summary below counts
+the warm-up's CPU and compiles beside the tests'.
+
 prints the CPU time per test file and per test, the compile time per test file and per kernel,
 and the kernels compiled by more than one worker with the same argument types (a closure's
 variants share a name and argument types: they are told apart only by the values they capture,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 
 #: engines whose kernels are event loops (each variant a compile of tens of seconds): claimed first
@@ -63,17 +64,49 @@ def main(argv: list[str]) -> int:
     import sim
 
     folder = argv[0]
+    bench = _bench_state()
     failed = 0
     for i, group in enumerate(groups()):
         if not claim(folder, i):
             continue
+        if bench is not None:
+            bench["node"] = "warm-up {model} {engine} {policy}".format(**group[0])
+            c0 = time.process_time()
         for task in group:
             try:
                 sim.run(task)
             except Exception:  # noqa: BLE001 -- reported; the tests that run it will show it too
                 failed += 1
                 print(f"warm-up task failed: {task}\n{traceback.format_exc()}", file=sys.stderr)
+        if bench is not None:
+            bench["cpu"][bench["node"]] = time.process_time() - c0
+    if bench is not None:
+        _bench_write(bench)
     return 1 if failed else 0
+
+
+def _bench_state() -> dict | None:
+    """With ``BENCH_SUITE_OUT`` set (a run measured by :mod:`benchmarks.bench_test_suite`), the
+    plugin's record of this process: each group's CPU time under the name ``warm-up <model>
+    <engine> <policy>`` and every kernel it compiles, so that the summary counts the warm-up's
+    compiles beside the tests'. None otherwise."""
+    if not os.environ.get("BENCH_SUITE_OUT"):
+        return None
+    from benchmarks import bench_test_suite
+
+    bench_test_suite._listen()
+    return bench_test_suite._STATE
+
+
+def _bench_write(bench: dict) -> None:
+    """``BENCH_SUITE_OUT/suite-warm<pid>.json``, in the plugin's format (its summary reads every
+    ``suite-*.json``; the worker's name is ``warm<pid>``)."""
+    import json
+
+    out = os.environ["BENCH_SUITE_OUT"]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"suite-warm{os.getpid()}.json"), "w") as f:
+        json.dump({"cpu": bench["cpu"], "compiles": bench["compiles"]}, f)
 
 
 if __name__ == "__main__":
