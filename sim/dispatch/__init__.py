@@ -27,19 +27,25 @@ Engines
 - ``meanfield`` (the package :mod:`~sim.dispatch.meanfield`, one module per law: ``pod`` the
   supermarket ODE and closed forms of random, jsq, pod; ``buffer`` a finite buffer;
   ``tasks`` pod_per_task, batch_sampling and k-task random/jsq; ``batch_filling`` the
-  batch-filling limit for fixed ``k`` and ``d``).
+  batch-filling limit for fixed ``k`` and ``d``; ``laws`` single-task random (M/G/1) and pod
+  (the cavity queue) under any service law, and ``ll`` by its workload fixed point).
 - ``refined`` (:mod:`~sim.dispatch.refined`, :mod:`~sim.dispatch.refined_batch`) and
   ``trajectory`` (:mod:`~sim.dispatch.trajectory`).
 - ``population``, ``population_meanfield``, ``population_refined`` and
   ``population_trajectory`` (:mod:`~sim.dispatch.population`): ``pod`` declared by its transitions
   (:mod:`sim.core.population`), simulated by the generic engine, its mean field and refined
-  1/N term derived from the same declaration.
+  1/N term derived from the same declaration; under a phase-type law (erlang,
+  hyperexponential) the first three run the declaration over (queue length, phase) of
+  :mod:`~sim.dispatch.phase_population`.
 - ``general`` (:mod:`~sim.dispatch.general_run`): task sizes drawn at arrival from the task's
   service law (``service`` and its keys, :mod:`sim.core.service_keys`; exponential where absent),
   single-task jobs on :mod:`~sim.dispatch.general` and k-task jobs on
   :mod:`~sim.dispatch.general_jobs`; also ``ll`` (least-loaded LL(d)), ``ll_filling`` (its batch
-  form) and ``jiq`` (one dispatcher). Every other engine has exponential sizes and refuses a task
-  that names another law (:func:`check_task` names this engine).
+  form) and ``jiq`` (one dispatcher). Which other engine models which laws for a policy is its
+  record's ``laws`` (:mod:`~sim.dispatch.policies`: meanfield every law for random, pod and ll;
+  the population engines of pod the phase-type laws); everywhere else the sizes are
+  exponential, and :func:`check_task` refuses a task that names another law in one line naming
+  the general engine.
 - ``heavy_traffic`` (:mod:`~sim.dispatch.meanfield.heavy_traffic`): batch-filling and
   batch-sampling as ``1 - lam -> 0`` with ``k d (1 - lam)`` given, to N = 10^300; its tasks take
   ``log10_n``, ``one_minus_lam`` and ``d_real`` in place of ``n_servers``, ``lam`` and ``d``.
@@ -141,6 +147,10 @@ def check_task(task: dict) -> None:
     pol = policy_of(task)
     if engine == "meanfield" and (pol.by_work or not is_exponential(task)):
         POSITIVE_LOAD_BELOW_ONE.check("lam", lam)  # the cavity queue and the LL(d) march
+        if pol.by_work and not is_exponential(task):  # a tail too long for the LL(d) march
+            from sim.dispatch.meanfield.least_loaded import check_reach
+
+            check_reach(law_of(task), lam)
     if pol.samples:
         d = task["d"]
         if k * d > n:

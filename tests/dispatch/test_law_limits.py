@@ -131,6 +131,9 @@ def test_population_engines_run_the_phase_declaration():
      "responses: engine='meanfield' has no response-time law under service='erlang'"),
     ({"engine": "meanfield", "policy": "ll", "d": 2, "lam": 0.0},
      "lam=0.0"),
+    ({"engine": "meanfield", "policy": "ll", "d": 2, "service": "lognormal", "service_scv": 4.0},
+     "service=lognormal (service_scv=4.0) at lam=0.9: the LL(d) workload fixed point would need "
+     "more than 400000 grid points"),
     ({"engine": "population_meanfield", "policy": "pod", "d": 2, "service": "lognormal",
       "service_scv": 4.0}, "service='lognormal': engine='population_meanfield' models phase-type laws only"),
     ({"engine": "population", "policy": "pod", "d": 2, "b": 5, "events": 1000, "seed": 1, **ERLANG2},
