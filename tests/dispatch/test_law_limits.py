@@ -136,6 +136,8 @@ def test_population_engines_run_the_phase_declaration():
      "more than 400000 grid points"),
     ({"engine": "population_meanfield", "policy": "pod", "d": 2, "service": "lognormal",
       "service_scv": 4.0}, "service='lognormal': engine='population_meanfield' models phase-type laws only"),
+    ({"engine": "population", "policy": "pod", "d": 2, "events": 1000, "seed": 1, **DETERMINISTIC},
+     "service='deterministic': engine='population' models phase-type laws only"),
     ({"engine": "population", "policy": "pod", "d": 2, "b": 5, "events": 1000, "seed": 1, **ERLANG2},
      "b=5 with service='erlang'"),
     ({"engine": "population_trajectory", "policy": "pod", "d": 2, "time": 1.0, "events": 1000,
