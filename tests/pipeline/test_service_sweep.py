@@ -74,13 +74,13 @@ def test_service_limits_meets_each_law_with_its_limit():
     plan = make_plan(to_plain(compose(["+sweep=service_limits", "output_dir=/nonexistent"])))
     limits = [t for t in plan.tasks if t["engine"] == "meanfield"]
     sims = [t for t in plan.tasks if t["engine"] == "general"]
-    assert len(limits) == 2 * 6 * 3 and len(sims) == 4 * len(limits)
+    assert len(limits) == 2 * 5 * 3 and len(sims) == 4 * len(limits)
     keys = ("policy", "n_servers", "service", "service_scv", "service_phases", "service_alpha",
             "service_upper", "d", "lam")
     limit_points = {tuple(t.get(k) for k in keys) for t in limits}
     assert {tuple(t.get(k) for k in keys) for t in sims} == limit_points
     assert {t["service"] for t in limits} == {"exponential", "deterministic", "erlang",
-                                              "hyperexponential", "lognormal", "bounded_pareto"}
+                                              "hyperexponential", "bounded_pareto"}
     for t in limits:  # the row's parameters: the law's columns as the simulations' rows have them
         meta = t["_meta"]["params"]
         assert meta["service"] == t["service"] and meta.get("time") is None
