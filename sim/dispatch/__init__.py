@@ -27,19 +27,25 @@ Engines
 - ``meanfield`` (the package :mod:`~sim.dispatch.meanfield`, one module per law: ``pod`` the
   supermarket ODE and closed forms of random, jsq, pod; ``buffer`` a finite buffer;
   ``tasks`` pod_per_task, batch_sampling and k-task random/jsq; ``batch_filling`` the
-  batch-filling limit for fixed ``k`` and ``d``).
+  batch-filling limit for fixed ``k`` and ``d``; ``laws`` single-task random (M/G/1) and pod
+  (the cavity queue) under any service law, and ``ll`` by its workload fixed point).
 - ``refined`` (:mod:`~sim.dispatch.refined`, :mod:`~sim.dispatch.refined_batch`) and
   ``trajectory`` (:mod:`~sim.dispatch.trajectory`).
 - ``population``, ``population_meanfield``, ``population_refined`` and
   ``population_trajectory`` (:mod:`~sim.dispatch.population`): ``pod`` declared by its transitions
   (:mod:`sim.core.population`), simulated by the generic engine, its mean field and refined
-  1/N term derived from the same declaration.
+  1/N term derived from the same declaration; under a phase-type law (erlang,
+  hyperexponential) the first three run the declaration over (queue length, phase) of
+  :mod:`~sim.dispatch.phase_population`.
 - ``general`` (:mod:`~sim.dispatch.general_run`): task sizes drawn at arrival from the task's
   service law (``service`` and its keys, :mod:`sim.core.service_keys`; exponential where absent),
   single-task jobs on :mod:`~sim.dispatch.general` and k-task jobs on
   :mod:`~sim.dispatch.general_jobs`; also ``ll`` (least-loaded LL(d)), ``ll_filling`` (its batch
-  form) and ``jiq`` (one dispatcher). Every other engine has exponential sizes and refuses a task
-  that names another law (:func:`check_task` names this engine).
+  form) and ``jiq`` (one dispatcher). Which other engine models which laws for a policy is its
+  record's ``laws`` (:mod:`~sim.dispatch.policies`: meanfield every law for random, pod and ll;
+  the population engines of pod the phase-type laws); everywhere else the sizes are
+  exponential, and :func:`check_task` refuses a task that names another law in one line naming
+  the general engine.
 - ``heavy_traffic`` (:mod:`~sim.dispatch.meanfield.heavy_traffic`): batch-filling and
   batch-sampling as ``1 - lam -> 0`` with ``k d (1 - lam)`` given, to N = 10^300; its tasks take
   ``log10_n``, ``one_minus_lam`` and ``d_real`` in place of ``n_servers``, ``lam`` and ``d``.
@@ -50,11 +56,11 @@ from __future__ import annotations
 
 import math
 
-from sim.core.declare import INT_LIMIT, Engine, Entry, Model, Param, PrecisePath
+from sim.core.declare import INT_LIMIT, POSITIVE_LOAD_BELOW_ONE, Engine, Entry, Model, Param, PrecisePath
 from sim.core.memory import RESPONSE_BYTES, WINDOW_BYTES, longest_queue, ring_capacity, ring_slots
 from sim.core.service_keys import EXPONENTIAL_NAME, SERVICE_KEYS, SERVICE_PARAMS, is_exponential, law_of
 from sim.core.trajectory import INIT_TAIL, events_bound
-from sim.dispatch.policies import GENERAL, POLICIES, policy_of
+from sim.dispatch.policies import GENERAL, PHASE_TYPE, POLICIES, policy_of
 from sim.engines import (
     AGENT,
     MEANFIELD,
@@ -93,12 +99,29 @@ def events_per_time(task: dict) -> float:
         return n * lam / k
     if task["engine"] in ("trajectory", "population_trajectory"):
         return events_bound(n * (1.0 + lam / k), task["time"])
+    if task["engine"] == "population" and not is_exponential(task):
+        # a phase-type law (sim.dispatch.phase_population): every phase change is an event
+        return n * lam * (1.0 + _phase_jumps(law_of(task)))
     if task["engine"] in ("occupancy", "population"):
         return n * lam * (1.0 / k + 1.0)
     rates = task.get("service_rates")
     if policy_of(task).single_task_agent(k, task.get("b")) and rates is not None:
         return (1.0 + lam) * float(sum(rates))
     return n * (lam / k + 1.0)
+
+
+def _phase_jumps(law) -> float:
+    """The mean number of jumps of a task's phase process, its exit included: ``alpha (I -
+    P)^-1 1`` for the jump chain ``P`` among the phases (erlang k: k; hyperexponential: 1)."""
+    import numpy as np
+
+    alpha, t = law.phase_type()
+    t = np.asarray(t, dtype=float)
+    out = -np.diag(t)
+    jump = t / out[:, None]
+    np.fill_diagonal(jump, 0.0)
+    visits = np.linalg.solve((np.eye(t.shape[0]) - jump).T, np.asarray(alpha, dtype=float))
+    return float(visits.sum())
 
 
 def check_task(task: dict) -> None:
@@ -111,9 +134,8 @@ def check_task(task: dict) -> None:
         return
     if not is_exponential(task) or any(task.get(key) is not None for key in SERVICE_KEYS[1:]):
         law = law_of(task)  # a law parameter the law does not take, lacks or has out of range
-        if engine != GENERAL and law.name != EXPONENTIAL_NAME:
-            raise ValueError(f"service={law.name!r}: engine={engine!r} has exponential sizes only; "
-                             f"engine={GENERAL} draws each task's size from the law (docs/service.md)")
+        if law.name != EXPONENTIAL_NAME:
+            _check_law(task, engine, law)
     n = task["n_servers"]
     k = task.get("k", 1) if task.get("k") is not None else 1
     if k > n:
@@ -123,6 +145,12 @@ def check_task(task: dict) -> None:
     if b is None and not lam < 1.0:  # lam >= 0 is its declared domain
         raise ValueError(f"lam={lam!r} must satisfy 0 <= lam < 1 (queues are unbounded)")
     pol = policy_of(task)
+    if engine == "meanfield" and (pol.by_work or not is_exponential(task)):
+        POSITIVE_LOAD_BELOW_ONE.check("lam", lam)  # the cavity queue and the LL(d) march
+        if pol.by_work and not is_exponential(task):  # a tail too long for the LL(d) march
+            from sim.dispatch.meanfield.least_loaded import check_reach
+
+            check_reach(law_of(task), lam)
     if pol.samples:
         d = task["d"]
         if k * d > n:
@@ -148,6 +176,40 @@ def check_task(task: dict) -> None:
     if engine == GENERAL:
         if n > 2**31 - 1:  # servers are drawn by the 32-bit bounded draw
             raise ValueError(f"n_servers={n!r}: engine={GENERAL} needs n_servers < 2**31")
+
+
+def _check_law(task: dict, engine: str, law) -> None:
+    """``ValueError`` in one line naming key and value unless ``engine`` models the task's law
+    (not the exponential) for its policy (:meth:`DispatchPolicy.models_law`): the general engine
+    every law; the meanfield engine every law for random, pod and ll with single-task jobs
+    and no buffer; the population engines of pod the phase-type laws."""
+    if engine == GENERAL:  # k-task jobs too; its runner refuses `responses`
+        return
+    pol = policy_of(task)
+    scope = pol.models_law(engine)
+    if scope is None:
+        raise ValueError(f"service={law.name!r}: engine={engine!r} has exponential sizes only"
+                         f"{f' for policy={pol.name!r}' if _law_engines(engine) else ''}; "
+                         f"engine={GENERAL} draws each task's size from the law (docs/service.md)")
+    if scope == PHASE_TYPE and law.phase_type() is None:
+        raise ValueError(f"service={law.name!r}: engine={engine!r} models phase-type laws only "
+                         "(exponential, erlang, hyperexponential); the meanfield engine has "
+                         "pod under any law (docs/service.md)")
+    k = task.get("k") if task.get("k") is not None else 1
+    if k != 1:
+        raise ValueError(f"k={k!r} with service={law.name!r}: engine={engine!r} has a limit of "
+                         "single-task jobs only under this law (docs/service.md)")
+    if task.get("b") is not None:
+        raise ValueError(f"b={task['b']!r} with service={law.name!r}: engine={engine!r} has no "
+                         "limit with a buffer under this law (docs/service.md)")
+    if task.get("responses"):
+        raise ValueError(f"responses: engine={engine!r} has no response-time law under "
+                         f"service={law.name!r} (docs/service.md)")
+
+
+def _law_engines(engine: str) -> bool:
+    """Some policy of the model has ``engine`` model a law other than the exponential."""
+    return any(p.models_law(engine) is not None for p in POLICIES.values())
 
 
 def event_cost(task: dict) -> float:
@@ -203,6 +265,12 @@ def memory_bytes(task: dict) -> float:
       (:mod:`~sim.dispatch.meanfield.large_sampling`): seven (k + 1) x T float tables, T = 16
       nodes per unit of time up to about L + 30 (refused by the engine beyond 2e7 cells, before
       allocating); a buffer b: about ten arrays of b floats; the rest O(levels);
+    - meanfield under a law other than the exponential, and ll's workload fixed point: the
+      cavity queue's and the LL(d) march's arrays, at their caps (200,000 levels, 400,000 grid
+      points) a few float arrays each: :data:`_LAW_SOLVER_BYTES`;
+    - population engines under a phase-type law (:mod:`~sim.dispatch.phase_population`): the
+      state has ``L + 2 + (m - 1) S`` coordinates for ``m`` phases (``L <= 254``, stride ``S <=
+      256``), the limits about ten dense matrices of that side;
     - refined, trajectory: O(levels^2) and O(grid x levels) tables;
     - heavy_traffic: the law of C_0 on its window (24 sd + 61 values, sd <= sqrt(k d (1 - lam)))
       in a few float arrays;
@@ -247,6 +315,8 @@ def memory_bytes(task: dict) -> float:
         memo = 5 * 2**20 if 1 < k < 2**16 else 0
         return 6 * 8.0 * cap + 5 * 8.0 * k + memo + fixed
     if engine == "meanfield":
+        if not is_exponential(task) or pol.by_work:
+            return _LAW_SOLVER_BYTES + fixed
         if pol.fills:
             return 6 * 8.0 * (k + 1) ** 2 + fixed
         if pol.batch and k > 1:
@@ -263,6 +333,14 @@ def memory_bytes(task: dict) -> float:
         # 1e-30 for d = 1);
         # the simulation keeps an area per level and window (up to 2000 windows), the limits
         # dense L x L matrices (the ODE's Jacobian, A, W, Q: about ten)
+        if not is_exponential(task):  # phase-type: (L + 2) + (m - 1) S coordinates, L <= 254
+            from sim.dispatch.phase_population import L_LIMIT_MAX
+
+            phases = len(law_of(task).phase_type()[0])
+            dim = L_LIMIT_MAX + 2 + (phases - 1) * 256.0
+            if engine == "population":
+                return 2000 * 8.0 * (L_LIMIT_MAX + 2) + 8 * 8.0 * dim + fixed
+            return 10 * 8.0 * dim**2 + fixed
         if b is not None:
             levels = int(b)
         elif engine == "population":
@@ -273,6 +351,11 @@ def memory_bytes(task: dict) -> float:
             return 2000 * 8.0 * (levels + 2) + 8 * 8.0 * (levels + 2) + fixed
         return 10 * 8.0 * (levels + 2) ** 2 + fixed
     return fixed  # refined: k*d <= 8, levels^2 tables
+
+
+#: bytes of the limits under a general law (:func:`memory_bytes`): eight float arrays of the
+#: solvers' largest length (the LL(d) march's 400,000 points; the cavity queue's 200,000 levels)
+_LAW_SOLVER_BYTES = 8 * 8.0 * 400_000
 
 
 def _general_bytes(task: dict, n: float, lam: float, k: int, d: int, events: float) -> float:
@@ -300,14 +383,15 @@ def _general_bytes(task: dict, n: float, lam: float, k: int, d: int, events: flo
 def response_law(policy: str, params: dict):
     """The N = infinity response-time law of a point (:mod:`sim.core.responses` mixture), or
     None where the model has none: a finite buffer, a load outside (0, 1), a missing d, a
-    service law other than the exponential, a policy without a mean field (ll, jiq)."""
+    service law other than the exponential, a policy without a mean field (jiq) or whose mean
+    field is of workloads (ll: its waiting-time law is not built as a mixture)."""
     k = 1 if params.get("k") is None else int(params["k"])
     lam, d = params.get("lam"), params.get("d")
     if params.get("b") is not None or lam is None or not 0.0 < float(lam) < 1.0:
         return None
     lam, pol = float(lam), POLICIES[policy]
-    if not is_exponential(params) or "meanfield" not in pol.engines:
-        return None  # the laws below are of exponential sizes, for the policies with a mean field
+    if not is_exponential(params) or "meanfield" not in pol.engines or pol.by_work:
+        return None  # the laws below are of exponential sizes, for the policies that compare queues
     if not pol.samples and k == 1:
         from sim.dispatch.meanfield.pod import response_law as pod_law
         return pod_law(pol, lam)
@@ -361,10 +445,16 @@ _JSQ_GAP = {"meanfield": 0.07}
 _PATH_EXAMPLE = {"n_servers": 100, "lam": 0.7, "d": 2, "time": 5.0, "events": 100_000}
 #: the heavy-traffic engine's example: the sub_halfin_whitt path at N = 10^20, c = 1 (k = ceil(ln^2 N))
 _HEAVY_TRAFFIC_EXAMPLE = {"log10_n": 20.0, "one_minus_lam": 1e-06, "k": 2121, "d_real": 130555.0}
-#: the general engine's example law where the policy has no limit entry here (ll, ll_filling,
-#: jiq): a hyperexponential of SCV 4; the others take exponential sizes, so that the contract
-#: compares them with their mean field (one model, the same point as the agent engine's)
+#: the general engine's example law where the meanfield engine models it (random: M/G/1, pod:
+#: the cavity queue and the phase-type population's limits, ll: the workload fixed point) or
+#: the policy has no limit entry (jiq, ll_filling): a hyperexponential of SCV 4; the others
+#: take exponential sizes, so that the contract compares them with their exponential mean field
 _GENERAL_LAW = {"service": "hyperexponential", "service_scv": 4.0}
+#: the general engine's example law of random against M/G/1: the deterministic (M/D/1), which
+#: relaxes within the example's run (400 jobs a server from empty, about 570 time units).
+#: Measured over 10 seeds: the hyperexponential of SCV 4 read -0.15 +- 0.08 from
+#: Pollaczek-Khinchine (one run 6.8 SE off), the deterministic -0.003 +- 0.004 (at most 2.1 SE)
+_MG1_LAW = {"service": "deterministic"}
 #: jobs (the general engine's events) of its examples: about the agent examples' time
 _GENERAL_JOBS = 200_000
 
@@ -386,7 +476,12 @@ def _entry(engine: str, pol) -> Entry:
         example = {**point, "events": _EXAMPLE_EVENTS}
         allowance = _JSQ_GAP if pol.probes_all and engine != "population" else {}
     elif engine == GENERAL:
-        law = {} if "meanfield" in pol.engines else _GENERAL_LAW
+        # a law other than the exponential where the meanfield engine has its limit (random,
+        # pod, ll) or where the policy has no limit here (jiq, ll_filling); exponential sizes
+        # where its limit is of exponential sizes (jsq, the k-task policies)
+        law = _GENERAL_LAW if pol.models_law("meanfield") or "meanfield" not in pol.engines else {}
+        if pol.models_law("meanfield") and not pol.samples:  # random: M/G/1, exact at every N
+            law = _MG1_LAW
         example = {**point, **law, "events": _GENERAL_JOBS}
         allowance = _JSQ_GAP if pol.probes_all else {}
     else:

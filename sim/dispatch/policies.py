@@ -19,7 +19,8 @@ from sim.core.declare import Policy, policy_table, record_of
 from sim.core.service_keys import SERVICE_KEYS
 
 __all__ = ["DispatchPolicy", "POLICIES", "policy", "policy_of", "served_by", "only", "RANDOM", "JSQ", "POD",
-           "BATCH_FILLING", "BATCH_SAMPLING", "POD_PER_TASK", "LL", "JIQ", "LL_FILLING", "GENERAL"]
+           "BATCH_FILLING", "BATCH_SAMPLING", "POD_PER_TASK", "LL", "JIQ", "LL_FILLING", "GENERAL",
+           "ANY_LAW", "PHASE_TYPE"]
 
 #: kernel codes (the compiled kernels import these integers, never the records); LL, JIQ and
 #: LL_FILLING run on the general-size engine only, whose kernels have codes of their own
@@ -27,6 +28,9 @@ __all__ = ["DispatchPolicy", "POLICIES", "policy", "policy_of", "served_by", "on
 RANDOM, JSQ, POD, BATCH_FILLING, BATCH_SAMPLING, POD_PER_TASK, LL, JIQ, LL_FILLING = range(9)
 #: the engine whose tasks carry their own sizes from any service law (sim.dispatch.general_run)
 GENERAL = "general"
+#: the service laws an engine models for a policy beyond the exponential (``DispatchPolicy.laws``):
+#: every law of sim.core.service, or the phase-type ones (exponential, erlang, hyperexponential)
+ANY_LAW, PHASE_TYPE = "any", "phase-type"
 
 
 def _unit_cost(k: int, d: int) -> float:
@@ -65,6 +69,16 @@ class DispatchPolicy(Policy):
     #: engine -> the optional parameters its entry on that engine takes (``k`` where the
     #: policy takes it, ``b``, ...): the engines and limits that serve it
     engines: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
+    #: engine -> the service laws it models for this policy beyond the exponential
+    #: (:data:`ANY_LAW` or :data:`PHASE_TYPE`); an engine not listed has exponential sizes and
+    #: refuses a task that names another law (``sim.dispatch.check_task``). The general engine
+    #: models every law for every policy it serves, and is not listed
+    laws: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def models_law(self, engine: str) -> str | None:
+        """The laws ``engine`` models for this policy beyond the exponential (:data:`ANY_LAW`,
+        :data:`PHASE_TYPE`), or None where it has exponential sizes only."""
+        return ANY_LAW if engine == GENERAL else self.laws.get(engine)
 
     def probe_d(self, d) -> int:
         """The ``d`` a task of this policy uses: its own ``d`` if the policy samples, else 1
@@ -106,10 +120,18 @@ class DispatchPolicy(Policy):
 #: refused by the model's check (naming the general engine), never run with exponential sizes
 _LAW = SERVICE_KEYS
 _BUFFERED = ("b", *_LAW)
-#: the engines of power-of-d declared by its transitions (sim.dispatch.population)
-_DECLARED = {"population": ("b", "replacement", *_LAW), "population_meanfield": ("b", "replacement"),
-             "population_refined": ("replacement",),
+#: the engines of power-of-d declared by its transitions (sim.dispatch.population; with a
+#: phase-type law, sim.dispatch.phase_population)
+_DECLARED = {"population": ("b", "replacement", *_LAW), "population_meanfield": ("b", "replacement", *_LAW),
+             "population_refined": ("replacement", *_LAW),
              "population_trajectory": ("init_tail", "replacement", *_LAW)}
+#: the limits of single-task jobs under any law (docs/service.md, "Limits as entries"): random
+#: is M/G/1 per server, pod the cavity queue (sim.dispatch.meanfield.cavity), ll the workload
+#: fixed point (sim.dispatch.meanfield.least_loaded), all reached through the meanfield engine
+_MEANFIELD_ANY_LAW = {"meanfield": ANY_LAW}
+#: the population engines of pod take the phase-type laws (sim.dispatch.phase_population)
+_PHASE_POPULATION = {"population": PHASE_TYPE, "population_meanfield": PHASE_TYPE,
+                     "population_refined": PHASE_TYPE}
 #: the batch policies' heavy-traffic limit (sim.dispatch.meanfield.heavy_traffic)
 _HEAVY_TRAFFIC_ENGINE = {"heavy_traffic": ()}
 
@@ -117,8 +139,9 @@ _HEAVY_TRAFFIC_ENGINE = {"heavy_traffic": ()}
 POLICIES: dict[str, DispatchPolicy] = policy_table(
     # each task to a uniformly chosen server
     DispatchPolicy("random", RANDOM, "random", tail_d=1,
-                   engines={"agent": ("k", "b", "service_rates", *_LAW), "meanfield": ("k", "b"),
-                            "occupancy": ("k", "b", *_LAW), GENERAL: ("k", *_LAW)}),
+                   engines={"agent": ("k", "b", "service_rates", *_LAW), "meanfield": ("k", "b", *_LAW),
+                            "occupancy": ("k", "b", *_LAW), GENERAL: ("k", *_LAW)},
+                   laws=_MEANFIELD_ANY_LAW),
     # each task to a shortest queue (ties uniform)
     DispatchPolicy("jsq", JSQ, "JSQ", probes_all=True, tail_d=2,
                    engines={"agent": ("k", "b", "service_rates", *_LAW), "meanfield": ("k", "b"),
@@ -126,9 +149,10 @@ POLICIES: dict[str, DispatchPolicy] = policy_table(
     # power-of-d: single-task jobs, d distinct queues sampled, join the shortest
     DispatchPolicy("pod", POD, "power-of-d", samples=True, single_task=True,
                    jobs_as="batch_filling",
-                   engines={"agent": ("b", "service_rates", *_LAW), "meanfield": ("b",),
+                   engines={"agent": ("b", "service_rates", *_LAW), "meanfield": ("b", *_LAW),
                             "refined": ("replacement",), "occupancy": _BUFFERED, **_DECLARED,
-                            "trajectory": ("init_tail", *_LAW), GENERAL: _LAW}),
+                            "trajectory": ("init_tail", *_LAW), GENERAL: _LAW},
+                   laws={**_MEANFIELD_ANY_LAW, **_PHASE_POPULATION}),
     # k tasks into k*d sampled queues, each into the currently shortest
     DispatchPolicy("batch_filling", BATCH_FILLING, "batch-filling", samples=True, k_task=True,
                    batch=True, fills=True, agent_event_cost=lambda k, d: 1.0 + d / 16.0,
@@ -148,7 +172,7 @@ POLICIES: dict[str, DispatchPolicy] = policy_table(
     # least-loaded LL(d): d distinct servers sampled, join the one with the least work (the
     # sizes are known at arrival); single-task jobs, sizes of any law
     DispatchPolicy("ll", LL, "LL(d)", samples=True, single_task=True, by_work=True,
-                   engines={GENERAL: _LAW}),
+                   engines={"meanfield": _LAW, GENERAL: _LAW}, laws=_MEANFIELD_ANY_LAW),
     # Join-the-Idle-Queue with one dispatcher: an idle server while there is one, else a
     # uniform server (the JIQ model's jiq with r = N; several dispatchers are that model's).
     # Labelled as the JIQ and LED models label theirs, so that a figure that names no model

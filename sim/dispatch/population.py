@@ -23,6 +23,12 @@ independent queue lengths would reach under the mean-field tail
 cuts where a run of its ``events`` cap would (the cap the plan sets for ``time``), plus the
 levels of a configured ``init_tail``; its ODE is the declared drift's, integrated from the
 path's rounded start.
+
+A task that names a phase-type law other than the exponential (erlang, hyperexponential) runs
+on the declaration of :mod:`sim.dispatch.phase_population` (queue length and phase of the task
+in service) through the same three engines, ``population``, ``population_meanfield`` and
+``population_refined``; the model's check has refused the other laws, a buffer and the path
+engine with a law, in one line. The exponential, named or not, stays on ``POD`` here.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from sim.core.population_engine import simulate
 from sim.core.population_limit import limit_row, refined_row
 from sim.core.results import simulation_row
 from sim.core.sampling import probes_in
+from sim.core.service_keys import is_exponential
 from sim.dispatch import MODEL
 from sim.dispatch.policies import only
 
@@ -129,10 +136,20 @@ def _check_sim(task: dict) -> None:
                          "(sampling without replacement)")
 
 
+def _phase_law(task: dict) -> bool:
+    """The task names a law other than the exponential: it runs on the phase-type population
+    (:mod:`sim.dispatch.phase_population`), whose declaration carries the law's phases."""
+    return not is_exponential(task)
+
+
 def run_task(task: dict) -> dict:
     """One ``population`` task of ``pod`` (keys as docs/results-schema.md)."""
     task = _task(task)
     _check_sim(task)
+    if _phase_law(task):
+        from sim.dispatch import phase_population
+
+        return phase_population.run_task(task)
     return simulation_row(simulate(POD, task))
 
 
@@ -164,6 +181,10 @@ def run_meanfield(task: dict) -> dict:
     task.pop("events", None)
     # without a buffer lam is in (0, 1); with one, in its declared domain
     (MODEL.param("lam") if task.get("b") is not None else POSITIVE_LOAD_BELOW_ONE).check("lam", task["lam"])
+    if _phase_law(task):
+        from sim.dispatch import phase_population
+
+        return phase_population.run_meanfield(task)
     return limit_row(POD, task)
 
 
@@ -173,4 +194,8 @@ def run_refined(task: dict) -> dict:
     task = _task(task)
     task.pop("events", None)
     POSITIVE_LOAD_BELOW_ONE.check("lam", task["lam"])
+    if _phase_law(task):
+        from sim.dispatch import phase_population
+
+        return phase_population.run_refined(task)
     return refined_row(POD, task)

@@ -6,6 +6,7 @@ bitwise where the numbers cannot depend on the CPU, to a stated tolerance where 
 
     .venv/bin/python tests/golden/make_golden.py [MODEL ...]
     .venv/bin/python tests/golden/make_golden.py --append-general   # the general engine's rows only
+    .venv/bin/python tests/golden/make_golden.py --append-law-limits  # the limits under a law only
 
 Never run by the tests. Run it only when a change of the numbers is intended, and say so in the
 commit that rewrites the files. Floats are written by ``json`` (``repr``: they read back exactly).
@@ -96,6 +97,7 @@ def dispatch_tasks() -> list[dict]:
         _traj("pod", 84, "population_trajectory", **base, d=2),
     ]
     out += general_tasks()
+    out += law_limit_tasks()
     return [{"model": "dispatch", **t} for t in out]
 
 
@@ -121,6 +123,22 @@ def general_tasks() -> list[dict]:
         _sim("general", "batch_sampling", 100, **batch, service="erlang", service_phases=2),
         _sim("general", "pod_per_task", 101, **batch, **lognormal),
         _sim("general", "ll_filling", 102, **batch, **pareto),
+    ]
+
+
+def law_limit_tasks() -> list[dict]:
+    """The limits under a service law (docs/service.md, "Limits as entries"): meanfield's ll
+    (exponential and a law), pod (the cavity queue) and random (M/G/1) under a law, and pod's
+    population engines under a phase-type law."""
+    base = {"n_servers": 50, "lam": 0.8}
+    return [
+        _limit("meanfield", "ll", **base, d=2),
+        _limit("meanfield", "ll", **base, d=2, service="hyperexponential", service_scv=4.0),
+        _limit("meanfield", "pod", **base, d=2, service="deterministic"),
+        _limit("meanfield", "random", **base, service="erlang", service_phases=3),
+        _limit("population_meanfield", "pod", **base, d=2, service="erlang", service_phases=2),
+        _limit("population_refined", "pod", **base, d=2, service="erlang", service_phases=2),
+        _sim("population", "pod", 103, **base, d=2, service="hyperexponential", service_scv=4.0),
     ]
 
 
@@ -206,5 +224,7 @@ def main(models: list[str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--append-general"]:
         append("dispatch", [{"model": "dispatch", **t} for t in general_tasks()])
+    elif sys.argv[1:] == ["--append-law-limits"]:
+        append("dispatch", [{"model": "dispatch", **t} for t in law_limit_tasks()])
     else:
         main(sys.argv[1:])

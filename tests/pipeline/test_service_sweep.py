@@ -63,3 +63,36 @@ def test_the_archive_holds_the_law_and_reproduces_bitwise(service_run, tmp_path)
     assert set(pl.concat(frames)["service"]) == {"hyperexponential"}
     rep = reproduce(out["archive"], tmp_path / "again", progress=False)
     assert rep["seeds_match"] and rep["bitwise"] == rep["rows"] == 8 and rep["ok"]
+
+
+def test_service_limits_meets_each_law_with_its_limit():
+    """The shipped sweep service_limits plans, for every law and N, the general engine's
+    simulations beside one meanfield task of the same law (the cavity queue for pod, the LL(d)
+    fixed point for ll), whose row carries the law so that the analysis pairs them."""
+    from pipeline.plan import make_plan
+
+    plan = make_plan(to_plain(compose(["+sweep=service_limits", "output_dir=/nonexistent"])))
+    limits = [t for t in plan.tasks if t["engine"] == "meanfield"]
+    sims = [t for t in plan.tasks if t["engine"] == "general"]
+    assert len(limits) == 2 * 5 * 3 and len(sims) == 4 * len(limits)
+    keys = ("policy", "n_servers", "service", "service_scv", "service_phases", "service_alpha",
+            "service_upper", "d", "lam")
+    limit_points = {tuple(t.get(k) for k in keys) for t in limits}
+    assert {tuple(t.get(k) for k in keys) for t in sims} == limit_points
+    assert {t["service"] for t in limits} == {"exponential", "deterministic", "erlang",
+                                              "hyperexponential", "bounded_pareto"}
+    for t in limits:  # the row's parameters: the law's columns as the simulations' rows have them
+        meta = t["_meta"]["params"]
+        assert meta["service"] == t["service"] and meta.get("time") is None
+
+
+def test_a_limit_that_does_not_model_the_law_is_refused_before_compute():
+    """batch_filling's mean field has exponential sizes: beside a simulation under another law
+    it would be compared as its limit, so the plan refuses it, naming the law and the engine."""
+    from pipeline.config import ConfigError
+    from pipeline.plan import make_plan
+
+    cfg = to_plain(compose(["+sweep=service_limits", "output_dir=/nonexistent",
+                            "policies=[batch_filling]", "+params.k=2"]))
+    with pytest.raises(ConfigError, match="service=deterministic is simulated but engine=meanfield"):
+        make_plan(cfg)

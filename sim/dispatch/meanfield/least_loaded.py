@@ -36,7 +36,7 @@ from scipy import integrate
 
 from sim.core.service import BoundedPareto, Deterministic, ServiceLaw
 
-__all__ = ["LLFixedPoint", "workload_fixed_point", "ll_exponential_ccdf"]
+__all__ = ["LLFixedPoint", "workload_fixed_point", "ll_exponential_ccdf", "check_reach"]
 
 #: default grid step (``1 / h`` must be an integer)
 H_DEFAULT = 1.0 / 128
@@ -172,6 +172,34 @@ def _solve(law: ServiceLaw, lam: float, d: int, h: float, w_top: float, tol: flo
     return (_trapezoid(fd, h), 2.0 * _trapezoid(w * fd, h), _trapezoid(f, h), w, f)
 
 
+def _first_top(law: ServiceLaw) -> float:
+    return law.quantile_upper(1e-6) + 16.0
+
+
+def check_reach(law: ServiceLaw, lam: float, h: float = H_DEFAULT, tol: float = TOL) -> None:
+    """``ValueError`` in one line if :func:`workload_fixed_point` must run past
+    :data:`MAX_POINTS` for ``law`` at ``lam``: its march cannot stop before ``lam int_w^inf G``
+    is below ``tol``, so the grid it reaches (the first ``1 - 1e-6`` quantile plus 16, doubled)
+    is at least the first such length where that holds, at step ``h / 2``. A necessary
+    condition only (the ccdf ``F`` must fall below ``tol`` too), cheap enough for the plan."""
+    w_top = _first_top(law)
+    while True:
+        n = int(round(w_top / (h / 2))) + 1
+        if n > MAX_POINTS:
+            raise ValueError(f"service={law.describe()} at lam={lam!r}: the LL(d) "
+                             f"workload fixed point would need more than {MAX_POINTS} grid points "
+                             "(the law's tail is too long for this solver; docs/service.md)")
+        if isinstance(law, Deterministic) and w_top >= 1.0:
+            return
+        if isinstance(law, BoundedPareto) and w_top >= law.upper:
+            return
+        tail = integrate.quad(lambda v: float(law.ccdf(v)), w_top, np.inf, limit=400,
+                              epsabs=1e-17, epsrel=1e-10)[0]
+        if lam * tail < tol:
+            return
+        w_top *= 2.0
+
+
 def workload_fixed_point(law: ServiceLaw, lam: float, d: int, *, h: float = H_DEFAULT,
                          tol: float = TOL) -> LLFixedPoint:
     """The LL(d) workload fixed point and its waiting and response moments (module docstring).
@@ -190,7 +218,7 @@ def workload_fixed_point(law: ServiceLaw, lam: float, d: int, *, h: float = H_DE
     if not h > 0 or abs(inv - round(inv)) > 1e-9:
         raise ValueError(f"h={h!r}: 1 / h must be a positive integer")
     lam = float(lam)
-    w_top = law.quantile_upper(1e-6) + 16.0
+    w_top = _first_top(law)
     while True:
         coarse = _solve(law, lam, d, h, w_top, tol)
         fine = _solve(law, lam, d, h / 2, w_top, tol) if coarse is not None else None
