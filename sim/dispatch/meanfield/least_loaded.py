@@ -180,8 +180,9 @@ def check_reach(law: ServiceLaw, lam: float, h: float = H_DEFAULT, tol: float = 
     """``ValueError`` in one line if :func:`workload_fixed_point` must run past
     :data:`MAX_POINTS` for ``law`` at ``lam``: its march cannot stop before ``lam int_w^inf G``
     is below ``tol``, so the grid it reaches (the first ``1 - 1e-6`` quantile plus 16, doubled)
-    is at least the first such length where that holds, at step ``h / 2``. A necessary
-    condition only (the ccdf ``F`` must fall below ``tol`` too), cheap enough for the plan."""
+    is at least the first such length where that holds, at step ``h / 2`` (a law of bounded
+    support has no tail past it). A necessary condition only (the ccdf ``F`` must fall below
+    ``tol`` too), cheap enough for the plan."""
     w_top = _first_top(law)
     while True:
         n = int(round(w_top / (h / 2))) + 1
@@ -189,10 +190,6 @@ def check_reach(law: ServiceLaw, lam: float, h: float = H_DEFAULT, tol: float = 
             raise ValueError(f"service={law.describe()} at lam={lam!r}: the LL(d) "
                              f"workload fixed point would need more than {MAX_POINTS} grid points "
                              "(the law's tail is too long for this solver; docs/service.md)")
-        if isinstance(law, Deterministic) and w_top >= 1.0:
-            return
-        if isinstance(law, BoundedPareto) and w_top >= law.upper:
-            return
         tail = integrate.quad(lambda v: float(law.ccdf(v)), w_top, np.inf, limit=400,
                               epsabs=1e-17, epsrel=1e-10)[0]
         if lam * tail < tol:
